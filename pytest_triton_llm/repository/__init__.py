@@ -1,0 +1,99 @@
+"""Render a Triton model repository for one deployment.
+
+    <out>/preprocessing/{config.pbtxt,1/model.py}    tokenizer (python backend)
+    <out>/tensorrt_llm/{config.pbtxt,1/...}          TensorRT-LLM engine, or the reference model
+    <out>/postprocessing/{config.pbtxt,1/model.py}   detokenizer (python backend)
+    <out>/ensemble/{config.pbtxt,1/}                 wires the three
+
+Every rendered config.pbtxt is parsed into tritonclient's ModelConfig before the
+server sees it, so a template mistake fails here with the file name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from ..cache import BuiltEngine
+from ..lock import DeploymentRef
+from ..schema import load_toml
+from .fill import TemplateError, fill, placeholders
+
+MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble")
+_PACKAGE = resources.files(__package__)
+_REFERENCE_MODELS = resources.files("pytest_triton_llm.reference_backend") / "models"
+
+
+def template_family(triton_version: str) -> str:
+    """The template set for a Triton server version such as '2.51.0'."""
+    families = load_toml(Path(str(_PACKAGE / "families.toml")))["families"]
+    major_minor = ".".join(triton_version.split(".")[:2])
+    try:
+        return families[major_minor]
+    except KeyError:
+        known = ", ".join(sorted(families))
+        raise TemplateError(f"no model templates for Triton {triton_version} (known: {known})") from None
+
+
+def template_text(family: str, model: str) -> str:
+    return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
+
+
+def template_values(ref: DeploymentRef, engine_dir: Path, family: str) -> dict:
+    """Placeholder values for a deployment; None drops an optional parameter line."""
+    engine, options = ref.engine, ref.options
+    values = dict.fromkeys(set().union(*(placeholders(template_text(family, m)) for m in MODELS)))
+    values.update(
+        triton_max_batch_size=engine.max_batch_size,
+        triton_backend="python" if engine.backend == "reference" else "tensorrtllm",
+        decoupled_mode=False,
+        max_queue_delay_microseconds=options.max_queue_delay_us,
+        max_queue_size=0,  # 0 = unbounded: Triton's default
+        max_beam_width=1,
+        batching_strategy=options.gpt_model_type,
+        engine_dir=str(engine_dir),
+        tokenizer_dir=str(engine_dir),
+        exclude_input_in_output=options.exclude_input_in_output,
+        add_special_tokens=engine.add_special_tokens,
+        skip_special_tokens=engine.skip_special_tokens,
+        preprocessing_instance_count=options.preprocessing_instances,
+        postprocessing_instance_count=options.postprocessing_instances,
+    )
+    return values
+
+
+def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
+    try:
+        return text_format.Parse(text, model_config_pb2.ModelConfig())
+    except text_format.ParseError as exc:
+        raise TemplateError(f"{name}: rendered config.pbtxt does not parse as ModelConfig: {exc}") from None
+
+
+def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str) -> Path:
+    """Write the model repository for `ref` into `out` (which must not exist yet)."""
+    family = template_family(triton_version)
+    values = template_values(ref, built.path, family)
+    out.mkdir(parents=True)
+    for model in MODELS:
+        text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt")
+        parse_config(text, f"{out / model / 'config.pbtxt'}")
+        (out / model / "1").mkdir(parents=True)
+        (out / model / "config.pbtxt").write_text(text)
+        if model == "tensorrt_llm" and ref.engine.backend != "reference":
+            continue  # the tensorrtllm backend reads the engine from gpt_model_path
+        code = _REFERENCE_MODELS / model
+        if code.is_dir():  # a python-backend model: its code plus the shared helpers
+            for item in [*code.iterdir(), *(_REFERENCE_MODELS / "common").iterdir()]:
+                if item.name.endswith(".py"):
+                    shutil.copyfile(str(item), out / model / "1" / item.name)
+    # beside the repository, not in it: Triton would take a stray entry for a model
+    (out.parent / f"{out.name}.rendered.json").write_text(
+        json.dumps({"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values},
+                   indent=2, sort_keys=True, default=str)
+    )
+    return out
