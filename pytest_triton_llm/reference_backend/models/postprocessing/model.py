@@ -1,0 +1,41 @@
+"""`postprocessing`: output token ids -> text (the upstream tensor contract).
+
+Parameters: tokenizer_dir, skip_special_tokens.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from hf_tokenizer import load_tokenizer
+
+
+def _flag(text, default: bool) -> bool:
+    if text is None or text.startswith("${"):
+        return default
+    return text.strip().lower() in ("1", "true", "t", "y", "yes")
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v.get("string_value") for k, v in config.get("parameters", {}).items()}
+        self.skip_special_tokens = _flag(params.get("skip_special_tokens"), True)
+        self.tokenizer = load_tokenizer(params["tokenizer_dir"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()  # [batch, beam, len]
+            lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()  # [batch, beam]
+            sequences = [
+                tokens[b, k, : int(lengths[b, k])].tolist()
+                for b in range(tokens.shape[0])
+                for k in range(tokens.shape[1])
+            ]
+            texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=self.skip_special_tokens)
+            output = np.array([t.encode("utf-8") for t in texts], dtype=object).reshape(tokens.shape[:2])
+            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", output)]))
+        return responses

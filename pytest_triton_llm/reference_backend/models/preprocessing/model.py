@@ -1,0 +1,108 @@
+"""`preprocessing`: text -> token ids, stop/bad word lists, end/pad ids (the upstream tensor contract).
+
+Parameters: tokenizer_dir, add_special_tokens (as in tensorrtllm_backend's preprocessing model).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from hf_tokenizer import load_tokenizer
+from words import to_word_list_format
+
+
+def _flag(text, default: bool) -> bool:
+    if text is None or text.startswith("${"):
+        return default
+    return text.strip().lower() in ("1", "true", "t", "y", "yes")
+
+
+def _optional(request, name):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def _text(value, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what} is not valid UTF-8: {exc}") from None
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v.get("string_value") for k, v in config.get("parameters", {}).items()}
+        self.add_special_tokens = _flag(params.get("add_special_tokens"), True)
+        self.tokenizer = load_tokenizer(params["tokenizer_dir"], padding_side="left")
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.end_id = self.tokenizer.encode(self.tokenizer.eos_token, add_special_tokens=False)[0]
+        self.pad_id = self.tokenizer.encode(self.tokenizer.pad_token, add_special_tokens=False)[0]
+        self.vocab = len(self.tokenizer)
+
+    def _encode_words(self, word):
+        return self.tokenizer.encode(_text(word, "a stop/bad word"), add_special_tokens=False)
+
+    def _one(self, request):
+        query = pb_utils.get_input_tensor_by_name(request, "QUERY").as_numpy()
+        batch = query.shape[0]
+        ids = [self.tokenizer.encode(_text(q.reshape(-1)[0], "text_input"), add_special_tokens=self.add_special_tokens)
+               for q in query]  # fmt: skip
+        width = max(1, max(len(i) for i in ids))
+        input_ids = np.full((batch, width), self.pad_id, dtype=np.int32)
+        for row, seq in enumerate(ids):
+            input_ids[row, : len(seq)] = seq
+        lengths = np.array([[len(i)] for i in ids], dtype=np.int32)
+
+        def per_row(name, default):
+            value = _optional(request, name)
+            return np.full((batch, 1), default, dtype=np.int32) if value is None else value.astype(np.int32).reshape(batch, 1)
+
+        end_id, pad_id = per_row("END_ID", self.end_id), per_row("PAD_ID", self.pad_id)
+        bad = _optional(request, "BAD_WORDS_DICT")
+        stop = _optional(request, "STOP_WORDS_DICT")
+        outputs = [
+            pb_utils.Tensor("INPUT_ID", input_ids),
+            pb_utils.Tensor("REQUEST_INPUT_LEN", lengths),
+            pb_utils.Tensor("DECODER_INPUT_ID", pad_id.copy()),
+            pb_utils.Tensor("REQUEST_DECODER_INPUT_LEN", np.ones((batch, 1), dtype=np.int32)),
+            pb_utils.Tensor("BAD_WORDS_IDS", to_word_list_format(bad, batch, self._encode_words)),
+            pb_utils.Tensor("STOP_WORDS_IDS", to_word_list_format(stop, batch, self._encode_words)),
+            pb_utils.Tensor("EMBEDDING_BIAS", self._embedding_bias(request, batch)),
+            pb_utils.Tensor("REQUEST_OUTPUT_LEN", pb_utils.get_input_tensor_by_name(request, "REQUEST_OUTPUT_LEN").as_numpy()),
+            pb_utils.Tensor("OUT_END_ID", end_id),
+            pb_utils.Tensor("OUT_PAD_ID", pad_id),
+        ]
+        extra = _optional(request, "PROMPT_TABLE_EXTRA_ID")
+        if extra is not None:
+            table = np.where(input_ids >= self.vocab, extra.reshape(batch, 1), 0).astype(np.uint64)
+            outputs.append(pb_utils.Tensor("OUT_PROMPT_TABLE_EXTRA_IDS", table))
+        return pb_utils.InferenceResponse(output_tensors=outputs)
+
+    def _embedding_bias(self, request, batch):
+        words, weights = _optional(request, "EMBEDDING_BIAS_WORDS"), _optional(request, "EMBEDDING_BIAS_WEIGHTS")
+        if words is None or weights is None:
+            return np.empty((batch, 0), dtype=np.float32)
+        bias = np.zeros((batch, self.vocab), dtype=np.float32)
+        for row in range(batch):
+            row_words, row_weights = words[min(row, len(words) - 1)], weights[min(row, len(weights) - 1)]
+            if len(row_words) != len(row_weights):
+                raise ValueError("embedding_bias_words and embedding_bias_weights must have the same length")
+            for word, weight in zip(row_words, row_weights):
+                for token in self._encode_words(word):
+                    bias[row, token] += weight
+        return bias
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            try:
+                responses.append(self._one(request))
+            except ValueError as exc:
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+        return responses

@@ -1,0 +1,257 @@
+"""Token generation for the reference tensorrt_llm model, with TensorRT-LLM's request semantics.
+
+Self-contained (torch, numpy, transformers only): it is copied next to model.py into
+the model repository and runs inside the Triton python backend stub.
+
+Semantics follow TensorRT-LLM's executor:
+- greedy when top_k == 1, or top_k == 0 and top_p == 0; else top-k/top-p sampling
+  seeded by random_seed (default 0, so sampling is reproducible);
+- generation ends at max_new_tokens, at end_id (not returned), or after a stop word
+  sequence (returned); bad word sequences are never completed;
+- min_length keeps end_id from being chosen before that many tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+NEG_INF = float("-inf")
+
+
+class RequestError(ValueError):
+    """A request the engine refuses; becomes an error response, the server keeps serving."""
+
+
+@dataclass
+class Sampling:
+    top_k: int = 0
+    top_p: float = 0.0
+    temperature: float = 1.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    min_length: int = 0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.top_k == 1 or (self.top_k == 0 and self.top_p == 0.0)
+
+    @property
+    def penalized(self) -> bool:
+        return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+
+
+@dataclass
+class GenerationRequest:
+    input_ids: list[int]
+    max_new_tokens: int
+    end_id: int
+    pad_id: int = 0
+    sampling: Sampling = field(default_factory=Sampling)
+    stop_words: list[list[int]] = field(default_factory=list)
+    bad_words: list[list[int]] = field(default_factory=list)
+    embedding_bias: np.ndarray | None = None
+    return_log_probs: bool = False
+
+
+@dataclass
+class Sequence:
+    """Decoding state of one request; `finish_reason` is set once it is done."""
+
+    request: GenerationRequest
+    tokens: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None  # length | end_id | stop_words | cancelled
+    generator: torch.Generator | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def cum_log_prob(self) -> float:
+        return float(sum(self.log_probs))
+
+
+def decode_word_list(words: np.ndarray | None) -> list[list[int]]:
+    """TensorRT-LLM's [2, N] word list (flat ids; cumulative end offsets padded with -1) -> sequences."""
+    if words is None:
+        return []
+    words = np.asarray(words)
+    if words.size == 0:
+        return []
+    if words.ndim != 2 or words.shape[0] != 2:
+        raise RequestError(f"stop/bad word list must have shape [2, N], got {list(words.shape)}")
+    flat, offsets = words[0].tolist(), words[1].tolist()
+    sequences, start = [], 0
+    for end in offsets:
+        if end < 0:
+            break
+        if end <= start or end > len(flat):
+            raise RequestError(f"word list offsets must increase within [1, {len(flat)}], got {offsets}")
+        sequences.append(flat[start:end])
+        start = end
+    return sequences
+
+
+def _ends_with(history: list[int], word: list[int]) -> bool:
+    return len(word) <= len(history) and history[len(history) - len(word):] == word
+
+
+class ReferenceEngine:
+    """A Hugging Face causal LM loaded from a reference engine directory."""
+
+    def __init__(self, engine_dir: str | os.PathLike):
+        from transformers import AutoModelForCausalLM
+
+        engine_dir = Path(engine_dir)
+        config = json.loads((engine_dir / "engine.json").read_text())
+        self.build_config = config["build_config"]
+        self.dtype = getattr(torch, config["dtype"])
+        self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval()
+        self.vocab_size = self.model.config.vocab_size
+
+    # -- validation -----------------------------------------------------------------------
+    def validate(self, request: GenerationRequest) -> None:
+        n_in, n_out = len(request.input_ids), request.max_new_tokens
+        bc = self.build_config
+        if n_in == 0:
+            raise RequestError("input is empty: input_lengths must be >= 1")
+        if n_in > bc["max_input_len"]:
+            raise RequestError(f"Prompt length ({n_in}) exceeds maximum input length ({bc['max_input_len']})")
+        if n_out <= 0:
+            raise RequestError(f"request_output_len must be > 0, got {n_out}")
+        if n_in + n_out > bc["max_seq_len"]:
+            raise RequestError(
+                f"Prompt length ({n_in}) + requested output length ({n_out}) exceeds "
+                f"maximum sequence length ({bc['max_seq_len']})"
+            )
+        bad = [t for t in request.input_ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise RequestError(f"input_ids contain {bad[0]}, outside the vocabulary [0, {self.vocab_size})")
+        if request.embedding_bias is not None and request.embedding_bias.size not in (0, self.vocab_size):
+            raise RequestError(f"embedding_bias must have {self.vocab_size} entries, got {request.embedding_bias.size}")
+        s = request.sampling
+        if s.top_k < 0 or not 0.0 <= s.top_p <= 1.0 or s.temperature < 0.0:
+            raise RequestError(f"invalid sampling: top_k={s.top_k} top_p={s.top_p} temperature={s.temperature}")
+
+    # -- one decoding step for a batch -------------------------------------------------------
+    def select(self, sequences: list[Sequence], logits: torch.Tensor) -> None:
+        """Pick the next token of each unfinished sequence from its row of `logits` [B, V]."""
+        logits = logits.float()
+        simple = [
+            i for i, s in enumerate(sequences)
+            if not s.finished and s.request.sampling.greedy and not self._needs_processing(s)
+        ]  # fmt: skip
+        if simple:
+            rows = logits[simple]
+            picks = rows.argmax(dim=-1).tolist()
+            log_probs = torch.log_softmax(rows, dim=-1)
+            for j, i in enumerate(simple):
+                self._append(sequences[i], picks[j], float(log_probs[j, picks[j]]))
+        for i, seq in enumerate(sequences):
+            if i in simple or seq.finished:
+                continue
+            row = self._process(seq, logits[i].clone())
+            token = self._sample(seq, row)
+            self._append(seq, token, float(torch.log_softmax(row, dim=-1)[token]))
+
+    @staticmethod
+    def _needs_processing(seq: Sequence) -> bool:
+        r = seq.request
+        return bool(
+            r.bad_words or r.sampling.penalized or (r.embedding_bias is not None and r.embedding_bias.size)
+            or len(seq.tokens) < r.sampling.min_length
+        )  # fmt: skip
+
+    def _process(self, seq: Sequence, row: torch.Tensor) -> torch.Tensor:
+        r, s = seq.request, seq.request.sampling
+        if r.embedding_bias is not None and r.embedding_bias.size:
+            row += torch.from_numpy(np.asarray(r.embedding_bias, dtype=np.float32))
+        if s.penalized:
+            history = r.input_ids + seq.tokens
+            ids = torch.tensor(sorted(set(history)), dtype=torch.long)
+            if s.repetition_penalty != 1.0:
+                vals = row[ids]
+                row[ids] = torch.where(vals > 0, vals / s.repetition_penalty, vals * s.repetition_penalty)
+            if seq.tokens and (s.presence_penalty or s.frequency_penalty):
+                gen_ids, counts = np.unique(np.asarray(seq.tokens), return_counts=True)
+                gen_ids = torch.from_numpy(gen_ids).long()
+                row[gen_ids] -= s.presence_penalty + s.frequency_penalty * torch.from_numpy(counts).float()
+        if len(seq.tokens) < s.min_length and 0 <= r.end_id < row.numel():
+            row[r.end_id] = NEG_INF
+        history = r.input_ids + seq.tokens
+        for word in r.bad_words:
+            if word and _ends_with(history, word[:-1]) and 0 <= word[-1] < row.numel():
+                row[word[-1]] = NEG_INF
+        if not s.greedy and s.temperature > 0:
+            row /= s.temperature
+        return row
+
+    @staticmethod
+    def _sample(seq: Sequence, row: torch.Tensor) -> int:
+        s = seq.request.sampling
+        if s.greedy or s.temperature == 0:
+            return int(row.argmax())
+        if s.top_k > 0:
+            kth = torch.topk(row, min(s.top_k, row.numel())).values[-1]
+            row = row.masked_fill(row < kth, NEG_INF)
+        if 0.0 < s.top_p < 1.0:
+            sorted_logits, order = torch.sort(row, descending=True)
+            cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+            drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= s.top_p  # keep the token that crosses top_p
+            row = row.clone()
+            row[order[drop]] = NEG_INF
+        if seq.generator is None:
+            seq.generator = torch.Generator().manual_seed(s.seed)
+        return int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
+
+    @staticmethod
+    def _append(seq: Sequence, token: int, log_prob: float) -> None:
+        r = seq.request
+        if token == r.end_id:
+            seq.finish_reason = "end_id"
+            return
+        seq.tokens.append(token)
+        seq.log_probs.append(log_prob)
+        history = r.input_ids + seq.tokens
+        if any(word and _ends_with(history, word) for word in r.stop_words):
+            seq.finish_reason = "stop_words"
+        elif len(seq.tokens) >= r.max_new_tokens:
+            seq.finish_reason = "length"
+
+    # -- static batching (gpt_model_type V1) -------------------------------------------------
+    @torch.inference_mode()
+    def generate_static(self, requests: list[GenerationRequest]) -> list[Sequence]:
+        """Run one static batch: all sequences start together and the batch runs until the last ends."""
+        sequences = [Sequence(r) for r in requests]
+        if not sequences:
+            return sequences
+        width = max(len(r.input_ids) for r in requests)
+        ids = torch.zeros((len(requests), width), dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for i, r in enumerate(requests):  # left padding keeps every last token in the last column
+            ids[i, width - len(r.input_ids):] = torch.tensor(r.input_ids)
+            mask[i, width - len(r.input_ids):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        self.select(sequences, out.logits[:, -1, :])
+        last = positions[:, -1:]
+        while not all(s.finished for s in sequences):
+            step = torch.tensor([[s.tokens[-1] if s.tokens else r.pad_id] for s, r in zip(sequences, requests)])
+            mask = torch.cat([mask, torch.ones((len(requests), 1), dtype=torch.long)], dim=1)
+            last = last + 1
+            out = self.model(
+                input_ids=step, attention_mask=mask, position_ids=last, past_key_values=cache, use_cache=True
+            )
+            cache = out.past_key_values
+            self.select(sequences, out.logits[:, -1, :])
+        return sequences
