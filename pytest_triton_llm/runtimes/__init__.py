@@ -1,0 +1,1 @@
+"""Where tritonserver runs. One module per runtime; each returns a `TritonServer` handle."""

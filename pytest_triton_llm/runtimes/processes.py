@@ -1,0 +1,126 @@
+"""Server processes that never outlive the session that started them.
+
+Each server runs in its own process group (its python backend stubs join that group)
+and is recorded in a pidfile under <cache>/run/. It is stopped by the session's
+teardown (also after Ctrl-C), by an atexit hook, and - if the owning pytest died
+without either (SIGKILL) - by `reap_orphans` at the start of the next session.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from ..progress import Progress
+
+_RUNNING: set["ManagedProcess"] = set()
+
+
+def _process_start_time(pid: int) -> str | None:
+    """Start time of `pid` in clock ticks since boot (tells a reused pid apart)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ManagedProcess:
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, run_dir: Path, label: str):
+        self.argv, self.env, self.log_path, self.run_dir, self.label = argv, env, log_path, run_dir, label
+        self.popen: subprocess.Popen | None = None
+        self.pidfile: Path | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # own group: stop() takes the stubs too; Ctrl-C reaches pytest only
+            )  # fmt: skip
+        _RUNNING.add(self)
+        self.pidfile = self.run_dir / f"{self.popen.pid}.json"
+        owner = os.getpid()
+        self.pidfile.write_text(json.dumps({
+            "pid": self.popen.pid, "pgid": self.popen.pid, "label": self.label, "argv0": self.argv[0],
+            "owner_pid": owner, "owner_start": _process_start_time(owner), "log": str(self.log_path),
+        }))  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM (tritonserver unloads models and exits), then SIGKILL the whole group."""
+        if self.popen is None:
+            return
+        if self.alive():
+            try:
+                self.popen.send_signal(signal.SIGTERM)
+                self.popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # stubs left behind by a crashed or killed server are still in its group
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait()
+        deadline = time.monotonic() + 5
+        while _group_alive(self.popen.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _RUNNING.discard(self)
+        if self.pidfile is not None:
+            self.pidfile.unlink(missing_ok=True)
+
+
+def reap_orphans(run_dir: Path, progress: Progress) -> int:
+    """Kill server groups whose owning session is gone; returns how many were reaped."""
+    reaped = 0
+    for pidfile in sorted(run_dir.glob("*.json")) if run_dir.is_dir() else []:
+        try:
+            info = json.loads(pidfile.read_text())
+        except (OSError, json.JSONDecodeError):
+            pidfile.unlink(missing_ok=True)
+            continue
+        owner_start = info.get("owner_start")
+        if owner_start is not None and _process_start_time(info["owner_pid"]) == owner_start:
+            continue  # its session is still running
+        if _group_alive(info["pgid"]):
+            progress.say(f"reaping {info['label']} (pid {info['pid']}) left behind by a session that died")
+            try:
+                os.killpg(info["pgid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            reaped += 1
+        pidfile.unlink(missing_ok=True)
+    return reaped
+
+
+@atexit.register
+def _stop_all() -> None:
+    for proc in list(_RUNNING):
+        proc.stop(grace_s=5)

@@ -1,0 +1,114 @@
+"""A running tritonserver, whatever started it: endpoints, readiness, log, stop."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..progress import Progress
+from .processes import ManagedProcess
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    http: str  # host:port
+    grpc: str
+    metrics: str
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback URL we built)
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            data = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(data.splitlines()[-lines:])
+
+
+class TritonServer:
+    def __init__(self, name: str, endpoints: Endpoints, log_path: Path, process: ManagedProcess | None, binary: str):
+        self.name = name
+        self.endpoints = endpoints
+        self.log_path = log_path
+        self.process = process  # None for a server this session did not start
+        self.binary = binary
+        self.ready_seconds: float | None = None
+        self.metadata: dict = {}
+
+    @property
+    def version(self) -> str | None:
+        return self.metadata.get("version")
+
+    def log_tail(self, lines: int = 40) -> str:
+        return tail(self.log_path, lines)
+
+    def alive(self) -> bool:
+        return self.process is None or self.process.alive()
+
+    def ready(self) -> bool:
+        try:
+            status, _ = http_get(f"http://{self.endpoints.http}/v2/health/ready", timeout=1.0)
+        except OSError:
+            return False
+        return status == 200
+
+    def wait_ready(self, timeout_s: float, progress: Progress) -> None:
+        start = time.monotonic()
+        next_note = start + 10
+        while not self.ready():
+            if not self.alive():
+                raise ServerStartError(
+                    f"tritonserver for {self.name} exited with code {self.process.returncode} before it was ready; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            now = time.monotonic()
+            if now - start > timeout_s:
+                raise ServerStartError(
+                    f"tritonserver for {self.name} not ready after {timeout_s:.0f} s "
+                    f"(raise --triton-start-timeout if models load slowly); log {self.log_path}:\n{self.log_tail()}"
+                )
+            if now >= next_note:
+                progress.say(f"server {self.name}: still loading models ({now - start:.0f} s)")
+                next_note = now + 10
+            time.sleep(0.2)
+        self.ready_seconds = time.monotonic() - start
+        _, body = http_get(f"http://{self.endpoints.http}/v2")
+        self.metadata = json.loads(body)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+# credentials a server never needs at serve time; kept out of its environment and logs
+_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "NGC_API_KEY")
+
+
+def serving_environment(base: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in _SECRETS}
+    env.update(
+        HF_HUB_OFFLINE="1",  # engines are local; a hub lookup at serve time is a bug
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        TRANSFORMERS_VERBOSITY="error",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
