@@ -1,0 +1,121 @@
+"""Bring deployments up for a session: engine (cached) -> model repository -> tritonserver -> client."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cache import BuiltEngine, EngineCache
+from .client import LLMClient
+from .engines import build_engine
+from .lock import DeploymentRef
+from .progress import Progress
+from .reference_backend.models.common.hf_tokenizer import load_tokenizer
+from .repository import render_repository
+from .runtimes.local import start_local_server
+from .runtimes.server import TritonServer
+from .runtimes.tritonserver_wheel import locate
+
+
+@dataclass
+class ServedDeployment:
+    """What a suite gets: a deployment served by a running tritonserver, and a client for it."""
+
+    ref: DeploymentRef
+    engine: BuiltEngine
+    server: TritonServer
+    repository: Path
+    client: LLMClient
+    _tokenizer: object = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.ref.id
+
+    @property
+    def tokenizer(self):
+        """The engine's own tokenizer (loaded on first use)."""
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.engine.path)
+        return self._tokenizer
+
+    @property
+    def end_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    def chat_prompt(self, user_message: str) -> str:
+        """`user_message` in the engine's chat template, ready for the assistant's answer."""
+        messages = [{"role": "user", "content": user_message}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=self.ref.engine.add_special_tokens)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+class DeploymentManager:
+    """Serves one deployment at a time per call; keeps timings for the summary and the report."""
+
+    def __init__(self, cache: EngineCache, workdir: Path, progress: Progress, rebuild: bool, start_timeout_s: float):
+        self.cache = cache
+        self.workdir = workdir
+        self.progress = progress
+        self.rebuild = rebuild
+        self.start_timeout_s = start_timeout_s
+        self.engines: dict[str, BuiltEngine] = {}
+        self.served: dict[str, ServedDeployment] = {}
+        self.records: dict[str, dict] = {}  # deployment id -> what was served, for the summary and report
+
+    def engine_for(self, ref: DeploymentRef) -> BuiltEngine:
+        if ref.engine_name not in self.engines:  # --rebuild-engines rebuilds once per session
+            self.engines[ref.engine_name] = build_engine(self.cache, ref.engine_name, ref.engine, rebuild=self.rebuild)
+        return self.engines[ref.engine_name]
+
+    def serve(self, ref: DeploymentRef) -> ServedDeployment:
+        start = time.monotonic()
+        engine = self.engine_for(ref)
+        engine_s = time.monotonic() - start
+        wheel = locate()
+        base = self.workdir / _slug(ref.id)
+        repository = render_repository(ref, engine, base / "model_repository", wheel.triton_version)
+        server = start_local_server(ref.id, repository, self.cache.root, base / "tritonserver.log",
+                                    self.progress, self.start_timeout_s)  # fmt: skip
+        served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints))
+        served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
+        self.progress.say(
+            f"server {ref.id}: ready in {server.ready_seconds:.1f} s (Triton {server.version}, "
+            f"engine {engine.name} {engine.digest[:12]})"
+        )
+        self.served[ref.id] = served
+        self.records[ref.id] = {
+            "engine": engine.name,
+            "backend": ref.engine.backend,
+            "batching": ref.options.batching,
+            "engine_digest": engine.digest,
+            "engine_path": str(engine.path),
+            "engine_cached": engine.cached,
+            "engine_s": round(engine_s, 2),
+            "runtime": "local",
+            "server_binary": server.binary,
+            "server_version": server.version,
+            "server_ready_s": round(server.ready_seconds, 2),
+            "server_log": str(server.log_path),
+            "total_s": round(time.monotonic() - start, 2),
+        }
+        return served
+
+    def release(self, deployment_id: str) -> None:
+        served = self.served.pop(deployment_id, None)
+        if served is not None:
+            served.client.close()  # an open keep-alive connection holds tritonserver's shutdown
+            served.server.stop()
+            self.progress.say(f"server {deployment_id}: stopped")
+
+    def close(self) -> None:
+        for deployment_id in list(self.served):
+            self.release(deployment_id)

@@ -1,0 +1,149 @@
+"""pytest-triton-llm: options, markers, hooks and fixtures. The logic lives in the modules it wires."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from .lock import LockError
+from .progress import Progress
+from .session import DEFAULT_CACHE, DEFAULT_LOCK, NotYetSupported, Options, TritonLLMSession
+from .terminal import summary_lines
+
+MARKERS = {
+    "functional": "ensemble contract and generation semantics",
+    "streaming": "token streaming (decoupled models)",
+    "early_stop": "stopping or cancelling requests early",
+    "batching": "V1 vs in-flight batching",
+    "lora": "LoRA adapters in mixed batches",
+    "accuracy": "ROUGE on CNN/DailyMail and output drift",
+    "perf": "throughput and latency budgets",
+    "robustness": "malformed and hostile requests",
+    "gpu": "needs an NVIDIA GPU",
+    "container": "needs docker and a Triton image",
+}
+_SESSION = pytest.StashKey[TritonLLMSession]()
+LOG_TAIL_LINES = 40
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("triton-llm", "Triton + TensorRT-LLM suites (pytest-triton-llm)")
+    group.addoption("--triton-image", metavar="TAG", help="run tritonserver in this image: YY.MM-trtllm or a full reference (not yet supported)")
+    group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
+    group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
+    group.addoption("--engine-cache", metavar="DIR", default=DEFAULT_CACHE, help=f"where built engines are kept (default: {DEFAULT_CACHE})")
+    group.addoption("--rebuild-engines", action="store_true", help="rebuild the engines of this run even if cached")
+    group.addoption("--deployment", metavar="NAME", action="append", default=[], help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)")
+    group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
+    group.addoption("--triton-start-timeout", metavar="SECONDS", type=float, default=300.0, help="how long a server may take to become ready (default: 300)")
+
+
+def _progress_writer(config: pytest.Config):
+    def write(line: str) -> None:
+        capman = config.pluginmanager.getplugin("capturemanager")
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        if capman is None or reporter is None:
+            print(line, file=sys.stderr, flush=True)
+            return
+        with capman.global_and_fixture_disabled():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    return write
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    opt = config.option
+    options = Options(
+        engines_lock=opt.engines_lock,
+        engine_cache=opt.engine_cache,
+        rebuild_engines=opt.rebuild_engines,
+        deployments=tuple(opt.deployment),
+        report=opt.triton_llm_report,
+        triton_image=opt.triton_image,
+        triton_url=opt.triton_url,
+        start_timeout_s=opt.triton_start_timeout,
+    )
+    try:
+        session = TritonLLMSession(options, Progress(_progress_writer(config)))
+    except (LockError, NotYetSupported) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_SESSION] = session
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_SESSION].start()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "triton_llm" not in metafunc.fixturenames:
+        return
+    state = metafunc.config.stash[_SESSION]
+    if state.lock is None:
+        pytest.fail(state.missing_lock_message(), pytrace=False)
+    refs = state.selected
+    metafunc.parametrize("triton_llm", refs, ids=[r.id for r in refs], indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def triton_llm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A deployment served by a running tritonserver (one per deployment, reused by its tests)."""
+    state = request.config.stash[_SESSION]
+    served = state.serve(request.param, tmp_path_factory)
+    yield served
+    state.release(served.id)
+
+
+@pytest.fixture(scope="session")
+def triton_llm_report(request: pytest.FixtureRequest):
+    """The run report: `record(deployment_id, key, value)` and `record_run(key, value)`."""
+    return request.config.stash[_SESSION].report
+
+
+def pytest_runtest_call(item: pytest.Item) -> None:
+    item.config.stash[_SESSION].note_test_start()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    served = getattr(item, "funcargs", {}).get("triton_llm")
+    if report.failed and served is not None:
+        report.sections.append(
+            (f"tritonserver log of {served.id} (last {LOG_TAIL_LINES} lines, {served.server.log_path})",
+             served.server.log_tail(LOG_TAIL_LINES))  # fmt: skip
+        )
+    if report.when == "call" or report.outcome != "passed":
+        state = item.config.stash[_SESSION]
+        callspec = getattr(item, "callspec", None)
+        ref = callspec.params.get("triton_llm") if callspec else None
+        outcome = "error" if report.when != "call" and report.failed else report.outcome
+        message = None if report.passed else _short(report)
+        state.report.add_test(item.nodeid, outcome, report.duration, getattr(ref, "id", None),
+                              sorted(m.name for m in item.iter_markers() if m.name in MARKERS), message)  # fmt: skip
+    return report
+
+
+def _short(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return report.longrepr[2]
+    text = report.longreprtext or ""
+    return text.strip().splitlines()[-1] if text.strip() else ""
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[_SESSION].finish()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    state = config.stash.get(_SESSION, None)
+    if state is None:
+        return
+    lines = summary_lines(state)
+    if lines:
+        terminalreporter.write_sep("=", "triton-llm")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -1,0 +1,112 @@
+"""Session state behind the plugin: options, the lock, served deployments, timings, the report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cache import EngineCache
+from .deployments import DeploymentManager, ServedDeployment
+from .lock import DeploymentRef, Lock, LockError, load_lock
+from .progress import Progress
+from .report import RunReport
+from .runtimes.processes import reap_orphans
+
+DEFAULT_LOCK = "engines.lock"
+DEFAULT_CACHE = "~/.cache/pytest-triton-llm"
+
+
+class NotYetSupported(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Options:
+    engines_lock: str | None  # None: the default ./engines.lock, which may be absent
+    engine_cache: str
+    rebuild_engines: bool
+    deployments: tuple[str, ...]
+    report: str | None
+    triton_image: str | None
+    triton_url: str | None
+    start_timeout_s: float
+
+    def check(self) -> None:
+        if self.triton_image:
+            raise NotYetSupported(
+                f"--triton-image {self.triton_image}: the container runtime is not yet supported; "
+                "omit it to run on the embedded local runtime"
+            )
+        if self.triton_url:
+            raise NotYetSupported(f"--triton-url {self.triton_url}: the remote runtime is not yet supported")
+        if self.start_timeout_s <= 0:
+            raise NotYetSupported("--triton-start-timeout must be > 0")
+
+
+class TritonLLMSession:
+    def __init__(self, options: Options, progress: Progress):
+        options.check()
+        self.options = options
+        self.progress = progress
+        self.lock = self._load_lock()
+        self.selected: list[DeploymentRef] = self.lock.select(list(options.deployments)) if self.lock else []
+        self.cache = EngineCache(options.engine_cache, progress)
+        self.report = RunReport({
+            "engines_lock": str(self.lock.path) if self.lock else None,
+            "engine_cache": str(self.cache.root),
+            "deployments": [r.id for r in self.selected],
+            "runtime": "local",
+        })  # fmt: skip
+        self.manager: DeploymentManager | None = None
+        self.started = time.monotonic()
+        self.first_test_at: float | None = None
+
+    def _load_lock(self) -> Lock | None:
+        path = Path(self.options.engines_lock or DEFAULT_LOCK)
+        if self.options.engines_lock is None and not path.exists():
+            return None  # not a suites run; tests that need a deployment say so
+        return load_lock(path)
+
+    def missing_lock_message(self) -> str:
+        return (
+            f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass "
+            "--engines-lock PATH"
+        )
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        reap_orphans(self.cache.root / "run", self.progress)
+
+    def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:
+        if self.manager is None:  # repositories and server logs go under pytest's basetemp
+            workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
+            self.manager = DeploymentManager(
+                self.cache, workdir, self.progress, self.options.rebuild_engines, self.options.start_timeout_s
+            )
+        try:
+            return self.manager.serve(ref)
+        finally:
+            if ref.id in self.manager.records:
+                self.report.add_deployment(ref.id, self.manager.records[ref.id])
+
+    def release(self, deployment_id: str) -> None:
+        if self.manager is not None:
+            self.manager.release(deployment_id)
+
+    def note_test_start(self) -> None:
+        if self.first_test_at is None:
+            self.first_test_at = time.monotonic()
+
+    @property
+    def startup_s(self) -> float | None:
+        return None if self.first_test_at is None else round(self.first_test_at - self.started, 2)
+
+    def finish(self) -> None:
+        if self.manager is not None:
+            self.manager.close()
+        if self.options.report:
+            self.report.write(Path(self.options.report), self.startup_s)
+
+
+__all__ = ["LockError", "NotYetSupported", "Options", "TritonLLMSession"]
