@@ -1,0 +1,193 @@
+"""Functional conformance of the TensorRT-LLM ensemble: contract and generation semantics.
+
+Every test runs once per selected deployment (`--deployment`). Exact token counts and
+token-level checks go through the `tensorrt_llm` model (ids in, ids out, as upstream's
+inflight_batcher_llm client does); everything else through the `ensemble`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_triton_llm.client import GenerationError, Sampling
+
+pytestmark = pytest.mark.functional
+
+MAX_TOKENS = 24
+NO_END = -1  # an end_id no token has: nothing can stop generation early
+
+
+def _triton_dtype(config_dtype: str) -> str:
+    name = config_dtype.removeprefix("TYPE_")
+    return "BYTES" if name == "STRING" else name
+
+
+def _contains(sequence: list[int], word: list[int]) -> bool:
+    return any(sequence[i : i + len(word)] == word for i in range(len(sequence) - len(word) + 1))
+
+
+@pytest.fixture(scope="session")
+def baseline(triton_llm, prompts):
+    """Greedy ids of the first completion prompt, with nothing to stop them early."""
+    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    return ids, triton_llm.client.generate_ids(ids, MAX_TOKENS, end_id=NO_END).token_ids
+
+
+# -- the contract -----------------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm"])
+def test_inputs_match_upstream_contract(triton_llm, contract, model):
+    metadata = {t["name"]: t for t in triton_llm.client.model_metadata(model)["inputs"]}
+    config = {t["name"]: t for t in triton_llm.client.model_config(model)["input"]}
+    expected = contract[model]["inputs"]
+    assert sorted(metadata) == sorted(expected)
+    for name, spec in expected.items():
+        assert metadata[name]["datatype"] == _triton_dtype(spec["dtype"]), name
+        assert config[name].get("optional", False) == spec.get("optional", False), name
+        assert [int(d) for d in config[name]["dims"]] == spec["dims"], name
+
+
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm"])
+def test_outputs_match_upstream_contract(triton_llm, contract, model):
+    metadata = {t["name"]: t for t in triton_llm.client.model_metadata(model)["outputs"]}
+    expected = contract[model]["outputs"]
+    assert set(expected) <= set(metadata), f"missing outputs: {sorted(set(expected) - set(metadata))}"
+    for name, spec in expected.items():
+        assert metadata[name]["datatype"] == _triton_dtype(spec["dtype"]), name
+        assert [int(d) for d in metadata[name]["shape"]] == [-1, *spec["dims"]], name
+
+
+# -- greedy determinism and batching invariance ------------------------------------------------
+def test_greedy_output_is_deterministic(triton_llm, prompts):
+    prompt = prompts["completion"]["prompts"][1]
+    first = triton_llm.client.generate(prompt, MAX_TOKENS)
+    second = triton_llm.client.generate(prompt, MAX_TOKENS)
+    assert first.text, "the model generated nothing"
+    assert first.text == second.text
+
+
+def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts):
+    batch = prompts["completion"]["prompts"][:8]
+    alone = [triton_llm.client.generate(p, MAX_TOKENS).text for p in batch]
+    before = triton_llm.client.executed_batch_sizes()
+    together = [g.text for g in triton_llm.client.generate_many(batch, MAX_TOKENS, concurrency=8)]
+    after = triton_llm.client.executed_batch_sizes()
+    assert together == alone
+    if triton_llm.ref.options.batching == "v1":  # the 8 must really have shared static batches
+        grown = {size for size, count in after.items() if count > before.get(size, 0)}
+        assert max(grown) > 1, f"no batch of more than one request was executed: {after}"
+
+
+# -- length control ------------------------------------------------------------------------
+@pytest.mark.parametrize("max_tokens", [1, 17])
+def test_max_tokens_is_exact_when_nothing_stops_early(triton_llm, prompts, max_tokens):
+    ids = triton_llm.encode(prompts["completion"]["prompts"][2])
+    result = triton_llm.client.generate_ids(ids, max_tokens, end_id=NO_END)
+    assert len(result.token_ids) == max_tokens
+    assert result.sequence_length == max_tokens
+
+
+def test_max_tokens_is_never_exceeded(triton_llm, prompts):
+    for prompt in prompts["completion"]["prompts"][:3]:
+        ids = triton_llm.encode(prompt)
+        result = triton_llm.client.generate_ids(ids, 8, end_id=triton_llm.end_id)
+        assert 0 < len(result.token_ids) <= 8
+
+
+def test_ensemble_text_is_the_detokenized_core_output(triton_llm, prompts, baseline):
+    _, ids = baseline
+    text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END).text
+    assert text == triton_llm.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_end_id_stops_generation_before_that_token(triton_llm, baseline):
+    prompt_ids, ids = baseline
+    stop_token = ids[5]
+    first = ids.index(stop_token)
+    result = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=stop_token)
+    assert result.token_ids == ids[:first], "generation must end at end_id, without it"
+
+
+def test_stop_words_truncate_after_the_stop_word(triton_llm, prompts, baseline):
+    _, ids = baseline
+    tok = triton_llm.tokenizer
+    # a two-token stop word from the middle of the output that tokenizes back to itself
+    start = next(i for i in range(4, len(ids) - 4) if tok.encode(tok.decode(ids[i : i + 2]), add_special_tokens=False) == ids[i : i + 2])
+    word = ids[start : start + 2]
+    expected = tok.decode(ids[: start + 2], skip_special_tokens=True)
+    text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END,
+                                      stop_words=[tok.decode(word)]).text  # fmt: skip
+    assert text == expected
+    assert len(text) < len(tok.decode(ids, skip_special_tokens=True))
+
+
+def test_bad_words_never_appear(triton_llm, prompts, baseline):
+    prompt_ids, ids = baseline
+    tok = triton_llm.tokenizer
+    word_text = tok.decode(ids[2:3])
+    word = tok.encode(word_text, add_special_tokens=False)
+    core = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, bad_words_ids=[word])
+    assert not _contains(core.token_ids, word)
+    assert core.token_ids != ids, "banning a word of the greedy output must change it"
+    text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END,
+                                      bad_words=[word_text]).text  # fmt: skip
+    assert text == tok.decode(core.token_ids, skip_special_tokens=True)
+
+
+# -- outputs -------------------------------------------------------------------------------
+def test_exclude_input_in_output(triton_llm, baseline):
+    prompt_ids, ids = baseline
+    with_input = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, exclude_input_in_output=False)
+    without = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, exclude_input_in_output=True)
+    assert with_input.token_ids == prompt_ids + ids
+    assert with_input.sequence_length == len(prompt_ids) + len(ids)
+    assert without.token_ids == ids
+
+
+def test_ensemble_excludes_the_prompt_as_deployed(triton_llm, prompts):
+    prompt = prompts["completion"]["prompts"][0]
+    text = triton_llm.client.generate(prompt, MAX_TOKENS).text
+    assert triton_llm.ref.options.exclude_input_in_output == (not text.startswith(prompt))
+
+
+def test_log_probs_are_returned_per_token(triton_llm, baseline):
+    prompt_ids, _ = baseline
+    result = triton_llm.client.generate_ids(prompt_ids, 12, end_id=NO_END, return_log_probs=True)
+    log_probs = result.output_log_probs[: len(result.token_ids)]
+    assert len(log_probs) == 12
+    assert all(lp <= 0.0 for lp in log_probs)
+    assert result.cum_log_prob == pytest.approx(sum(log_probs), abs=1e-3)
+    assert result.cum_log_prob < 0.0
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
+    prompt = prompts["completion"]["prompts"][4]
+
+    def sample(seed):
+        return triton_llm.client.generate(prompt, MAX_TOKENS, end_id=NO_END,
+                                          sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)).text  # fmt: skip
+
+    assert sample(7) == sample(7)
+    assert {sample(s) for s in (1, 2, 3)} != {sample(7)}
+
+
+# -- protocols and the end-to-end answer -------------------------------------------------------
+def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
+    prompt = prompts["completion"]["prompts"][5]
+    texts = {p: triton_llm.client.generate(prompt, MAX_TOKENS, protocol=p).text for p in ("grpc", "http", "generate")}
+    assert texts["grpc"]
+    assert texts["http"] == texts["grpc"]
+    assert texts["generate"] == texts["grpc"]
+
+
+def test_chat_answer_contains_paris(triton_llm, prompts):
+    chat = prompts["chat"]
+    answer = triton_llm.client.generate(triton_llm.chat_prompt(chat["question"]), 32).text
+    assert chat["expected_substring"] in answer, answer
+
+
+def test_prompt_over_max_input_len_is_refused_and_server_keeps_serving(triton_llm, prompts):
+    limit = triton_llm.ref.engine.max_input_len
+    with pytest.raises(GenerationError, match=r"exceeds maximum input length"):
+        triton_llm.client.generate_ids([42] * (limit + 1), 4)
+    assert triton_llm.server.ready()
+    assert triton_llm.client.generate(prompts["completion"]["prompts"][0], 4).text
