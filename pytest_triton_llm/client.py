@@ -254,14 +254,20 @@ class LLMClient:
                 result = self.http().infer(model, tensors)
         except InferenceServerException as exc:
             raise GenerationError(f"{model}: {exc.message()}") from None
-        names = [o["name"] for o in (result.get_response(as_json=True) if protocol == "grpc" else result.get_response())["outputs"]]
+        names = [
+            o["name"] for o in (result.get_response(as_json=True) if protocol == "grpc" else result.get_response())["outputs"]
+        ]
         return {name: result.as_numpy(name) for name in names}
 
     def _post_generate(self, inputs: dict) -> dict:
         body = {}
         for name, (value, dtype) in inputs.items():
             if dtype == "BYTES":
-                value = [v.decode("utf-8", errors="surrogateescape") for v in value] if isinstance(value, list) else value.decode("utf-8", errors="surrogateescape")
+                value = (
+                    [v.decode("utf-8", errors="surrogateescape") for v in value]
+                    if isinstance(value, list)
+                    else value.decode("utf-8", errors="surrogateescape")
+                )
             body[name] = value
         url = f"http://{self.endpoints.http}/v2/models/{self.ensemble}/generate"
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})

@@ -142,9 +142,7 @@ class Lock:
             return list(known.values())
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise LockError(
-                f"{self.path}: no deployment named {unknown[0]!r} (known: {', '.join(sorted(known)) or 'none'})"
-            )
+            raise LockError(f"{self.path}: no deployment named {unknown[0]!r} (known: {', '.join(sorted(known)) or 'none'})")
         return [known[n] for n in dict.fromkeys(names)]
 
 

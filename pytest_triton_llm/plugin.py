@@ -29,14 +29,32 @@ LOG_TAIL_LINES = 40
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-llm", "Triton + TensorRT-LLM suites (pytest-triton-llm)")
-    group.addoption("--triton-image", metavar="TAG", help="run tritonserver in this image: YY.MM-trtllm or a full reference (not yet supported)")
+    group.addoption(
+        "--triton-image",
+        metavar="TAG",
+        help="run tritonserver in this image: YY.MM-trtllm or a full reference (not yet supported)",
+    )
     group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
     group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
-    group.addoption("--engine-cache", metavar="DIR", default=DEFAULT_CACHE, help=f"where built engines are kept (default: {DEFAULT_CACHE})")
+    group.addoption(
+        "--engine-cache", metavar="DIR", default=DEFAULT_CACHE, help=f"where built engines are kept (default: {DEFAULT_CACHE})"
+    )
     group.addoption("--rebuild-engines", action="store_true", help="rebuild the engines of this run even if cached")
-    group.addoption("--deployment", metavar="NAME", action="append", default=[], help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)")
+    group.addoption(
+        "--deployment",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)",
+    )
     group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
-    group.addoption("--triton-start-timeout", metavar="SECONDS", type=float, default=300.0, help="how long a server may take to become ready (default: 300)")
+    group.addoption(
+        "--triton-start-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=300.0,
+        help="how long a server may take to become ready (default: 300)",
+    )
 
 
 def _progress_writer(config: pytest.Config):
@@ -113,8 +131,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     served = getattr(item, "funcargs", {}).get("triton_llm")
     if report.failed and served is not None:
         report.sections.append(
-            (f"tritonserver log of {served.id} (last {LOG_TAIL_LINES} lines, {served.server.log_path})",
-             served.server.log_tail(LOG_TAIL_LINES))  # fmt: skip
+            (
+                f"tritonserver log of {served.id} (last {LOG_TAIL_LINES} lines, {served.server.log_path})",
+                served.server.log_tail(LOG_TAIL_LINES),
+            )  # fmt: skip
         )
     if report.when == "call" or report.outcome != "passed":
         state = item.config.stash[_SESSION]

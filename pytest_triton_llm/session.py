@@ -69,10 +69,7 @@ class TritonLLMSession:
         return load_lock(path)
 
     def missing_lock_message(self) -> str:
-        return (
-            f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass "
-            "--engines-lock PATH"
-        )
+        return f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass --engines-lock PATH"
 
     def start(self) -> None:
         self.started = time.monotonic()

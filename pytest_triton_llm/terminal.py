@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*headers), fmt.format(*("-" * w for w in widths))] + [fmt.format(*map(str, r)) for r in rows]
 
@@ -16,7 +16,15 @@ def summary_lines(state) -> list[str]:
     rows = []
     for deployment_id, r in records.items():
         engine = f"{r['engine']} {r['engine_digest'][:12]} ({'cached' if r['engine_cached'] else 'built'} {r['engine_s']:.1f} s)"
-        rows.append([deployment_id, engine, f"Triton {r['server_version']} ({r['runtime']})", f"{r['server_ready_s']:.1f} s", r["server_log"]])
+        rows.append(
+            [
+                deployment_id,
+                engine,
+                f"Triton {r['server_version']} ({r['runtime']})",
+                f"{r['server_ready_s']:.1f} s",
+                r["server_log"],
+            ]
+        )
     lines = table(["deployment", "engine", "server", "ready in", "server log"], rows)
     if state.startup_s is not None:
         lines.append(f"session start-up: {state.startup_s:.1f} s until the first test ran")

@@ -111,7 +111,9 @@ def test_stop_words_truncate_after_the_stop_word(triton_llm, prompts, baseline):
     _, ids = baseline
     tok = triton_llm.tokenizer
     # a two-token stop word from the middle of the output that tokenizes back to itself
-    start = next(i for i in range(4, len(ids) - 4) if tok.encode(tok.decode(ids[i : i + 2]), add_special_tokens=False) == ids[i : i + 2])
+    start = next(
+        i for i in range(4, len(ids) - 4) if tok.encode(tok.decode(ids[i : i + 2]), add_special_tokens=False) == ids[i : i + 2]
+    )
     word = ids[start : start + 2]
     expected = tok.decode(ids[: start + 2], skip_special_tokens=True)
     text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END,

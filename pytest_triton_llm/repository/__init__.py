@@ -93,7 +93,11 @@ def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_
                     shutil.copyfile(str(item), out / model / "1" / item.name)
     # beside the repository, not in it: Triton would take a stray entry for a model
     (out.parent / f"{out.name}.rendered.json").write_text(
-        json.dumps({"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values},
-                   indent=2, sort_keys=True, default=str)
+        json.dumps(
+            {"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values},
+            indent=2,
+            sort_keys=True,
+            default=str,
+        )
     )
     return out

@@ -42,7 +42,12 @@ class WheelServer:
 
     @property
     def stub(self) -> Path:
-        return self.root / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / "triton_python_backend_stub"
+        return (
+            self.root
+            / "python_backend_stubs"
+            / f"{sys.version_info.major}.{sys.version_info.minor}"
+            / "triton_python_backend_stub"
+        )
 
 
 def locate() -> WheelServer:
@@ -61,7 +66,9 @@ def locate() -> WheelServer:
     if not server.binary.is_file():
         raise WheelNotFound(f"no tritonserver binary at {server.binary}")
     if not server.stub.is_file():
-        raise WheelNotFound(f"nvidia-pytriton {version} has no python backend stub for Python {sys.version_info.major}.{sys.version_info.minor}")
+        raise WheelNotFound(
+            f"nvidia-pytriton {version} has no python backend stub for Python {sys.version_info.major}.{sys.version_info.minor}"
+        )
     return server
 
 

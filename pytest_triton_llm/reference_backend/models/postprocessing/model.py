@@ -31,9 +31,7 @@ class TritonPythonModel:
             tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()  # [batch, beam, len]
             lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()  # [batch, beam]
             sequences = [
-                tokens[b, k, : int(lengths[b, k])].tolist()
-                for b in range(tokens.shape[0])
-                for k in range(tokens.shape[1])
+                tokens[b, k, : int(lengths[b, k])].tolist() for b in range(tokens.shape[0]) for k in range(tokens.shape[1])
             ]
             texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=self.skip_special_tokens)
             output = np.array([t.encode("utf-8") for t in texts], dtype=object).reshape(tokens.shape[:2])

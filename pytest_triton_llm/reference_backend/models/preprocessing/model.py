@@ -93,7 +93,7 @@ class TritonPythonModel:
             row_words, row_weights = words[min(row, len(words) - 1)], weights[min(row, len(weights) - 1)]
             if len(row_words) != len(row_weights):
                 raise ValueError("embedding_bias_words and embedding_bias_weights must have the same length")
-            for word, weight in zip(row_words, row_weights):
+            for word, weight in zip(row_words, row_weights, strict=True):
                 for token in self._encode_words(word):
                     bias[row, token] += weight
         return bias

@@ -102,7 +102,7 @@ def decode_word_list(words: np.ndarray | None) -> list[list[int]]:
 
 
 def _ends_with(history: list[int], word: list[int]) -> bool:
-    return len(word) <= len(history) and history[len(history) - len(word):] == word
+    return len(word) <= len(history) and history[len(history) - len(word) :] == word
 
 
 class ReferenceEngine:
@@ -238,20 +238,18 @@ class ReferenceEngine:
         ids = torch.zeros((len(requests), width), dtype=torch.long)
         mask = torch.zeros((len(requests), width), dtype=torch.long)
         for i, r in enumerate(requests):  # left padding keeps every last token in the last column
-            ids[i, width - len(r.input_ids):] = torch.tensor(r.input_ids)
-            mask[i, width - len(r.input_ids):] = 1
+            ids[i, width - len(r.input_ids) :] = torch.tensor(r.input_ids)
+            mask[i, width - len(r.input_ids) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         self.select(sequences, out.logits[:, -1, :])
         last = positions[:, -1:]
         while not all(s.finished for s in sequences):
-            step = torch.tensor([[s.tokens[-1] if s.tokens else r.pad_id] for s, r in zip(sequences, requests)])
+            step = torch.tensor([[s.tokens[-1] if s.tokens else r.pad_id] for s, r in zip(sequences, requests, strict=True)])
             mask = torch.cat([mask, torch.ones((len(requests), 1), dtype=torch.long)], dim=1)
             last = last + 1
-            out = self.model(
-                input_ids=step, attention_mask=mask, position_ids=last, past_key_values=cache, use_cache=True
-            )
+            out = self.model(input_ids=step, attention_mask=mask, position_ids=last, past_key_values=cache, use_cache=True)
             cache = out.past_key_values
             self.select(sequences, out.logits[:, -1, :])
         return sequences

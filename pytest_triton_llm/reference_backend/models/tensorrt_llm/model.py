@@ -119,7 +119,7 @@ class TritonPythonModel:
         output_ids = np.zeros((batch, 1, width), dtype=np.int32)
         log_probs = np.zeros((batch, 1, steps), dtype=np.float32)
         cum = np.zeros((batch, 1), dtype=np.float32)
-        for i, (seq, row) in enumerate(zip(sequences, rows)):
+        for i, (seq, row) in enumerate(zip(sequences, rows, strict=True)):
             fill = seq.request.end_id if seq.request.end_id >= 0 else seq.request.pad_id
             output_ids[i, 0, :] = fill  # TensorRT-LLM pads outputs with end_id
             output_ids[i, 0, : len(row)] = row

@@ -1,0 +1,92 @@
+"""The whole path through the real local runtime: lock -> cached engine -> repository ->
+tritonserver (from the nvidia-pytriton wheel) -> client, driven as a user drives it.
+
+Uses the default engine cache, so the engine that `pytest suites` built is reused.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ..conftest import processes_mentioning
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a hung server fails the test, not the CI job
+
+SESSION_TESTS = """
+def test_answer(triton_llm):
+    prompt = triton_llm.chat_prompt("What is the capital of France?")
+    assert "Paris" in triton_llm.client.generate(prompt, 24).text
+
+def test_fails_on_purpose(triton_llm):
+    assert triton_llm.client.generate("Hello", 2).text == "this is not what the model says"
+"""
+
+
+def run_session(project, *args: str) -> pytest.RunResult:
+    return project.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=600)
+
+
+def test_a_session_serves_reports_and_cleans_up(project):
+    project.makepyfile(test_session=SESSION_TESTS)
+    report = project.path / "out" / "r.json"
+    result = run_session(project, "--triton-llm-report", str(report))
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    # the failing test carries the server log
+    assert "tritonserver log of smollm2-135m:v1 (last 40 lines" in out
+    assert "Started GRPCInferenceService at 127.0.0.1:" in out
+    # the summary names the engine, the server and the start-up time
+    result.stdout.fnmatch_lines(
+        ["*= triton-llm =*", "smollm2-135m:v1 *Triton 2.51.0 (local)*", "session start-up: * s until the first test ran"]
+    )
+    data = json.loads(report.read_text())
+    deployment = data["deployments"]["smollm2-135m:v1"]
+    assert deployment["server_version"] == "2.51.0" and len(deployment["engine_digest"]) == 64
+    assert {t["nodeid"].split("::")[1]: t["outcome"] for t in data["tests"]} == {
+        "test_answer[smollm2-135m:v1]": "passed", "test_fails_on_purpose[smollm2-135m:v1]": "failed"}  # fmt: skip
+    assert data["summary"] == {"passed": 1, "failed": 1} and data["run"]["startup_s"] > 0
+    assert processes_mentioning(str(project.path)) == []
+
+
+def test_a_second_session_reuses_the_cached_engine(project):
+    project.makepyfile(test_session=SESSION_TESTS.split("def test_fails")[0])
+    run_session(project).assert_outcomes(passed=1)  # builds the engine if this machine has none yet
+    again = run_session(project)
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["*engine smollm2-135m: reusing *", "*smollm2-135m * (cached *"])
+    assert "building" not in again.stdout.str()
+
+
+def test_ctrl_c_leaves_no_server_behind(project, tmp_path):
+    started = tmp_path / "started"
+    project.makepyfile(
+        test_wait=f"""
+import pathlib, time
+def test_wait(triton_llm):
+    pathlib.Path({str(started)!r}).write_text("ok")
+    time.sleep(300)
+"""
+    )
+    basetemp = project.path / "basetemp"  # repositories and logs: every server process names it
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={basetemp}"]
+    proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists():
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the server never became ready"
+            time.sleep(0.2)
+        assert [p for p in processes_mentioning(str(project.path)) if "triton_python_backend_stub" in p]
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "KeyboardInterrupt" in output
+    assert processes_mentioning(str(project.path)) == []

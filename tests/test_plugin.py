@@ -1,0 +1,79 @@
+"""The plugin as users meet it on the command line (pytester, no server started)."""
+
+import pytest
+
+from pytest_triton_llm.plugin import MARKERS
+
+
+def test_options_are_in_a_triton_llm_group(pytester):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*Triton + TensorRT-LLM suites (pytest-triton-llm)*"])
+    for option in ("--triton-image=TAG", "--triton-url=URL", "--engines-lock=PATH", "--engine-cache=DIR",
+                   "--rebuild-engines", "--deployment=NAME", "--triton-llm-report=PATH"):  # fmt: skip
+        result.stdout.fnmatch_lines([f"*{option}*"])
+
+
+def test_markers_are_registered(pytester):
+    result = pytester.runpytest("--markers")
+    for marker in (
+        "functional",
+        "streaming",
+        "early_stop",
+        "batching",
+        "lora",
+        "accuracy",
+        "perf",
+        "robustness",
+        "gpu",
+        "container",
+    ):
+        assert marker in MARKERS
+        result.stdout.fnmatch_lines([f"@pytest.mark.{marker}:*"])
+    # registered markers pass --strict-markers
+    pytester.makepyfile("import pytest\n@pytest.mark.perf\n@pytest.mark.gpu\ndef test_x(): pass\n")
+    pytester.runpytest("--strict-markers").assert_outcomes(passed=1)
+
+
+def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
+    text = (project.path / "engines.lock").read_text().replace("max_batch_size = 8", 'max_batch_size = "8"')
+    (project.path / "broken.toml").write_text(text)
+    project.makepyfile("def test_x(triton_llm): pass")
+    result = project.runpytest_subprocess("--engines-lock", "broken.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == ["ERROR: broken.toml: engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '8'"]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--triton-image", "24.09-trtllm"], "*--triton-image 24.09-trtllm: the container runtime is not yet supported*"),
+        (["--triton-url", "localhost:8001"], "*--triton-url localhost:8001: the remote runtime is not yet supported*"),
+        (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:v1)*"),
+    ],
+)
+def test_refused_options_say_why(project, args, message):
+    result = project.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_tests_are_parametrized_by_deployment(project):
+    project.makepyfile("def test_x(triton_llm): pass\ndef test_plain(): pass")
+    result = project.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*test_x[[]smollm2-135m:v1[]]", "*test_plain"])
+    result = project.runpytest("--collect-only", "-q", "--deployment", "smollm2-135m:v1")
+    result.stdout.fnmatch_lines(["*test_x[[]smollm2-135m:v1[]]"])
+
+
+def test_a_suite_without_a_lock_says_how_to_pass_one(pytester):
+    pytester.makepyfile("def test_x(triton_llm): pass\ndef test_plain(): pass")
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*no engines lock at *engines.lock: run from the project root or pass --engines-lock PATH*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the run
+
+
+def test_projects_without_the_plugins_fixtures_are_untouched(pytester):
+    pytester.makepyfile("def test_plain(): pass")
+    pytester.runpytest().assert_outcomes(passed=1)

@@ -1,0 +1,133 @@
+"""TensorRT-LLM request semantics of the reference model, on hand-made logits (no model loaded)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
+
+from pytest_triton_llm.reference_backend.models.preprocessing.words import pack_word_ids, to_word_list_format  # noqa: E402
+from pytest_triton_llm.reference_backend.models.tensorrt_llm.generation import (  # noqa: E402
+    GenerationRequest,
+    ReferenceEngine,
+    RequestError,
+    Sampling,
+    Sequence,
+    decode_word_list,
+)
+
+VOCAB = 10
+
+
+def engine() -> ReferenceEngine:
+    e = ReferenceEngine.__new__(ReferenceEngine)  # the decoding rules need no weights
+    e.vocab_size = VOCAB
+    e.build_config = {"max_input_len": 8, "max_output_len": 4, "max_seq_len": 12}
+    return e
+
+
+def logits_favouring(*order: int) -> torch.Tensor:
+    """Logits whose argmax is order[0], then order[1], ..."""
+    row = torch.zeros(VOCAB)
+    for rank, token in enumerate(order):
+        row[token] = 10.0 - rank
+    return row.unsqueeze(0)
+
+
+def step(seq: Sequence, *order: int) -> None:
+    engine().select([seq], logits_favouring(*order))
+
+
+def test_word_lists_round_trip_through_the_offsets_format():
+    packed = pack_word_ids([[[5, 6], [7]], [[1]]])
+    assert packed.shape == (2, 2, 3)
+    assert packed[0].tolist() == [[5, 6, 7], [2, 3, -1]]
+    assert decode_word_list(packed[0]) == [[5, 6], [7]]
+    assert decode_word_list(packed[1]) == [[1]]
+    assert decode_word_list(np.empty((2, 0), dtype=np.int32)) == []
+
+
+def test_words_are_tokenized_per_row_and_empty_ones_dropped():
+    encode = {b"ab": [1, 2], b"c": [3], b"": []}.__getitem__
+    out = to_word_list_format(np.array([[b"ab", b""], [b"c", b"c"]], dtype=object), 2, encode)
+    assert [decode_word_list(row) for row in out] == [[[1, 2]], [[3], [3]]]
+    assert to_word_list_format(None, 3, encode).shape == (3, 2, 0)
+
+
+def test_malformed_word_list_is_a_request_error():
+    with pytest.raises(RequestError, match="offsets"):
+        decode_word_list(np.array([[1, 2], [5, -1]]))
+
+
+def test_greedy_end_id_is_not_returned():
+    seq = Sequence(GenerationRequest([1], max_new_tokens=4, end_id=9))
+    step(seq, 4)
+    step(seq, 9)
+    assert seq.tokens == [4] and seq.finish_reason == "end_id"
+
+
+def test_stop_word_is_returned_and_ends_generation():
+    seq = Sequence(GenerationRequest([1], max_new_tokens=8, end_id=9, stop_words=[[3, 4]]))
+    for token in (3, 5, 3, 4):
+        step(seq, token)
+    assert seq.tokens == [3, 5, 3, 4] and seq.finish_reason == "stop_words"
+
+
+def test_bad_word_is_never_completed():
+    seq = Sequence(GenerationRequest([2], max_new_tokens=3, end_id=9, bad_words=[[2, 6], [7]]))
+    step(seq, 6, 7, 5)  # 6 would complete [2, 6] after the prompt's 2; 7 is banned outright
+    assert seq.tokens == [5]
+
+
+def test_min_length_holds_off_end_id():
+    seq = Sequence(GenerationRequest([1], max_new_tokens=5, end_id=9, sampling=Sampling(min_length=2)))
+    while not seq.finished:
+        step(seq, 9, 4)  # end_id is the favourite at every step
+    assert seq.tokens == [4, 4] and seq.finish_reason == "end_id"
+
+
+def test_max_new_tokens_ends_generation():
+    seq = Sequence(GenerationRequest([1], max_new_tokens=3, end_id=9))
+    while not seq.finished:
+        step(seq, 4)
+    assert seq.tokens == [4, 4, 4] and seq.finish_reason == "length"
+
+
+def test_log_probs_are_those_of_the_chosen_tokens():
+    seq = Sequence(GenerationRequest([1], max_new_tokens=2, end_id=-1))
+    row = logits_favouring(3)
+    engine().select([seq], row)
+    assert seq.log_probs[0] == pytest.approx(float(torch.log_softmax(row[0], -1)[3]))
+
+
+def test_seeded_sampling_repeats_per_seed():
+    def draw(seed):
+        seq = Sequence(GenerationRequest([1], max_new_tokens=20, end_id=-1, sampling=Sampling(top_k=0, top_p=1.0, seed=seed)))
+        e = engine()
+        while not seq.finished:
+            e.select([seq], torch.zeros(1, VOCAB))  # uniform: only the seed decides
+        return seq.tokens
+
+    assert draw(3) == draw(3)
+    assert draw(3) != draw(4)
+
+
+def test_top_k_one_is_greedy():
+    seq = Sequence(GenerationRequest([1], max_new_tokens=1, end_id=-1, sampling=Sampling(top_k=1, temperature=5.0)))
+    step(seq, 6)
+    assert seq.tokens == [6]
+
+
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        (GenerationRequest([], 2, 9), "input is empty"),
+        (GenerationRequest([1] * 9, 2, 9), r"Prompt length \(9\) exceeds maximum input length \(8\)"),
+        (GenerationRequest([1], 0, 9), "request_output_len must be > 0"),
+        (GenerationRequest([1] * 8, 5, 9), "exceeds maximum sequence length"),
+        (GenerationRequest([1, 99], 2, 9), "outside the vocabulary"),
+        (GenerationRequest([1], 2, 9, sampling=Sampling(top_p=2.0)), "invalid sampling"),
+    ],
+)
+def test_invalid_requests_are_refused(request_, message):
+    with pytest.raises(RequestError, match=message):
+        engine().validate(request_)

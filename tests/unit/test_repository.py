@@ -1,0 +1,85 @@
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from pytest_triton_llm.cache import BuiltEngine
+from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.repository import MODELS, render_repository, template_family
+from pytest_triton_llm.repository.fill import TemplateError, fill
+from pytest_triton_llm.schema import load_toml
+
+ROOT = Path(__file__).resolve().parents[2]
+TRITON = "2.51.0"
+
+
+@pytest.fixture
+def rendered(tmp_path):
+    ref = load_lock(ROOT / "engines.lock").deployments()["smollm2-135m:v1"]
+    engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
+    return ref, render_repository(ref, engine, tmp_path / "repo", TRITON)
+
+
+def parse(repo: Path, model: str) -> model_config_pb2.ModelConfig:
+    text = (repo / model / "config.pbtxt").read_text()
+    assert "${" not in text
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def test_every_rendered_config_parses_into_model_config(rendered):
+    _, repo = rendered
+    for model in MODELS:
+        assert parse(repo, model).name == model
+        assert (repo / model / "1").is_dir()
+
+
+def test_reference_tensorrt_llm_config_carries_the_deployment(rendered, tmp_path):
+    ref, repo = rendered
+    config = parse(repo, "tensorrt_llm")
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    assert config.backend == "python"
+    assert config.max_batch_size == ref.engine.max_batch_size == 8
+    assert not config.model_transaction_policy.decoupled
+    assert config.dynamic_batching.max_queue_delay_microseconds == 2000
+    assert params["gpt_model_type"] == "V1"
+    assert params["gpt_model_path"] == str(tmp_path / "engine")
+    assert params["exclude_input_in_output"] == "true"
+    assert "lora_cache_max_adapter_size" not in params  # unset optional parameters are left out
+    assert {p.name for p in (repo / "tensorrt_llm" / "1").iterdir()} >= {"model.py", "generation.py", "hf_tokenizer.py"}
+
+
+def test_python_models_get_their_code_and_the_ensemble_none(rendered):
+    _, repo = rendered
+    assert (repo / "preprocessing" / "1" / "model.py").is_file()
+    assert (repo / "preprocessing" / "1" / "words.py").is_file()
+    assert (repo / "postprocessing" / "1" / "model.py").is_file()
+    assert list((repo / "ensemble" / "1").iterdir()) == []
+    assert parse(repo, "ensemble").platform == "ensemble"
+
+
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm"])
+def test_rendered_tensors_match_the_transcribed_upstream_contract(rendered, model):
+    _, repo = rendered
+    contract = load_toml(ROOT / "fixtures" / "contracts" / f"{template_family(TRITON)}.toml")[model]
+    config = parse(repo, model)
+    inputs = {t.name: t for t in config.input}
+    outputs = {t.name: t for t in config.output}
+    assert sorted(inputs) == sorted(contract["inputs"])
+    for name, spec in contract["inputs"].items():
+        assert model_config_pb2.DataType.Name(inputs[name].data_type) == spec["dtype"]
+        assert list(inputs[name].dims) == spec["dims"]
+        assert inputs[name].optional == spec.get("optional", False)
+    assert sorted(outputs) == sorted(contract["outputs"])
+
+
+def test_fill_is_strict_about_placeholders():
+    assert fill("a: ${x}\nb: ${y}\n", {"x": 1, "y": None}) == "a: 1\n"
+    assert fill("flag: ${f}", {"f": True}) == "flag: true\n"
+    with pytest.raises(TemplateError, match="no value for placeholder"):
+        fill("a: ${missing}", {})
+
+
+def test_unknown_triton_version_has_no_templates():
+    with pytest.raises(TemplateError, match="no model templates for Triton 1.0.0"):
+        template_family("1.0.0")

@@ -1,0 +1,86 @@
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+
+from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.runtimes.local import tritonserver_command
+from pytest_triton_llm.runtimes.processes import ManagedProcess, reap_orphans
+from pytest_triton_llm.runtimes.server import serving_environment
+from pytest_triton_llm.runtimes.tritonserver_wheel import WheelServer, server_environment
+
+
+def test_every_endpoint_binds_loopback_only():
+    argv = tritonserver_command(Path("/bin/tritonserver"), Path("/repo"), Path("/backends"), 1, 2, 3)
+    pairs = {
+        flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--") and not value.startswith("--")
+    }
+    assert pairs["--http-address"] == pairs["--grpc-address"] == pairs["--metrics-address"] == "127.0.0.1"
+    assert (pairs["--http-port"], pairs["--grpc-port"], pairs["--metrics-port"]) == ("1", "2", "3")
+    assert pairs["--model-repository"] == "/repo" and pairs["--backend-directory"] == "/backends"
+
+
+def test_server_environment_hides_tokens_and_points_the_stub_at_this_python():
+    base = {"HF_TOKEN": "hf_secret", "HUGGING_FACE_HUB_TOKEN": "x", "PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
+    wheel = WheelServer(Path("/w/tritonserver"), Path("/w/libs"), "0.7.0", "2.51.0")
+    env = server_environment(wheel, serving_environment(base))
+    assert "HF_TOKEN" not in env and "HUGGING_FACE_HUB_TOKEN" not in env
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    libs = env["LD_LIBRARY_PATH"].split(os.pathsep)
+    assert libs[:2] == [sysconfig.get_config_var("LIBDIR"), "/w/libs"] and libs[-1] == "/opt/lib"
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,pgid="], capture_output=True, text=True).stdout
+    return [int(p) for p, g in (line.split() for line in out.splitlines()) if int(g) == pgid]
+
+
+def test_stop_takes_the_whole_process_group(tmp_path):
+    # a parent that ignores SIGTERM and a child of its own: both must go
+    script = "trap '' TERM; sleep 300 & wait"
+    proc = ManagedProcess(["bash", "-c", script], dict(os.environ), tmp_path / "log", tmp_path / "run", "test")
+    proc.start()
+    time.sleep(0.3)
+    assert len(_group_members(proc.pid)) >= 2
+    assert (tmp_path / "run" / f"{proc.pid}.json").is_file()
+    proc.stop(grace_s=0.5)
+    assert _group_members(proc.pid) == []
+    assert not (tmp_path / "run" / f"{proc.pid}.json").exists()
+
+
+def test_orphans_of_a_dead_session_are_reaped(tmp_path):
+    # a "session" that starts a server group and dies without cleaning up (like SIGKILL)
+    code = (
+        "import os, sys, time; from pathlib import Path;"
+        "from pytest_triton_llm.runtimes.processes import ManagedProcess;"
+        f"d = Path({str(tmp_path)!r});"
+        "p = ManagedProcess(['sleep', '300'], dict(os.environ), d / 'log', d / 'run', 'orphan');"
+        "p.start(); print(p.pid, flush=True); os._exit(0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    orphan = int(out.split()[0])
+    assert _group_members(orphan) == [orphan]
+    lines = []
+    assert reap_orphans(tmp_path / "run", Progress(lines.append)) == 1
+    deadline = time.monotonic() + 5
+    while _group_members(orphan) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group_members(orphan) == []
+    assert "left behind" in lines[0]
+    assert list((tmp_path / "run").iterdir()) == []
+
+
+def test_live_sessions_are_not_reaped(tmp_path):
+    proc = ManagedProcess(["sleep", "300"], dict(os.environ), tmp_path / "log", tmp_path / "run", "mine")
+    proc.start()
+    try:
+        assert reap_orphans(tmp_path / "run", Progress(lambda _: None)) == 0
+        assert proc.alive()
+    finally:
+        proc.stop(grace_s=1)
+    assert proc.returncode == -signal.SIGTERM
