@@ -4,6 +4,10 @@ Layout under the cache root (default ~/.cache/pytest-triton-llm):
 
     engines/<engine>-<key12>/        a finished engine, with manifest.json
     engines/.build-<key12>-<pid>/    a build in progress (renamed into place when done)
+
+The key covers the lock's recipe and the builder's identity (its version; for
+TensorRT-LLM also image digest, GPU architecture, parallelism), so a changed builder
+never reuses an engine made by the old one.
     sources/<sha256>/<file>          fetched model sources, checked by digest
     locks/<key12>.lock               one builder per key across parallel sessions
 
@@ -71,11 +75,12 @@ class EngineCache:
         self.progress = progress or Progress()
 
     @staticmethod
-    def short_key(engine: Engine) -> str:
-        return engine.recipe_key()[:12]
+    def key(engine: Engine, builder: dict) -> str:
+        blob = json.dumps({"recipe": engine.recipe(), "builder": builder}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
 
-    def engine_dir(self, name: str, engine: Engine) -> Path:
-        return self.root / "engines" / f"{name}-{self.short_key(engine)}"
+    def engine_dir(self, name: str, key: str) -> Path:
+        return self.root / "engines" / f"{name}-{key[:12]}"
 
     def sources_dir(self) -> Path:
         return self.root / "sources"
@@ -85,7 +90,7 @@ class EngineCache:
         locks.mkdir(parents=True, exist_ok=True)
         return FileLock(str(locks / f"{key}.lock"))
 
-    def _load_valid(self, name: str, engine: Engine, final: Path) -> dict | None:
+    def _load_valid(self, name: str, key: str, final: Path) -> dict | None:
         """The manifest of a finished engine whose files still match it, else None."""
         manifest_path = final / MANIFEST
         if not manifest_path.is_file():
@@ -94,8 +99,8 @@ class EngineCache:
             manifest = json.loads(manifest_path.read_text())
         except (OSError, json.JSONDecodeError):
             manifest = {}
-        if manifest.get("recipe_key") != engine.recipe_key():
-            self.progress.say(f"engine {name}: cached manifest does not match the recipe; rebuilding")
+        if manifest.get("cache_key") != key:
+            self.progress.say(f"engine {name}: cached manifest does not match the recipe and builder; rebuilding")
             return None
         digest, _ = tree_digest(final)
         if digest != manifest.get("digest"):
@@ -106,11 +111,12 @@ class EngineCache:
             return None
         return manifest
 
-    def get_or_build(self, name: str, engine: Engine, build: BuildFn, rebuild: bool = False) -> BuiltEngine:
+    def get_or_build(self, name: str, engine: Engine, builder: dict, build: BuildFn, rebuild: bool = False) -> BuiltEngine:
+        """The cached engine for (recipe, builder), built by `build(staging_dir)` when missing or invalid."""
         start = time.monotonic()
-        key = self.short_key(engine)
-        final = self.engine_dir(name, engine)
-        lock = self.lock_for(key)
+        key = self.key(engine, builder)
+        final = self.engine_dir(name, key)
+        lock = self.lock_for(key[:12])
         try:
             lock.acquire(timeout=0)
         except Timeout:
@@ -118,17 +124,17 @@ class EngineCache:
             lock.acquire()
         try:
             if not rebuild:
-                manifest = self._load_valid(name, engine, final)
+                manifest = self._load_valid(name, key, final)
                 if manifest is not None:
                     self.progress.say(f"engine {name}: reusing {final} (digest {manifest['digest'][:12]})")
                     return BuiltEngine(name, final, manifest, True, time.monotonic() - start)
-            manifest = self._build(name, engine, final, build)
+            manifest = self._build(name, engine, builder, key, final, build)
             return BuiltEngine(name, final, manifest, False, time.monotonic() - start)
         finally:
             lock.release()
 
-    def _build(self, name: str, engine: Engine, final: Path, build: BuildFn) -> dict:
-        staging = final.parent / f".build-{self.short_key(engine)}-{os.getpid()}"
+    def _build(self, name: str, engine: Engine, builder: dict, key: str, final: Path, build: BuildFn) -> dict:
+        staging = final.parent / f".build-{key[:12]}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         try:
@@ -140,7 +146,8 @@ class EngineCache:
                     "engine": name,
                     "backend": engine.backend,
                     "recipe": engine.recipe(),
-                    "recipe_key": engine.recipe_key(),
+                    "builder": builder,
+                    "cache_key": key,
                     "digest": digest,
                     "files": files,
                     "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

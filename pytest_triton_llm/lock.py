@@ -21,8 +21,6 @@ batching = "v1"
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,10 +100,6 @@ class Engine:
         data = dataclasses.asdict(self)
         del data["deployments"]
         return data
-
-    def recipe_key(self) -> str:
-        blob = json.dumps(self.recipe(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

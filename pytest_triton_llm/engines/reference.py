@@ -49,7 +49,8 @@ def convert_command(gguf: Path, out: Path, dtype: str) -> list[str]:
 
 
 class ReferenceBuilder:
-    backend = "reference"
+    # bump when the conversion's output changes: engines built by an older builder are rebuilt
+    identity = {"backend": "reference", "builder_version": 2}
 
     def __init__(self, sources_dir: Path, progress: Progress):
         self.sources_dir = sources_dir

@@ -63,8 +63,9 @@ def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
     base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
     served_differently = load_lock(write(tmp_path, lock_text.replace("max_queue_delay_us = 2000", "max_queue_delay_us = 10")))
     built_differently = load_lock(write(tmp_path, lock_text.replace('dtype = "float32"', 'dtype = "bfloat16"')))
-    assert served_differently.engines["smollm2-135m"].recipe_key() == base.recipe_key()
-    assert built_differently.engines["smollm2-135m"].recipe_key() != base.recipe_key()
+    assert served_differently.engines["smollm2-135m"].recipe() == base.recipe()
+    assert built_differently.engines["smollm2-135m"].recipe() != base.recipe()
+    assert "deployments" not in base.recipe()
 
 
 def test_selecting_an_unknown_deployment_names_the_known_ones(lock_text, tmp_path):

@@ -5,24 +5,16 @@ Parameters: tokenizer_dir, skip_special_tokens.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from hf_tokenizer import load_tokenizer
-
-
-def _flag(text, default: bool) -> bool:
-    if text is None or text.startswith("${"):
-        return default
-    return text.strip().lower() in ("1", "true", "t", "y", "yes")
+from triton_io import flag, model_parameters
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v.get("string_value") for k, v in config.get("parameters", {}).items()}
-        self.skip_special_tokens = _flag(params.get("skip_special_tokens"), True)
+        params = model_parameters(args)
+        self.skip_special_tokens = flag(params.get("skip_special_tokens"), True)
         self.tokenizer = load_tokenizer(params["tokenizer_dir"])
 
     def execute(self, requests):

@@ -5,23 +5,11 @@ Parameters: tokenizer_dir, add_special_tokens (as in tensorrtllm_backend's prepr
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from hf_tokenizer import load_tokenizer
+from triton_io import flag, model_parameters, optional_input
 from words import to_word_list_format
-
-
-def _flag(text, default: bool) -> bool:
-    if text is None or text.startswith("${"):
-        return default
-    return text.strip().lower() in ("1", "true", "t", "y", "yes")
-
-
-def _optional(request, name):
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    return None if tensor is None else tensor.as_numpy()
 
 
 def _text(value, what: str) -> str:
@@ -35,9 +23,8 @@ def _text(value, what: str) -> str:
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v.get("string_value") for k, v in config.get("parameters", {}).items()}
-        self.add_special_tokens = _flag(params.get("add_special_tokens"), True)
+        params = model_parameters(args)
+        self.add_special_tokens = flag(params.get("add_special_tokens"), True)
         self.tokenizer = load_tokenizer(params["tokenizer_dir"], padding_side="left")
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -60,12 +47,12 @@ class TritonPythonModel:
         lengths = np.array([[len(i)] for i in ids], dtype=np.int32)
 
         def per_row(name, default):
-            value = _optional(request, name)
+            value = optional_input(request, name)
             return np.full((batch, 1), default, dtype=np.int32) if value is None else value.astype(np.int32).reshape(batch, 1)
 
         end_id, pad_id = per_row("END_ID", self.end_id), per_row("PAD_ID", self.pad_id)
-        bad = _optional(request, "BAD_WORDS_DICT")
-        stop = _optional(request, "STOP_WORDS_DICT")
+        bad = optional_input(request, "BAD_WORDS_DICT")
+        stop = optional_input(request, "STOP_WORDS_DICT")
         outputs = [
             pb_utils.Tensor("INPUT_ID", input_ids),
             pb_utils.Tensor("REQUEST_INPUT_LEN", lengths),
@@ -78,14 +65,14 @@ class TritonPythonModel:
             pb_utils.Tensor("OUT_END_ID", end_id),
             pb_utils.Tensor("OUT_PAD_ID", pad_id),
         ]
-        extra = _optional(request, "PROMPT_TABLE_EXTRA_ID")
+        extra = optional_input(request, "PROMPT_TABLE_EXTRA_ID")
         if extra is not None:
             table = np.where(input_ids >= self.vocab, extra.reshape(batch, 1), 0).astype(np.uint64)
             outputs.append(pb_utils.Tensor("OUT_PROMPT_TABLE_EXTRA_IDS", table))
         return pb_utils.InferenceResponse(output_tensors=outputs)
 
     def _embedding_bias(self, request, batch):
-        words, weights = _optional(request, "EMBEDDING_BIAS_WORDS"), _optional(request, "EMBEDDING_BIAS_WEIGHTS")
+        words, weights = optional_input(request, "EMBEDDING_BIAS_WORDS"), optional_input(request, "EMBEDDING_BIAS_WEIGHTS")
         if words is None or weights is None:
             return np.empty((batch, 0), dtype=np.float32)
         bias = np.zeros((batch, self.vocab), dtype=np.float32)

@@ -8,11 +8,10 @@ Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from generation import GenerationRequest, ReferenceEngine, RequestError, Sampling, Sequence, decode_word_list
+from triton_io import flag, model_parameters, optional_input
 
 SUPPORTED_MODEL_TYPES = ("V1",)
 # inputs of the contract that this backend cannot honour: refused, never silently ignored
@@ -22,42 +21,30 @@ UNSUPPORTED_INPUTS = (
 )  # fmt: skip
 
 
-def _optional(request, name: str):
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    return None if tensor is None else tensor.as_numpy()
-
-
 def _scalar(request, name: str, row: int, default, cast):
-    value = _optional(request, name)
+    value = optional_input(request, name)
     if value is None or value.size == 0:
         return default
     flat = value.reshape(value.shape[0], -1) if value.ndim > 1 else value.reshape(-1, 1)
     return cast(flat[min(row, flat.shape[0] - 1)][0])
 
 
-def _flag(text: str | None, default: bool = False) -> bool:
-    if text is None or text.startswith("${"):
-        return default
-    return text.strip().lower() in ("1", "true", "yes", "on")
-
-
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v.get("string_value") for k, v in config.get("parameters", {}).items()}
+        params = model_parameters(args)
         self.model_type = params.get("gpt_model_type", "V1")
         if self.model_type not in SUPPORTED_MODEL_TYPES:
             raise pb_utils.TritonModelException(
                 f"gpt_model_type {self.model_type!r} is not supported by the reference backend "
                 f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
             )
-        self.exclude_input_default = _flag(params.get("exclude_input_in_output"))
+        self.exclude_input_default = flag(params.get("exclude_input_in_output"), False)
         self.engine = ReferenceEngine(params["gpt_model_path"])
 
     # -- request parsing ----------------------------------------------------------------
     def _parse(self, request) -> tuple[list[GenerationRequest], bool]:
         for name in UNSUPPORTED_INPUTS:
-            if _optional(request, name) is not None:
+            if optional_input(request, name) is not None:
                 raise RequestError(f"input {name!r} is not supported by the reference backend")
         input_ids = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy()
         input_ids = input_ids.reshape(1, -1) if input_ids.ndim == 1 else input_ids
@@ -74,9 +61,9 @@ class TritonPythonModel:
                 raise RequestError(f"{name} needs an engine built with logits gathering; the reference backend has none")
         if _scalar(request, "streaming", 0, False, bool):
             raise RequestError("Streaming is only supported if model is deployed using decoupled mode.")
-        stop_lists = _optional(request, "stop_words_list")
-        bad_lists = _optional(request, "bad_words_list")
-        bias = _optional(request, "embedding_bias")
+        stop_lists = optional_input(request, "stop_words_list")
+        bad_lists = optional_input(request, "bad_words_list")
+        bias = optional_input(request, "embedding_bias")
         exclude = _scalar(request, "exclude_input_in_output", 0, self.exclude_input_default, bool)
         parsed = []
         for row in range(batch):
