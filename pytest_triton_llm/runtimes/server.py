@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +31,19 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+_ERROR_LINE = re.compile(r"^E\d{4} |Failed to initialize Python stub|failed to load")
+
+
+def error_lines(path: Path, limit: int = 8, width: int = 600) -> str:
+    """The server's error lines (model load failures and their Python exceptions), most recent last."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    found = [line[:width] for line in text.splitlines() if _ERROR_LINE.search(line) and "CudaDriverHelper" not in line]
+    return "\n".join(found[-limit:])
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -77,7 +91,7 @@ class TritonServer:
             if not self.alive():
                 raise ServerStartError(
                     f"tritonserver for {self.name} exited with code {self.process.returncode} before it was ready; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
+                    f"errors in {self.log_path}:\n{error_lines(self.log_path) or self.log_tail()}"
                 )
             now = time.monotonic()
             if now - start > timeout_s:
