@@ -5,15 +5,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
 
-from pytest_triton_llm.reference_backend.models.preprocessing.words import pack_word_ids, to_word_list_format  # noqa: E402
-from pytest_triton_llm.reference_backend.models.tensorrt_llm.generation import (  # noqa: E402
-    GenerationRequest,
-    ReferenceEngine,
-    RequestError,
-    Sampling,
-    Sequence,
-    decode_word_list,
-)
+from generation import GenerationRequest, ReferenceEngine, RequestError, Sampling, Sequence, decode_word_list  # noqa: E402
+from words import pack_word_ids, to_word_list_format  # noqa: E402  (model dirs on sys.path: conftest)
 
 VOCAB = 10
 

@@ -2,18 +2,28 @@
 
 Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
   gpt_model_path           the engine directory (engine.json, weights, tokenizer)
-  gpt_model_type           V1 (static batching)
+  gpt_model_type           V1: static batches through Triton's dynamic batcher (non-decoupled);
+                           inflight_fused_batching: continuous batching, streaming and
+                           cancellation (decoupled_mode true)
   exclude_input_in_output  default for requests that do not send the input of that name
+
+Like TensorRT-LLM it publishes nv_trt_llm_request_metrics{request_type=active|waiting|max}.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import json
+from functools import partial
+
 import triton_python_backend_utils as pb_utils
 from generation import GenerationRequest, ReferenceEngine, RequestError, Sampling, Sequence, decode_word_list
+from inflight import InflightScheduler, Job
+from outputs import complete_outputs, streamed_outputs
 from triton_io import flag, model_parameters, optional_input
 
-SUPPORTED_MODEL_TYPES = ("V1",)
+V1, INFLIGHT = "V1", "inflight_fused_batching"
+SUPPORTED_MODEL_TYPES = (V1, INFLIGHT)
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # inputs of the contract that this backend cannot honour: refused, never silently ignored
 UNSUPPORTED_INPUTS = (
     "draft_input_ids", "draft_logits", "prompt_embedding_table", "lora_task_id", "lora_weights", "lora_config",
@@ -29,20 +39,51 @@ def _scalar(request, name: str, row: int, default, cast):
     return cast(flat[min(row, flat.shape[0] - 1)][0])
 
 
+class RequestMetrics:
+    """TensorRT-LLM's request gauges, so dashboards and tests read the same names."""
+
+    def __init__(self, model_name: str, version: str):
+        # the family must outlive its metrics: keep a reference
+        self._family = pb_utils.MetricFamily(
+            name="nv_trt_llm_request_metrics",
+            description="TRT LLM request metrics",
+            kind=pb_utils.MetricFamily.GAUGE,
+        )
+        labels = {"model": model_name, "version": version}
+        self._gauges = {
+            kind: self._family.Metric(labels={**labels, "request_type": kind}) for kind in ("active", "waiting", "max")
+        }
+
+    def update(self, stats: dict) -> None:
+        for kind, gauge in self._gauges.items():
+            gauge.set(stats.get(kind, 0))
+
+
 class TritonPythonModel:
     def initialize(self, args):
         params = model_parameters(args)
-        self.model_type = params.get("gpt_model_type", "V1")
+        self.model_type = params.get("gpt_model_type", V1)
+        decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
         if self.model_type not in SUPPORTED_MODEL_TYPES:
             raise pb_utils.TritonModelException(
                 f"gpt_model_type {self.model_type!r} is not supported by the reference backend "
                 f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
             )
+        if decoupled != (self.model_type == INFLIGHT):
+            raise pb_utils.TritonModelException(
+                f"the reference backend serves {V1} non-decoupled and {INFLIGHT} decoupled; "
+                f"got gpt_model_type {self.model_type} with decoupled_mode {str(decoupled).lower()}"
+            )
         self.exclude_input_default = flag(params.get("exclude_input_in_output"), False)
-        self.engine = ReferenceEngine(params["gpt_model_path"])
+        self.metrics = RequestMetrics(args["model_name"], args["model_version"])
+        load = partial(ReferenceEngine, params["gpt_model_path"])
+        self.scheduler = InflightScheduler(load, self.metrics.update) if decoupled else None
+        self.engine = self.scheduler.engine if decoupled else load()
+        self.metrics.update({"max": self.engine.build_config["max_batch_size"]})
 
     # -- request parsing ----------------------------------------------------------------
-    def _parse(self, request) -> tuple[list[GenerationRequest], bool]:
+    def _parse(self, request) -> tuple[list[GenerationRequest], bool, bool]:
+        """-> (one request per batch row, exclude_input_in_output, streaming)"""
         for name in UNSUPPORTED_INPUTS:
             if optional_input(request, name) is not None:
                 raise RequestError(f"input {name!r} is not supported by the reference backend")
@@ -59,8 +100,11 @@ class TritonPythonModel:
         for name in ("return_context_logits", "return_generation_logits"):
             if _scalar(request, name, 0, False, bool):
                 raise RequestError(f"{name} needs an engine built with logits gathering; the reference backend has none")
-        if _scalar(request, "streaming", 0, False, bool):
+        streaming = _scalar(request, "streaming", 0, False, bool)
+        if streaming and self.scheduler is None:
             raise RequestError("Streaming is only supported if model is deployed using decoupled mode.")
+        if _scalar(request, "stop", 0, False, bool):  # a decoupled model handles it before parsing
+            raise RequestError(f"the stop input needs a decoupled deployment (gpt_model_type {INFLIGHT})")
         stop_lists = optional_input(request, "stop_words_list")
         bad_lists = optional_input(request, "bad_words_list")
         bias = optional_input(request, "embedding_bias")
@@ -94,57 +138,77 @@ class TritonPythonModel:
             )
             self.engine.validate(gen)
             parsed.append(gen)
-        return parsed, exclude
+        return parsed, exclude, streaming
 
-    # -- responses ------------------------------------------------------------------------
     @staticmethod
-    def _response(sequences: list[Sequence], exclude_input: bool):
-        rows = [(s.tokens if exclude_input else s.request.input_ids + s.tokens) for s in sequences]
-        width = max(1, max(len(r) for r in rows))
-        steps = max(1, max(len(s.tokens) for s in sequences))
-        batch = len(sequences)
-        output_ids = np.zeros((batch, 1, width), dtype=np.int32)
-        log_probs = np.zeros((batch, 1, steps), dtype=np.float32)
-        cum = np.zeros((batch, 1), dtype=np.float32)
-        for i, (seq, row) in enumerate(zip(sequences, rows, strict=True)):
-            fill = seq.request.end_id if seq.request.end_id >= 0 else seq.request.pad_id
-            output_ids[i, 0, :] = fill  # TensorRT-LLM pads outputs with end_id
-            output_ids[i, 0, : len(row)] = row
-            if seq.request.return_log_probs:
-                log_probs[i, 0, : len(seq.log_probs)] = seq.log_probs
-                cum[i, 0] = seq.cum_log_prob
-        tensors = [
-            pb_utils.Tensor("output_ids", output_ids),
-            pb_utils.Tensor("sequence_length", np.array([[len(r)] for r in rows], dtype=np.int32)),
-            pb_utils.Tensor("cum_log_probs", cum),
-            pb_utils.Tensor("output_log_probs", log_probs),
-            pb_utils.Tensor("context_logits", np.zeros((batch, 1, 1), dtype=np.float32)),
-            pb_utils.Tensor("generation_logits", np.zeros((batch, 1, 1, 1), dtype=np.float32)),
-            pb_utils.Tensor("batch_index", np.arange(batch, dtype=np.int32).reshape(batch, 1)),
-            pb_utils.Tensor("sequence_index", np.zeros((batch, 1), dtype=np.int32)),
-        ]
-        return pb_utils.InferenceResponse(output_tensors=tensors)
+    def _response(arrays: dict):
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in arrays.items()])
+
+    def execute(self, requests):
+        if self.scheduler is None:
+            return self._execute_static(requests)
+        for request in requests:
+            self._submit(request)
+        return None  # decoupled: responses go through each request's response sender
+
+    def finalize(self):
+        if self.scheduler is not None:
+            self.scheduler.close()
+
+    # -- inflight_fused_batching: hand requests to the scheduler ------------------------------
+    def _submit(self, request) -> None:
+        sender = request.get_response_sender()
+        if _scalar(request, "stop", 0, False, bool):  # upstream's stop signal: same request id, stop=true
+            self.scheduler.request_stop(request.request_id())
+            sender.send(flags=FINAL)
+            return
+        try:
+            parsed, exclude, streaming = self._parse(request)
+            if len(parsed) != 1:
+                raise RequestError(f"{INFLIGHT} takes one sequence per request, got a batch of {len(parsed)}")
+        except RequestError as exc:
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))), flags=FINAL)
+            return
+        emit = partial(self._emit, sender, exclude)
+        job = Job(Sequence(parsed[0]), request.request_id(), emit, streaming=streaming, is_cancelled=request.is_cancelled)
+        self.scheduler.submit(job)
+
+    def _emit(self, sender, exclude: bool, job: Job, tokens, log_probs, final: bool, error: str | None = None) -> None:
+        try:
+            if error is not None:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(error)), flags=FINAL)
+            elif not job.streaming:
+                sender.send(self._response(complete_outputs([job.sequence], exclude)), flags=FINAL)
+            elif tokens:
+                sender.send(self._response(streamed_outputs(job.sequence, tokens, log_probs)), flags=FINAL if final else 0)
+            elif final:
+                sender.send(flags=FINAL)
+        except Exception:  # noqa: S110 - the client closed its stream; the slot is freed all the same
+            pass
 
     # -- V1: one static batch per execute() -----------------------------------------------
-    def execute(self, requests):
+    def _execute_static(self, requests):
         responses = [None] * len(requests)
         batch, owners = [], []
         for i, request in enumerate(requests):
             try:
-                parsed, exclude = self._parse(request)
+                parsed, exclude, _ = self._parse(request)
             except RequestError as exc:
                 responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
                 continue
             owners.append((i, len(parsed), exclude))
             batch.extend(parsed)
+        self.metrics.update({"active": len(batch), "max": self.engine.build_config["max_batch_size"]})
         try:
             sequences = self.engine.generate_static(batch)
         except Exception as exc:  # keep serving: fail this batch, not the server
             for i, _, _ in owners:
                 responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"generation failed: {exc}"))
             return responses
+        finally:
+            self.metrics.update({"active": 0, "max": self.engine.build_config["max_batch_size"]})
         start = 0
         for i, count, exclude in owners:
-            responses[i] = self._response(sequences[start : start + count], exclude)
+            responses[i] = self._response(complete_outputs(sequences[start : start + count], exclude))
             start += count
         return responses

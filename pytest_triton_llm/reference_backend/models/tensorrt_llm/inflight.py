@@ -1,0 +1,250 @@
+"""In-flight (continuous) batching for the reference tensorrt_llm model (gpt_model_type inflight_fused_batching).
+
+One scheduler thread owns a running batch. Every iteration it
+  1. ends requests that were cancelled (the `stop` input, or the client closed its stream),
+  2. admits waiting requests into free slots (up to max_batch_size active) and prefills them,
+  3. runs one decoding step for the whole batch and hands each request its new token,
+  4. drops finished requests, freeing their slots at once.
+So a short request never waits for a long one, unlike V1's static batches.
+
+The batch keeps one KV cache, left-padded: row i's tokens occupy the last columns of the
+cache and an attention mask hides its padding; positions are per row. Joining pads the
+newcomers' prefill cache to the batch width (or the batch to theirs); leaving selects
+the remaining rows and trims columns that are padding in every row.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from generation import ReferenceEngine, Sequence
+
+
+@dataclass(eq=False)
+class Job:
+    """One request in the scheduler.
+
+    `emit(job, tokens, log_probs, final, error=None)` delivers output: for a streaming job each
+    new token as it comes, otherwise everything at the end; `final` marks the last delivery.
+    """
+
+    sequence: Sequence
+    request_id: str
+    emit: Callable[..., None]
+    streaming: bool = False
+    is_cancelled: Callable[[], bool] = lambda: False
+    stop_requested: bool = False
+    streamed: int = field(default=0)  # tokens already delivered
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_requested or self.is_cancelled()
+
+
+class _Batch:
+    """The running batch: its jobs, KV cache, attention mask and next position per row."""
+
+    def __init__(self):
+        self.jobs: list[Job] = []
+        self.cache = None
+        self.mask: torch.Tensor | None = None  # [rows, width]
+        self.positions: torch.Tensor | None = None  # [rows]
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    @staticmethod
+    def _left_pad(tensor: torch.Tensor, columns: int, dim: int) -> torch.Tensor:
+        if columns == 0:
+            return tensor
+        pad = [0, 0] * (tensor.dim() - 1 - dim) + [columns, 0]
+        return F.pad(tensor, pad)
+
+    def join(self, jobs: list[Job], cache, mask: torch.Tensor, positions: torch.Tensor) -> None:
+        if not self.jobs:
+            self.jobs, self.cache, self.mask, self.positions = list(jobs), cache, mask, positions
+            return
+        width = max(self.mask.shape[1], mask.shape[1])
+        grow_old, grow_new = width - self.mask.shape[1], width - mask.shape[1]
+        for old, new in zip(self.cache.layers, cache.layers, strict=True):
+            old.keys = torch.cat([self._left_pad(old.keys, grow_old, 2), self._left_pad(new.keys, grow_new, 2)])
+            old.values = torch.cat([self._left_pad(old.values, grow_old, 2), self._left_pad(new.values, grow_new, 2)])
+        self.mask = torch.cat([self._left_pad(self.mask, grow_old, 1), self._left_pad(mask, grow_new, 1)])
+        self.positions = torch.cat([self.positions, positions])
+        self.jobs.extend(jobs)
+
+    def keep(self, keep: list[int]) -> None:
+        if len(keep) == len(self.jobs):
+            return
+        self.jobs = [self.jobs[i] for i in keep]
+        if not keep:
+            self.cache = self.mask = self.positions = None
+            return
+        index = torch.tensor(keep, dtype=torch.long)
+        self.mask, self.positions = self.mask[index], self.positions[index]
+        trim = int(self.mask.argmax(dim=1).min())  # columns that are padding in every remaining row
+        self.mask = self.mask[:, trim:]
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[index, :, trim:, :]
+            layer.values = layer.values[index, :, trim:, :]
+
+
+class InflightScheduler:
+    """Runs the batch on its own thread, which also loads the engine: torch's OpenMP pool then lives
+    in that one thread (a pool left in the loading thread competes with it: 40% slower on 2 cores)."""
+
+    def __init__(self, load_engine: Callable[[], ReferenceEngine], on_stats: Callable[[dict], None] | None = None):
+        self.on_stats = on_stats or (lambda stats: None)
+        self._waiting: deque[Job] = deque()
+        self._batch = _Batch()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._loaded = threading.Event()
+        self._load_error: BaseException | None = None
+        self.engine: ReferenceEngine | None = None
+        self._thread = threading.Thread(target=self._run, args=(load_engine,), name="inflight-scheduler", daemon=True)
+        self._thread.start()
+        self._loaded.wait()
+        if self._load_error is not None:
+            raise self._load_error
+        self.max_active = self.engine.build_config["max_batch_size"]
+
+    # -- called from Triton's execute() thread --------------------------------------------
+    def submit(self, job: Job) -> None:
+        with self._wake:
+            self._waiting.append(job)
+            self._wake.notify()
+
+    def request_stop(self, request_id: str) -> bool:
+        """The `stop` input: end the request with this id early. False if none is in flight."""
+        with self._wake:
+            found = [j for j in (*self._waiting, *self._batch.jobs) if j.request_id == request_id]
+            for job in found:
+                job.stop_requested = True
+            self._wake.notify()
+        return bool(found)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+
+    # -- the scheduler thread ------------------------------------------------------------------
+    def _run(self, load_engine: Callable[[], ReferenceEngine]) -> None:
+        try:
+            self.engine = load_engine()
+        except BaseException as exc:  # reported by __init__ in the caller's thread
+            self._load_error = exc
+            return
+        finally:
+            self._loaded.set()
+        while True:
+            with self._wake:
+                while not self._closed and not self._waiting and not self._batch.jobs:
+                    self._wake.wait(timeout=0.5)
+                if self._closed:
+                    return
+                newcomers = []
+                while self._waiting and len(self._batch) + len(newcomers) < self.max_active:
+                    newcomers.append(self._waiting.popleft())
+                waiting = list(self._waiting)
+            try:
+                self._iteration(newcomers, waiting)
+            except Exception as exc:  # fail the affected requests, keep serving
+                message = f"generation failed: {exc}"
+                traceback.print_exc()
+                for job in [*self._batch.jobs, *newcomers]:
+                    job.emit(job, [], [], True, error=message)
+                self._batch = _Batch()
+
+    def _iteration(self, newcomers: list[Job], waiting: list[Job]) -> None:
+        for job in waiting:  # cancelled while still queued
+            if job.cancelled:
+                with self._wake:
+                    if job in self._waiting:
+                        self._waiting.remove(job)
+                self._finish(job, "cancelled")
+        admitted = []
+        for job in newcomers:
+            if job.cancelled:
+                self._finish(job, "cancelled")
+            else:
+                admitted.append(job)
+        self._drop_finished(cancel_check=True)
+        if admitted:  # context phase of the newcomers, then one generation step for everyone
+            self._prefill(admitted)
+            self._drop_finished(cancel_check=False)
+        if self._batch.jobs:
+            self._decode()
+            self._drop_finished(cancel_check=False)
+        with self._wake:
+            waiting_now = len(self._waiting)
+        self.on_stats({"active": len(self._batch), "waiting": waiting_now, "max": self.max_active})
+
+    @torch.inference_mode()
+    def _prefill(self, jobs: list[Job]) -> None:
+        prompts = [j.sequence.request.input_ids for j in jobs]
+        width = max(len(p) for p in prompts)
+        ids = torch.zeros((len(jobs), width), dtype=torch.long)
+        mask = torch.zeros((len(jobs), width), dtype=torch.long)
+        for i, prompt in enumerate(prompts):
+            ids[i, width - len(prompt) :] = torch.tensor(prompt)
+            mask[i, width - len(prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.engine.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        self.engine.select([j.sequence for j in jobs], out.logits[:, -1, :])
+        self._batch.join(jobs, out.past_key_values, mask, positions[:, -1] + 1)
+        for job in jobs:
+            self._deliver(job)
+
+    @torch.inference_mode()
+    def _decode(self) -> None:
+        batch = self._batch
+        step = torch.tensor([[j.sequence.tokens[-1]] for j in batch.jobs], dtype=torch.long)
+        mask = torch.cat([batch.mask, torch.ones((len(batch), 1), dtype=torch.long)], dim=1)
+        out = self.engine.model(
+            input_ids=step,
+            attention_mask=mask,
+            position_ids=batch.positions.unsqueeze(1),
+            past_key_values=batch.cache,
+            use_cache=True,
+        )
+        batch.cache, batch.mask, batch.positions = out.past_key_values, mask, batch.positions + 1
+        self.engine.select([j.sequence for j in batch.jobs], out.logits[:, -1, :])
+        for job in batch.jobs:
+            self._deliver(job)
+
+    def _deliver(self, job: Job) -> None:
+        """Hand a streaming job its new tokens; a finished job gets everything and the final flag."""
+        seq = job.sequence
+        if seq.finished:
+            self._finish(job, seq.finish_reason)
+        elif job.streaming:
+            new = slice(job.streamed, len(seq.tokens))
+            job.streamed = len(seq.tokens)
+            job.emit(job, seq.tokens[new], seq.log_probs[new], False)
+
+    @staticmethod
+    def _finish(job: Job, reason: str) -> None:
+        seq = job.sequence
+        if seq.finish_reason is None:
+            seq.finish_reason = reason
+        new = slice(job.streamed, len(seq.tokens))
+        job.streamed = len(seq.tokens)
+        job.emit(job, seq.tokens[new], seq.log_probs[new], True)
+
+    def _drop_finished(self, cancel_check: bool) -> None:
+        keep = []
+        for i, job in enumerate(self._batch.jobs):
+            if cancel_check and not job.sequence.finished and job.cancelled:
+                self._finish(job, "cancelled")
+            if not job.sequence.finished:
+                keep.append(i)
+        self._batch.keep(keep)
