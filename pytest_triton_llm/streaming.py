@@ -1,0 +1,140 @@
+"""Streamed requests: gRPC bidirectional streams and HTTP generate_stream (server-sent events).
+
+A decoupled model answers through a stream only; each response is recorded with its
+arrival time and Triton's final flag, so suites can check token order, time to first
+token, and that exactly one response closes the request.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+
+class StreamError(RuntimeError):
+    pass
+
+
+@dataclass
+class StreamEvent:
+    t_s: float  # seconds after the request was sent
+    outputs: dict  # output name -> numpy array (gRPC) or JSON value (SSE)
+    final: bool
+
+    def text(self) -> str:
+        value = self.outputs.get("text_output")
+        if value is None:
+            return ""
+        if isinstance(value, np.ndarray):
+            return b"".join(value.reshape(-1)).decode("utf-8")
+        return "".join(value) if isinstance(value, list) else str(value)
+
+    def token_ids(self) -> list[int]:
+        if "output_ids" not in self.outputs:
+            return []
+        length = int(np.asarray(self.outputs["sequence_length"]).reshape(-1)[0])
+        return np.asarray(self.outputs["output_ids"]).reshape(-1)[:length].tolist()
+
+
+@dataclass
+class StreamResult:
+    events: list[StreamEvent] = field(default_factory=list)
+    cancelled: bool = False  # the client closed the stream before the request ended
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text() for e in self.events)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for e in self.events for t in e.token_ids()]
+
+    @property
+    def content_events(self) -> list[StreamEvent]:
+        """Responses that carry output (an empty final response only closes the stream)."""
+        return [e for e in self.events if e.outputs]
+
+    @property
+    def finals(self) -> int:
+        return sum(e.final for e in self.events)
+
+
+def grpc_stream(
+    url: str,
+    model: str,
+    inputs: list[grpcclient.InferInput],
+    *,
+    request_id: str = "",
+    stop_inputs: list[grpcclient.InferInput] | None = None,
+    stop_after_s: float | None = None,
+    cancel_after_s: float | None = None,
+    timeout_s: float = 300.0,
+) -> StreamResult:
+    """Send one request on its own gRPC stream and collect responses until its final one.
+
+    stop_after_s: then send `stop_inputs` with the same request id (TensorRT-LLM's stop signal,
+    upstream client's --stop-after-ms) and also wait for that request's final response.
+    cancel_after_s: then close the stream with cancellation (--stop-via-request-cancel).
+    """
+    client = grpcclient.InferenceServerClient(url)
+    arrivals: queue.Queue = queue.Queue()
+    start = time.perf_counter()
+    client.start_stream(callback=lambda result, error: arrivals.put((time.perf_counter() - start, result, error)))
+    result, expected_finals, stop_sent = StreamResult(), 1, False
+    try:
+        client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
+        while result.finals < expected_finals:
+            now = time.perf_counter() - start
+            if stop_after_s is not None and not stop_sent and now >= stop_after_s:
+                client.async_stream_infer(model, stop_inputs, request_id=request_id, enable_empty_final_response=True)
+                expected_finals, stop_sent = expected_finals + 1, True
+            if cancel_after_s is not None and now >= cancel_after_s:
+                client.stop_stream(cancel_requests=True)
+                result.cancelled = True
+                break
+            if now >= timeout_s:
+                raise StreamError(f"{model}: no final response after {timeout_s:.0f} s")
+            next_action = min(x for x in (stop_after_s if not stop_sent else None, cancel_after_s, timeout_s) if x is not None)
+            try:
+                t_s, response, error = arrivals.get(timeout=max(0.001, next_action - now))
+            except queue.Empty:
+                continue
+            if error is not None:
+                raise StreamError(f"{model}: {error.message() if hasattr(error, 'message') else error}")
+            message = response.get_response()
+            final_param = message.parameters.get("triton_final_response")
+            outputs = {o.name: response.as_numpy(o.name) for o in message.outputs}
+            result.events.append(StreamEvent(t_s, outputs, bool(final_param and final_param.bool_param)))
+    finally:
+        client.stop_stream()
+        client.close()
+    return result
+
+
+def sse_stream(url: str, body: dict, timeout_s: float = 300.0) -> StreamResult:
+    """POST to Triton's generate_stream and read its `data:` events until the server closes the stream."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    result = StreamResult()
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:  # noqa: S310 (loopback URL we built)
+            for raw in resp:
+                line = raw.decode("utf-8").strip()
+                if not line.startswith("data:"):
+                    continue
+                payload = json.loads(line[len("data:") :])
+                if "error" in payload:
+                    raise StreamError(f"generate_stream: {payload['error']}")
+                result.events.append(StreamEvent(time.perf_counter() - start, payload, False))
+    except urllib.error.HTTPError as exc:
+        raise StreamError(f"generate_stream: HTTP {exc.code}: {exc.read().decode('utf-8', errors='replace')}") from None
+    if result.events:
+        result.events[-1].final = True  # the server closing the stream is its final response
+    return result
