@@ -59,7 +59,8 @@ def _slug(name: str) -> str:
 
 
 class DeploymentManager:
-    """Serves one deployment at a time per call; keeps timings for the summary and the report."""
+    """Serves deployments on demand (shared by every fixture that asks for one, stopped when the
+    last of them releases it); keeps what was served for the summary and the report."""
 
     def __init__(self, cache: EngineCache, workdir: Path, progress: Progress, rebuild: bool, start_timeout_s: float):
         self.cache = cache
@@ -69,6 +70,7 @@ class DeploymentManager:
         self.start_timeout_s = start_timeout_s
         self.engines: dict[str, BuiltEngine] = {}
         self.served: dict[str, ServedDeployment] = {}
+        self.users: dict[str, int] = {}  # deployment id -> fixtures holding it
         self.records: dict[str, dict] = {}  # deployment id -> what was served, for the summary and report
 
     def engine_for(self, ref: DeploymentRef) -> BuiltEngine:
@@ -77,11 +79,18 @@ class DeploymentManager:
         return self.engines[ref.engine_name]
 
     def serve(self, ref: DeploymentRef) -> ServedDeployment:
+        if ref.id in self.served:
+            self.users[ref.id] += 1
+            return self.served[ref.id]
         start = time.monotonic()
         engine = self.engine_for(ref)
         engine_s = time.monotonic() - start
         wheel = locate()
         base = self.workdir / _slug(ref.id)
+        for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
+            if not base.exists():
+                break
+            base = self.workdir / f"{_slug(ref.id)}-{restart}"
         repository = render_repository(ref, engine, base / "model_repository", wheel.triton_version)
         server = start_local_server(ref.id, repository, self.cache.root, base / "tritonserver.log",
                                     self.progress, self.start_timeout_s)  # fmt: skip
@@ -92,6 +101,7 @@ class DeploymentManager:
             f"engine {engine.name} {engine.digest[:12]})"
         )
         self.served[ref.id] = served
+        self.users[ref.id] = 1
         self.records[ref.id] = {
             "engine": engine.name,
             "backend": ref.engine.backend,
@@ -110,6 +120,9 @@ class DeploymentManager:
         return served
 
     def release(self, deployment_id: str) -> None:
+        self.users[deployment_id] = self.users.get(deployment_id, 1) - 1
+        if self.users[deployment_id] > 0:
+            return
         served = self.served.pop(deployment_id, None)
         if served is not None:
             served.client.close()  # an open keep-alive connection holds tritonserver's shutdown
@@ -118,4 +131,5 @@ class DeploymentManager:
 
     def close(self) -> None:
         for deployment_id in list(self.served):
+            self.users[deployment_id] = 1
             self.release(deployment_id)

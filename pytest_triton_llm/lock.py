@@ -59,6 +59,7 @@ class Deployment:
     """Serving options applied to an engine: one model repository, one server."""
 
     batching: Literal["v1", "inflight"]
+    decoupled: bool = False  # responses through a response sender: streaming and cancellation
     exclude_input_in_output: bool = True
     max_queue_delay_us: int = 2000  # how long Triton's dynamic batcher waits to fill a V1 batch
     preprocessing_instances: int = 1
@@ -73,6 +74,14 @@ class Deployment:
     def gpt_model_type(self) -> str:
         """TensorRT-LLM's name for the batching mode."""
         return {"v1": "V1", "inflight": "inflight_fused_batching"}[self.batching]
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What suites may ask of this deployment (see the `triton_llm_requires` marker)."""
+        caps = {self.batching}
+        if self.decoupled:  # responses through a stream: per-token streaming, stop signal, cancellation
+            caps |= {"streaming", "cancellation"}
+        return frozenset(caps)
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,17 @@ class Lock:
                 ref = DeploymentRef(engine_name, engine, name, options)
                 refs[ref.id] = ref
         return refs
+
+    def batching_pairs(self, refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, DeploymentRef]]:
+        """(v1, inflight) deployments of the same engine among `refs`, for side-by-side comparisons."""
+        pairs = []
+        for engine in dict.fromkeys(r.engine_name for r in refs):
+            mine = [r for r in refs if r.engine_name == engine]
+            v1 = next((r for r in mine if r.options.batching == "v1"), None)
+            inflight = next((r for r in mine if r.options.batching == "inflight"), None)
+            if v1 and inflight:
+                pairs.append((v1, inflight))
+        return pairs
 
     def select(self, names: list[str] | None) -> list[DeploymentRef]:
         """The deployments named on the command line, or all of them."""

@@ -23,6 +23,7 @@ MARKERS = {
     "gpu": "needs an NVIDIA GPU",
     "container": "needs docker and a Triton image",
 }
+REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 _SESSION = pytest.StashKey[TritonLLMSession]()
 LOG_TAIL_LINES = 40
 
@@ -74,6 +75,9 @@ def _progress_writer(config: pytest.Config):
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+    config.addinivalue_line(
+        "markers", f"{REQUIRES}(*capabilities): run only on deployments that have them (v1, inflight, streaming, cancellation)"
+    )
     opt = config.option
     options = Options(
         engines_lock=opt.engines_lock,
@@ -97,13 +101,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "triton_llm" not in metafunc.fixturenames:
+    wanted = [name for name in ("triton_llm", "triton_llm_pair") if name in metafunc.fixturenames]
+    if not wanted:
         return
     state = metafunc.config.stash[_SESSION]
     if state.lock is None:
         pytest.fail(state.missing_lock_message(), pytrace=False)
-    refs = state.selected
-    metafunc.parametrize("triton_llm", refs, ids=[r.id for r in refs], indirect=True, scope="session")
+    needs = {cap for mark in metafunc.definition.iter_markers(REQUIRES) for cap in mark.args}
+    for name in wanted:
+        params, ids, missing = state.parameters(name, needs)
+        if not params:  # an honest skip that says which deployments were selected
+            params, ids = [pytest.param(None, marks=pytest.mark.skip(reason=missing))], ["no-deployment"]
+        metafunc.parametrize(name, params, ids=ids, indirect=True, scope="session")
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +122,16 @@ def triton_llm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     served = state.serve(request.param, tmp_path_factory)
     yield served
     state.release(served.id)
+
+
+@pytest.fixture(scope="session")
+def triton_llm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(v1, inflight) deployments of one engine, both served, for side-by-side comparisons."""
+    state = request.config.stash[_SESSION]
+    pair = tuple(state.serve(ref, tmp_path_factory) for ref in request.param)
+    yield pair
+    for served in pair:
+        state.release(served.id)
 
 
 @pytest.fixture(scope="session")
@@ -128,22 +147,21 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    served = getattr(item, "funcargs", {}).get("triton_llm")
-    if report.failed and served is not None:
-        report.sections.append(
-            (
-                f"tritonserver log of {served.id} (last {LOG_TAIL_LINES} lines, {served.server.log_path})",
-                served.server.log_tail(LOG_TAIL_LINES),
-            )  # fmt: skip
-        )
+    funcargs = getattr(item, "funcargs", {})
+    served = [s for s in (funcargs.get("triton_llm"), *(funcargs.get("triton_llm_pair") or ())) if s is not None]
+    if report.failed:
+        for deployment in served:
+            title = f"tritonserver log of {deployment.id} (last {LOG_TAIL_LINES} lines, {deployment.server.log_path})"
+            report.sections.append((title, deployment.server.log_tail(LOG_TAIL_LINES)))
     if report.when == "call" or report.outcome != "passed":
-        state = item.config.stash[_SESSION]
         callspec = getattr(item, "callspec", None)
-        ref = callspec.params.get("triton_llm") if callspec else None
+        params = callspec.params if callspec else {}
+        refs = [params.get("triton_llm"), *(params.get("triton_llm_pair") or ())]
+        deployment = " vs ".join(r.id for r in refs if r is not None) or None
         outcome = "error" if report.when != "call" and report.failed else report.outcome
         message = None if report.passed else _short(report)
-        state.report.add_test(item.nodeid, outcome, report.duration, getattr(ref, "id", None),
-                              sorted(m.name for m in item.iter_markers() if m.name in MARKERS), message)  # fmt: skip
+        markers = sorted(m.name for m in item.iter_markers() if m.name in MARKERS)
+        item.config.stash[_SESSION].report.add_test(item.nodeid, outcome, report.duration, deployment, markers, message)
     return report
 
 

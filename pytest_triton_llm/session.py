@@ -71,6 +71,17 @@ class TritonLLMSession:
     def missing_lock_message(self) -> str:
         return f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass --engines-lock PATH"
 
+    def parameters(self, fixture: str, needs: set[str]) -> tuple[list, list[str], str]:
+        """(params, ids, reason when there are none) for the `triton_llm` or `triton_llm_pair` fixture."""
+        refs = [r for r in self.selected if needs <= r.options.capabilities]
+        selected = ", ".join(r.id for r in self.selected) or "none"
+        if fixture == "triton_llm":
+            reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {selected})"
+            return refs, [r.id for r in refs], reason
+        pairs = self.lock.batching_pairs(refs)
+        reason = f"needs a v1 and an inflight deployment of the same engine (selected: {selected})"
+        return pairs, [f"{v1.engine_name}:{v1.name}-vs-{inf.name}" for v1, inf in pairs], reason
+
     def start(self) -> None:
         self.started = time.monotonic()
         reap_orphans(self.cache.root / "run", self.progress)

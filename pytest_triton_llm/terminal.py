@@ -26,6 +26,8 @@ def summary_lines(state) -> list[str]:
             ]
         )
     lines = table(["deployment", "engine", "server", "ready in", "server log"], rows)
+    for key, value in state.report.extra.items():  # run-level measurements the suites recorded
+        lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     if state.startup_s is not None:
         lines.append(f"session start-up: {state.startup_s:.1f} s until the first test ran")
     if state.options.report:

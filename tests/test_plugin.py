@@ -35,13 +35,13 @@ def test_markers_are_registered(pytester):
 
 
 def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
-    text = (project.path / "engines.lock").read_text().replace("max_batch_size = 8", 'max_batch_size = "8"')
+    text = (project.path / "engines.lock").read_text().replace("max_batch_size = 16", 'max_batch_size = "16"')
     (project.path / "broken.toml").write_text(text)
     project.makepyfile("def test_x(triton_llm): pass")
     result = project.runpytest_subprocess("--engines-lock", "broken.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
-    assert errors == ["ERROR: broken.toml: engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '8'"]
+    assert errors == ["ERROR: broken.toml: engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '16'"]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
@@ -50,7 +50,7 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
     [
         (["--triton-image", "24.09-trtllm"], "*--triton-image 24.09-trtllm: the container runtime is not yet supported*"),
         (["--triton-url", "localhost:8001"], "*--triton-url localhost:8001: the remote runtime is not yet supported*"),
-        (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:v1)*"),
+        (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:v1)*"),
     ],
 )
 def test_refused_options_say_why(project, args, message):
@@ -77,3 +77,45 @@ def test_a_suite_without_a_lock_says_how_to_pass_one(pytester):
 def test_projects_without_the_plugins_fixtures_are_untouched(pytester):
     pytester.makepyfile("def test_plain(): pass")
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+REQUIRING_TESTS = """
+import pytest
+
+@pytest.mark.triton_llm_requires("streaming")
+def test_stream(triton_llm): pass
+
+@pytest.mark.triton_llm_requires("v1")
+def test_static(triton_llm): pass
+
+def test_pair(triton_llm_pair): pass
+"""
+
+
+def test_capabilities_and_pairs_select_deployments(project):
+    project.makepyfile(REQUIRING_TESTS)
+    result = project.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "*test_stream[[]smollm2-135m:inflight[]]",
+            "*test_static[[]smollm2-135m:v1[]]",
+            "*test_pair[[]smollm2-135m:v1-vs-inflight[]]",
+        ]
+    )
+    assert "test_stream[smollm2-135m:v1]" not in result.stdout.str()
+    assert "test_static[smollm2-135m:inflight]" not in result.stdout.str()
+
+
+def test_a_capability_no_selected_deployment_has_is_an_explicit_skip(project):
+    project.makepyfile(
+        REQUIRING_TESTS.split('@pytest.mark.triton_llm_requires("v1")')[0] + "def test_pair(triton_llm_pair): pass\n"
+    )
+    result = project.runpytest("--deployment", "smollm2-135m:v1", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*needs a deployment with streaming (selected: smollm2-135m:v1)*",
+            "*needs a v1 and an inflight deployment of the same engine (selected: smollm2-135m:v1)*",
+        ],
+        consecutive=False,
+    )

@@ -51,7 +51,7 @@ def template_values(ref: DeploymentRef, engine_dir: Path, family: str) -> dict:
     values.update(
         triton_max_batch_size=engine.max_batch_size,
         triton_backend="python" if engine.backend == "reference" else "tensorrtllm",
-        decoupled_mode=False,
+        decoupled_mode=options.decoupled,
         max_queue_delay_microseconds=options.max_queue_delay_us,
         max_queue_size=0,  # 0 = unbounded: Triton's default
         max_beam_width=1,

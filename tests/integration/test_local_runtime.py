@@ -27,8 +27,11 @@ def test_fails_on_purpose(triton_llm):
 """
 
 
+V1_ONLY = ("--deployment", "smollm2-135m:v1")  # one server per session keeps these tests short
+
+
 def run_session(project, *args: str) -> pytest.RunResult:
-    return project.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=600)
+    return project.runpytest_subprocess("-p", "no:cacheprovider", *V1_ONLY, *args, timeout=600)
 
 
 def test_a_session_serves_reports_and_cleans_up(project):
@@ -73,7 +76,7 @@ def test_wait(triton_llm):
 """
     )
     basetemp = project.path / "basetemp"  # repositories and logs: every server process names it
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={basetemp}"]
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={basetemp}", *V1_ONLY]
     proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 300

@@ -24,12 +24,12 @@ def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
 @pytest.mark.parametrize(
     "old, new, expected",
     [
-        ("max_batch_size = 8", 'max_batch_size = "8"',
-         "engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '8'"),
-        ("max_batch_size = 8", "max_batch_size = true",
+        ("max_batch_size = 16", 'max_batch_size = "16"',
+         "engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '16'"),
+        ("max_batch_size = 16", "max_batch_size = true",
          "engine 'smollm2-135m': field 'max_batch_size': expected integer, got boolean True"),
-        ("max_batch_size = 8", "max_batch_size = 0", "engine 'smollm2-135m': field 'max_batch_size' must be > 0, got 0"),
-        ("max_batch_size = 8", "max_batchsize = 8", "engine 'smollm2-135m': unknown field 'max_batchsize'"),
+        ("max_batch_size = 16", "max_batch_size = 0", "engine 'smollm2-135m': field 'max_batch_size' must be > 0, got 0"),
+        ("max_batch_size = 16", "max_batchsize = 8", "engine 'smollm2-135m': unknown field 'max_batchsize'"),
         ('dtype = "float32"', "", "engine 'smollm2-135m': missing field 'dtype'"),
         ('dtype = "float32"', 'dtype = "fp8"',
          "field 'dtype': expected one of 'float32', 'float16', 'bfloat16', got string 'fp8'"),
@@ -71,5 +71,5 @@ def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
 def test_selecting_an_unknown_deployment_names_the_known_ones(lock_text, tmp_path):
     lock = load_lock(write(tmp_path, lock_text))
     assert [r.id for r in lock.select(["smollm2-135m:v1"])] == ["smollm2-135m:v1"]
-    with pytest.raises(LockError, match=r"no deployment named 'nope:v9' \(known: smollm2-135m:v1"):
+    with pytest.raises(LockError, match=r"no deployment named 'nope:v9' \(known: smollm2-135m:inflight, smollm2-135m:v1"):
         lock.select(["nope:v9"])

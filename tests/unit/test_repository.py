@@ -39,7 +39,7 @@ def test_reference_tensorrt_llm_config_carries_the_deployment(rendered, tmp_path
     config = parse(repo, "tensorrt_llm")
     params = {k: v.string_value for k, v in config.parameters.items()}
     assert config.backend == "python"
-    assert config.max_batch_size == ref.engine.max_batch_size == 8
+    assert config.max_batch_size == ref.engine.max_batch_size == 16
     assert not config.model_transaction_policy.decoupled
     assert config.dynamic_batching.max_queue_delay_microseconds == 2000
     assert params["gpt_model_type"] == "V1"
