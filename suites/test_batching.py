@@ -1,0 +1,86 @@
+"""V1 (static) vs in-flight batching of the same engine, side by side in one run.
+
+The throughput ratio goes into the report (`inflight_vs_v1_throughput_ratio`) and the
+terminal summary; the two deployments are measured one after the other, never at once.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pytest_triton_llm.load import closed_loop, mixed_lengths
+
+pytestmark = pytest.mark.batching
+
+NO_END = -1
+CONCURRENCY = 16
+REQUESTS = 32
+MIN_TOKENS, MAX_TOKENS = 8, 128
+REQUIRED_RATIO = 1.5
+
+
+def test_v1_and_inflight_give_identical_greedy_outputs(triton_llm_pair, prompts):
+    batch = prompts["completion"]["prompts"][:16]
+    outputs = [[g.text for g in served.client.generate_many(batch, 32, concurrency=16)] for served in triton_llm_pair]
+    v1, inflight = outputs
+    assert all(v1), "empty outputs"
+    assert inflight == v1
+
+
+def _throughput(served, prompts) -> dict:
+    encoded = [served.encode(p) for p in prompts]
+    lengths = mixed_lengths(REQUESTS, MIN_TOKENS, MAX_TOKENS)
+    jobs = [(encoded[i % len(encoded)], max_tokens) for i, max_tokens in enumerate(lengths)]
+
+    def send(job):
+        ids, max_tokens = job
+        tokens = served.client.generate_ids(ids, max_tokens, end_id=NO_END).token_ids
+        assert len(tokens) == max_tokens
+        return len(tokens)
+
+    send(jobs[0])  # warm-up outside the measurement
+    return closed_loop(send, jobs, CONCURRENCY).as_dict()
+
+
+def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, prompts, triton_llm_report):
+    v1_served, inflight_served = triton_llm_pair
+    batch = prompts["completion"]["prompts"]
+    v1 = _throughput(v1_served, batch)
+    inflight = _throughput(inflight_served, batch)
+    ratio = inflight["output_tokens_per_s"] / v1["output_tokens_per_s"]
+    triton_llm_report.record_run("inflight_vs_v1_throughput_ratio", round(ratio, 3))
+    triton_llm_report.record_run(
+        "inflight_vs_v1_throughput",
+        {
+            "v1": dict(v1, deployment=v1_served.id),
+            "inflight": dict(inflight, deployment=inflight_served.id),
+            "workload": {"requests": REQUESTS, "concurrency": CONCURRENCY, "output_tokens": [MIN_TOKENS, MAX_TOKENS]},
+            "summary": f"v1 {v1['output_tokens_per_s']:.1f} tok/s, inflight {inflight['output_tokens_per_s']:.1f} tok/s "
+            f"({REQUESTS} requests of {MIN_TOKENS}..{MAX_TOKENS} tokens at concurrency {CONCURRENCY})",
+        },
+    )
+    assert ratio >= REQUIRED_RATIO, (
+        f"inflight/V1 output-token throughput {ratio:.2f} < {REQUIRED_RATIO}: v1 {v1}, inflight {inflight}"
+    )
+
+
+def test_a_short_request_overtakes_long_ones_on_inflight(triton_llm_pair, prompts):
+    _, inflight = triton_llm_pair
+    long_ids = inflight.encode(prompts["completion"]["prompts"][1])
+    short_ids = inflight.encode(prompts["completion"]["prompts"][2])
+    finished = {}
+
+    def run(name, ids, max_tokens, delay_s):
+        time.sleep(delay_s)
+        inflight.client.generate_ids(ids, max_tokens, end_id=NO_END)
+        finished[name] = time.perf_counter()
+
+    with ThreadPoolExecutor(5) as pool:
+        jobs = [pool.submit(run, f"long-{i}", long_ids, 128, 0.0) for i in range(4)]
+        jobs.append(pool.submit(run, "short", short_ids, 8, 0.5))  # sent while the long ones run
+        for job in jobs:
+            job.result()
+    assert finished["short"] < min(t for name, t in finished.items() if name.startswith("long"))

@@ -1,0 +1,80 @@
+"""Ending requests early: TensorRT-LLM's stop signal (upstream client --stop-after-ms) and
+clients that cancel their gRPC stream (--stop-via-request-cancel).
+
+Both go straight to the decoupled tensorrt_llm model, as upstream's client does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytestmark = [pytest.mark.early_stop, pytest.mark.triton_llm_requires("cancellation")]
+
+NO_END = -1
+LONG = 256  # far more tokens than are generated before the stop arrives
+
+
+def active_requests(triton_llm) -> float:
+    """TensorRT-LLM's nv_trt_llm_request_metrics{request_type="active"} gauge."""
+    pattern = re.compile(r'^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$', re.M)
+    match = pattern.search(triton_llm.client.metrics())
+    assert match, "the server publishes no nv_trt_llm_request_metrics active gauge"
+    return float(match.group(1))
+
+
+def wait_until_idle(triton_llm, timeout_s: float = 15.0) -> float:
+    deadline = time.monotonic() + timeout_s
+    while (active := active_requests(triton_llm)) > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return active
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "non-streaming"])
+def test_stop_after_ms_returns_fewer_tokens_than_requested(triton_llm, prompts, streaming):
+    ids = triton_llm.encode(prompts["completion"]["prompts"][1])
+    result = triton_llm.client.stream_ids(
+        ids, LONG, end_id=NO_END, streaming=streaming, request_id=f"stop-{streaming}", stop_after_s=0.5
+    )
+    assert 0 < len(result.token_ids) < LONG
+    assert result.finals == 2, "the stopped request and the stop signal each end with a final response"
+    full = triton_llm.client.generate_ids(ids, len(result.token_ids), end_id=NO_END).token_ids
+    assert result.token_ids == full, "the tokens before the stop are the greedy ones"
+
+
+def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts):
+    ids = triton_llm.encode(prompts["completion"]["prompts"][2])
+    expected = triton_llm.client.generate_ids(ids, 12, end_id=NO_END).token_ids
+    slots = triton_llm.ref.engine.max_batch_size
+    with ThreadPoolExecutor(slots) as pool:  # fill every slot, then walk away from all of them
+        cancelled = list(pool.map(lambda _: triton_llm.client.stream_ids(ids, LONG, end_id=NO_END, cancel_after_s=1.0),
+                                  range(slots)))  # fmt: skip
+    assert all(r.cancelled and len(r.token_ids) < LONG for r in cancelled)
+    assert wait_until_idle(triton_llm) == 0, "cancelled requests still hold their slots"
+    with ThreadPoolExecutor(4) as pool:
+        later = list(pool.map(lambda _: triton_llm.client.generate_ids(ids, 12, end_id=NO_END).token_ids, range(4)))
+    assert later == [expected] * 4
+    assert triton_llm.server.ready()
+
+
+def test_stopping_one_request_leaves_concurrent_ones_unchanged(triton_llm, prompts):
+    others = [triton_llm.encode(p) for p in prompts["completion"]["prompts"][3:6]]
+    solo = [triton_llm.client.generate_ids(ids, 24, end_id=NO_END).token_ids for ids in others]
+    victim = triton_llm.encode(prompts["completion"]["prompts"][0])
+    with ThreadPoolExecutor(4) as pool:
+        stopped = pool.submit(triton_llm.client.stream_ids, victim, LONG, end_id=NO_END, request_id="victim", stop_after_s=0.4)
+        together = [pool.submit(triton_llm.client.generate_ids, ids, 24, end_id=NO_END) for ids in others]
+        results = [f.result().token_ids for f in together]
+    assert len(stopped.result().token_ids) < LONG
+    assert results == solo
+
+
+def test_a_stop_signal_for_an_unknown_request_is_harmless(triton_llm, prompts):
+    answer = triton_llm.client.send_stop("no-such-request")
+    assert answer.finals == 1 and not answer.content_events
+    ids = triton_llm.encode(prompts["completion"]["prompts"][4])
+    assert len(triton_llm.client.generate_ids(ids, 8, end_id=NO_END).token_ids) == 8
+    assert wait_until_idle(triton_llm) == 0
