@@ -8,7 +8,7 @@ import pytest
 
 from .lock import LockError
 from .progress import Progress
-from .session import DEFAULT_CACHE, DEFAULT_LOCK, NotYetSupported, Options, TritonLLMSession
+from .session import DEFAULT_CACHE, DEFAULT_LOCK, OptionError, Options, TritonLLMSession
 from .terminal import summary_lines
 
 MARKERS = {
@@ -91,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     try:
         session = TritonLLMSession(options, Progress(_progress_writer(config)))
-    except (LockError, NotYetSupported) as exc:
+    except (LockError, OptionError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .cache import EngineCache
 from .deployments import DeploymentManager, ServedDeployment
-from .lock import DeploymentRef, Lock, LockError, load_lock
+from .lock import DeploymentRef, Lock, load_lock
 from .progress import Progress
 from .report import RunReport
 from .runtimes.processes import reap_orphans
@@ -17,8 +17,8 @@ DEFAULT_LOCK = "engines.lock"
 DEFAULT_CACHE = "~/.cache/pytest-triton-llm"
 
 
-class NotYetSupported(ValueError):
-    pass
+class OptionError(ValueError):
+    """A command-line option the plugin refuses; reported as one line with exit code 4."""
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,14 @@ class Options:
 
     def check(self) -> None:
         if self.triton_image:
-            raise NotYetSupported(
+            raise OptionError(
                 f"--triton-image {self.triton_image}: the container runtime is not yet supported; "
                 "omit it to run on the embedded local runtime"
             )
         if self.triton_url:
-            raise NotYetSupported(f"--triton-url {self.triton_url}: the remote runtime is not yet supported")
+            raise OptionError(f"--triton-url {self.triton_url}: the remote runtime is not yet supported")
         if self.start_timeout_s <= 0:
-            raise NotYetSupported("--triton-start-timeout must be > 0")
+            raise OptionError("--triton-start-timeout must be > 0")
 
 
 class TritonLLMSession:
@@ -115,6 +115,3 @@ class TritonLLMSession:
             self.manager.close()
         if self.options.report:
             self.report.write(Path(self.options.report), self.startup_s)
-
-
-__all__ = ["LockError", "NotYetSupported", "Options", "TritonLLMSession"]

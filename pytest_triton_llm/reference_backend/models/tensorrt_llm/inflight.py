@@ -77,7 +77,7 @@ class _Batch:
             old.values = torch.cat([self._left_pad(old.values, grow_old, 2), self._left_pad(new.values, grow_new, 2)])
         self.mask = torch.cat([self._left_pad(self.mask, grow_old, 1), self._left_pad(mask, grow_new, 1)])
         self.positions = torch.cat([self.positions, positions])
-        self.jobs.extend(jobs)
+        self.jobs = self.jobs + list(jobs)  # a new list: request_stop() reads it from another thread
 
     def keep(self, keep: list[int]) -> None:
         if len(keep) == len(self.jobs):
