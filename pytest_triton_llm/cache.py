@@ -1,9 +1,10 @@
-"""The engine cache: built engines under a key over their recipe.
+"""The engine cache: built engines (and LoRA adapters) under a key over their recipe.
 
 Layout under the cache root (default ~/.cache/pytest-triton-llm):
 
     engines/<engine>-<key12>/        a finished engine, with manifest.json
     engines/.build-<key12>-<pid>/    a build in progress (renamed into place when done)
+    adapters/<adapter>-<key12>/      a finished LoRA adapter, likewise
 
 The key covers the lock's recipe and the builder's identity (its version; for
 TensorRT-LLM also image digest, GPU architecture, parallelism), so a changed builder
@@ -29,7 +30,6 @@ from typing import Callable
 
 from filelock import FileLock, Timeout
 
-from .lock import Engine
 from .progress import Progress
 
 MANIFEST = "manifest.json"
@@ -75,12 +75,12 @@ class EngineCache:
         self.progress = progress or Progress()
 
     @staticmethod
-    def key(engine: Engine, builder: dict) -> str:
-        blob = json.dumps({"recipe": engine.recipe(), "builder": builder}, sort_keys=True, separators=(",", ":"))
+    def key(recipe: dict, builder: dict) -> str:
+        blob = json.dumps({"recipe": recipe, "builder": builder}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def engine_dir(self, name: str, key: str) -> Path:
-        return self.root / "engines" / f"{name}-{key[:12]}"
+    def entry_dir(self, kind: str, name: str, key: str) -> Path:
+        return self.root / f"{kind}s" / f"{name}-{key[:12]}"
 
     def sources_dir(self) -> Path:
         return self.root / "sources"
@@ -90,8 +90,8 @@ class EngineCache:
         locks.mkdir(parents=True, exist_ok=True)
         return FileLock(str(locks / f"{key}.lock"))
 
-    def _load_valid(self, name: str, key: str, final: Path) -> dict | None:
-        """The manifest of a finished engine whose files still match it, else None."""
+    def _load_valid(self, what: str, key: str, final: Path) -> dict | None:
+        """The manifest of a finished entry whose files still match it, else None."""
         manifest_path = final / MANIFEST
         if not manifest_path.is_file():
             return None
@@ -100,52 +100,54 @@ class EngineCache:
         except (OSError, json.JSONDecodeError):
             manifest = {}
         if manifest.get("cache_key") != key:
-            self.progress.say(f"engine {name}: cached manifest does not match the recipe and builder; rebuilding")
+            self.progress.say(f"{what}: cached manifest does not match the recipe and builder; rebuilding")
             return None
         digest, _ = tree_digest(final)
         if digest != manifest.get("digest"):
             self.progress.say(
-                f"WARNING: engine {name}: cached files at {final} do not match their digest "
+                f"WARNING: {what}: cached files at {final} do not match their digest "
                 f"({digest[:12]} != {str(manifest.get('digest'))[:12]}); rebuilding"
             )
             return None
         return manifest
 
-    def get_or_build(self, name: str, engine: Engine, builder: dict, build: BuildFn, rebuild: bool = False) -> BuiltEngine:
-        """The cached engine for (recipe, builder), built by `build(staging_dir)` when missing or invalid."""
+    def get_or_build(
+        self, name: str, recipe: dict, builder: dict, build: BuildFn, rebuild: bool = False, kind: str = "engine"
+    ) -> BuiltEngine:
+        """The cached `kind` for (recipe, builder), built by `build(staging_dir)` when missing or invalid."""
         start = time.monotonic()
-        key = self.key(engine, builder)
-        final = self.engine_dir(name, key)
+        what = f"{kind} {name}"
+        key = self.key(recipe, builder)
+        final = self.entry_dir(kind, name, key)
         lock = self.lock_for(key[:12])
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            self.progress.say(f"engine {name}: another session is building it; waiting for {lock.lock_file}")
+            self.progress.say(f"{what}: another session is building it; waiting for {lock.lock_file}")
             lock.acquire()
         try:
             if not rebuild:
-                manifest = self._load_valid(name, key, final)
+                manifest = self._load_valid(what, key, final)
                 if manifest is not None:
-                    self.progress.say(f"engine {name}: reusing {final} (digest {manifest['digest'][:12]})")
+                    self.progress.say(f"{what}: reusing {final} (digest {manifest['digest'][:12]})")
                     return BuiltEngine(name, final, manifest, True, time.monotonic() - start)
-            manifest = self._build(name, engine, builder, key, final, build)
+            manifest = self._build(what, recipe, builder, key, final, build)
             return BuiltEngine(name, final, manifest, False, time.monotonic() - start)
         finally:
             lock.release()
 
-    def _build(self, name: str, engine: Engine, builder: dict, key: str, final: Path, build: BuildFn) -> dict:
+    def _build(self, what: str, recipe: dict, builder: dict, key: str, final: Path, build: BuildFn) -> dict:
         staging = final.parent / f".build-{key[:12]}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         try:
-            with self.progress.step(f"engine {name}: building ({engine.backend}, {engine.dtype}) in {staging}"):
+            with self.progress.step(f"{what}: building in {staging}"):
                 started = time.monotonic()
                 extra = build(staging)
                 digest, files = tree_digest(staging)
                 manifest = {
-                    "engine": name,
-                    "backend": engine.backend,
-                    "recipe": engine.recipe(),
+                    "name": final.name.rsplit("-", 1)[0],
+                    "recipe": recipe,
                     "builder": builder,
                     "cache_key": key,
                     "digest": digest,
@@ -159,7 +161,7 @@ class EngineCache:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        self.progress.say(f"engine {name}: ready at {final} (digest {digest[:12]})")
+        self.progress.say(f"{what}: ready at {final} (digest {digest[:12]})")
         return manifest
 
     @staticmethod

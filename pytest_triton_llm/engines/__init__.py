@@ -16,4 +16,6 @@ def build_engine(cache: EngineCache, name: str, engine: Engine, rebuild: bool = 
             f"engine {name}: backend {engine.backend!r} is built inside a TensorRT-LLM container "
             "(--triton-image), which is not yet supported"
         )
-    return cache.get_or_build(name, engine, builder.identity, lambda out: builder.build(name, engine, out), rebuild=rebuild)
+    return cache.get_or_build(
+        name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out), rebuild=rebuild
+    )

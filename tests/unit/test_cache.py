@@ -34,13 +34,13 @@ def counting_build(counter: Path):
 
 def test_builds_once_then_reuses(tmp_path, engine):
     cache, counter = EngineCache(tmp_path / "cache", quiet()), tmp_path / "count"
-    first = cache.get_or_build("e", engine, BUILDER, counting_build(counter))
-    second = cache.get_or_build("e", engine, BUILDER, counting_build(counter))
+    first = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter))
+    second = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter))
     assert counter.read_text() == "x"
     assert (first.cached, second.cached) == (False, True)
     assert first.path == second.path and first.path.name.startswith("e-")
     manifest = json.loads((first.path / MANIFEST).read_text())
-    assert manifest["cache_key"] == EngineCache.key(engine, BUILDER) and manifest["extra"] == 1
+    assert manifest["cache_key"] == EngineCache.key(engine.recipe(), BUILDER) and manifest["extra"] == 1
     assert manifest["digest"] == second.digest
     assert not [p for p in first.path.parent.iterdir() if p.name.startswith(".")]
 
@@ -48,9 +48,9 @@ def test_builds_once_then_reuses(tmp_path, engine):
 def test_corrupted_engine_is_rebuilt_with_a_warning(tmp_path, engine):
     lines = []
     cache, counter = EngineCache(tmp_path / "cache", quiet(lines)), tmp_path / "count"
-    built = cache.get_or_build("e", engine, BUILDER, counting_build(counter))
+    built = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter))
     (built.path / "weights.bin").write_bytes(b"tampered")
-    again = cache.get_or_build("e", engine, BUILDER, counting_build(counter))
+    again = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter))
     assert counter.read_text() == "xx"
     assert (again.path / "weights.bin").read_bytes() == b"weights"
     assert any("WARNING" in line and "do not match their digest" in line for line in lines)
@@ -58,22 +58,22 @@ def test_corrupted_engine_is_rebuilt_with_a_warning(tmp_path, engine):
 
 def test_failed_build_leaves_nothing_behind_and_keeps_the_old_engine(tmp_path, engine):
     cache = EngineCache(tmp_path / "cache", quiet())
-    built = cache.get_or_build("e", engine, BUILDER, counting_build(tmp_path / "count"))
+    built = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(tmp_path / "count"))
 
     def broken(out: Path) -> dict:
         (out / "half").write_text("partial")
         raise RuntimeError("build failed")
 
     with pytest.raises(RuntimeError, match="build failed"):
-        cache.get_or_build("e", engine, BUILDER, broken, rebuild=True)
+        cache.get_or_build("e", engine.recipe(), BUILDER, broken, rebuild=True)
     assert sorted(p.name for p in built.path.parent.iterdir()) == [built.path.name]
     assert (built.path / "weights.bin").read_bytes() == b"weights"
 
 
 def test_rebuild_replaces_the_cached_engine(tmp_path, engine):
     cache, counter = EngineCache(tmp_path / "cache", quiet()), tmp_path / "count"
-    cache.get_or_build("e", engine, BUILDER, counting_build(counter))
-    rebuilt = cache.get_or_build("e", engine, BUILDER, counting_build(counter), rebuild=True)
+    cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter))
+    rebuilt = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter), rebuild=True)
     assert counter.read_text() == "xx" and not rebuilt.cached
 
 
@@ -85,7 +85,7 @@ def _build_in_process(root: str, counter: str, barrier) -> None:
         return counting_build(Path(counter))(out)
 
     barrier.wait()
-    EngineCache(root, quiet()).get_or_build("e", engine, BUILDER, slow)
+    EngineCache(root, quiet()).get_or_build("e", engine.recipe(), BUILDER, slow)
 
 
 def test_parallel_sessions_build_once(tmp_path):
@@ -103,6 +103,6 @@ def test_parallel_sessions_build_once(tmp_path):
 
 def test_a_new_builder_version_does_not_reuse_the_old_engine(tmp_path, engine):
     cache, counter = EngineCache(tmp_path / "cache", quiet()), tmp_path / "count"
-    old = cache.get_or_build("e", engine, BUILDER, counting_build(counter))
-    new = cache.get_or_build("e", engine, dict(BUILDER, builder_version=2), counting_build(counter))
+    old = cache.get_or_build("e", engine.recipe(), BUILDER, counting_build(counter))
+    new = cache.get_or_build("e", engine.recipe(), dict(BUILDER, builder_version=2), counting_build(counter))
     assert counter.read_text() == "xx" and old.path != new.path and old.path.is_dir()
