@@ -84,6 +84,24 @@ class Deployment:
         return frozenset(caps)
 
 
+# TensorRT-LLM's LoRA module names (LoraManager.LORA_MODULE_IDS order)
+LoraModule = Literal["attn_qkv", "attn_q", "attn_k", "attn_v", "attn_dense", "mlp_h_to_4h", "mlp_4h_to_h", "mlp_gate"]
+
+
+@dataclass(frozen=True)
+class Lora:
+    """LoRA support built into an engine: trtllm-build --lora_plugin / --lora_target_modules / --max_lora_rank."""
+
+    max_rank: int
+    target_modules: tuple[LoraModule, ...]
+    cache_host_memory_bytes: int | None = None  # lora_cache_host_memory_bytes; None keeps the backend default
+
+    def __post_init__(self):
+        _positive(self, "max_rank")
+        if not self.target_modules:
+            raise ValueError("field 'lora.target_modules': name at least one module")
+
+
 @dataclass(frozen=True)
 class Engine:
     """A build recipe: identical recipes share one cached engine."""
@@ -96,6 +114,7 @@ class Engine:
     max_output_len: int
     add_special_tokens: bool = True
     skip_special_tokens: bool = True
+    lora: Lora | None = None
     deployments: dict[str, Deployment] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -80,6 +80,11 @@ class ReferenceBuilder:
             "max_output_len": engine.max_output_len,
             "max_seq_len": engine.max_input_len + engine.max_output_len,
         }
+        if engine.lora is not None:  # named as in a TensorRT-LLM engine's build_config
+            build_config["lora_config"] = {
+                "max_lora_rank": engine.lora.max_rank,
+                "lora_target_modules": list(engine.lora.target_modules),
+            }
         (out / ENGINE_CONFIG).write_text(
             json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config}, indent=2)
         )

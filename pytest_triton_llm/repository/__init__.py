@@ -64,6 +64,12 @@ def template_values(ref: DeploymentRef, engine_dir: Path, family: str) -> dict:
         preprocessing_instance_count=options.preprocessing_instances,
         postprocessing_instance_count=options.postprocessing_instances,
     )
+    if engine.lora is not None:  # the LoRA cache holds adapters up to the engine's max rank
+        values.update(
+            lora_cache_optimal_adapter_size=engine.lora.max_rank,
+            lora_cache_max_adapter_size=engine.lora.max_rank,
+            lora_cache_host_memory_bytes=engine.lora.cache_host_memory_bytes,
+        )
     return values
 
 

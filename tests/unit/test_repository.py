@@ -5,6 +5,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from pytest_triton_llm.cache import BuiltEngine
+from pytest_triton_llm.engines.tensorrtllm import trtllm_build_options
 from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.repository import MODELS, render_repository, template_family
 from pytest_triton_llm.repository.fill import TemplateError, fill
@@ -45,7 +46,9 @@ def test_reference_tensorrt_llm_config_carries_the_deployment(rendered, tmp_path
     assert params["gpt_model_type"] == "V1"
     assert params["gpt_model_path"] == str(tmp_path / "engine")
     assert params["exclude_input_in_output"] == "true"
-    assert "lora_cache_max_adapter_size" not in params  # unset optional parameters are left out
+    assert "medusa_choices" not in params and "lora_cache_host_memory_bytes" not in params  # unset: left out
+    # the lock's lora section sizes the LoRA cache
+    assert params["lora_cache_optimal_adapter_size"] == params["lora_cache_max_adapter_size"] == "8"
     assert {p.name for p in (repo / "tensorrt_llm" / "1").iterdir()} >= {"model.py", "generation.py", "hf_tokenizer.py"}
 
 
@@ -83,3 +86,44 @@ def test_fill_is_strict_about_placeholders():
 def test_unknown_triton_version_has_no_templates():
     with pytest.raises(TemplateError, match="no model templates for Triton 1.0.0"):
         template_family("1.0.0")
+
+
+def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp_path):
+    text = (
+        (ROOT / "engines.lock")
+        .read_text()
+        .replace(
+            'target_modules = ["attn_q", "attn_k", "attn_v"]',
+            'target_modules = ["attn_q", "attn_v", "attn_dense"]\ncache_host_memory_bytes = 1048576',
+        )
+        .replace("max_rank = 8 ", "max_rank = 16 ")
+    )
+    (tmp_path / "engines.lock").write_text(text)
+    ref = load_lock(tmp_path / "engines.lock").deployments()["smollm2-135m:inflight"]
+    options = trtllm_build_options(ref.engine)
+    assert options[options.index("--lora_plugin") :] == [
+        "--lora_plugin", "float32",
+        "--lora_target_modules", "attn_q", "attn_v", "attn_dense",
+        "--max_lora_rank", "16",
+    ]  # fmt: skip
+    assert options[: options.index("--gpt_attention_plugin")] == [
+        "--max_batch_size", "16", "--max_input_len", "1024", "--max_seq_len", "1280",
+    ]  # fmt: skip
+    engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
+    repo = render_repository(ref, engine, tmp_path / "repo", TRITON)
+    config = parse(repo, "tensorrt_llm")
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    assert params["lora_cache_max_adapter_size"] == params["lora_cache_optimal_adapter_size"] == "16"
+    assert params["lora_cache_host_memory_bytes"] == "1048576"
+    assert config.model_transaction_policy.decoupled and params["gpt_model_type"] == "inflight_fused_batching"
+
+
+def test_an_engine_without_lora_gets_no_lora_options(tmp_path):
+    text = (ROOT / "engines.lock").read_text()
+    start = text.index("[engines.smollm2-135m.lora]")
+    (tmp_path / "engines.lock").write_text(text[:start] + text[text.index("[engines.smollm2-135m.deployments.v1]") :])
+    engine = load_lock(tmp_path / "engines.lock").engines["smollm2-135m"]
+    assert "--lora_plugin" not in trtllm_build_options(engine)
+    ref = load_lock(tmp_path / "engines.lock").deployments()["smollm2-135m:v1"]
+    repo = render_repository(ref, BuiltEngine("e", tmp_path / "e", {"digest": "0" * 64}, True, 0.0), tmp_path / "r", TRITON)
+    assert not [k for k in parse(repo, "tensorrt_llm").parameters if k.startswith("lora_")]
