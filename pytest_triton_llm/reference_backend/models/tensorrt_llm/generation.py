@@ -59,6 +59,7 @@ class GenerationRequest:
     bad_words: list[list[int]] = field(default_factory=list)
     embedding_bias: np.ndarray | None = None
     return_log_probs: bool = False
+    lora: object | None = None  # a lora.LoraAdapter, applied to this request's batch row only
 
 
 @dataclass
@@ -108,7 +109,9 @@ def _ends_with(history: list[int], word: list[int]) -> bool:
 class ReferenceEngine:
     """A Hugging Face causal LM loaded from a reference engine directory."""
 
-    def __init__(self, engine_dir: str | os.PathLike):
+    lora = None  # a lora.LoraSupport when the engine was built with LoRA
+
+    def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None):
         from transformers import AutoModelForCausalLM
 
         engine_dir = Path(engine_dir)
@@ -117,6 +120,16 @@ class ReferenceEngine:
         self.dtype = getattr(torch, config["dtype"])
         self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval()
         self.vocab_size = self.model.config.vocab_size
+        if "lora_config" in self.build_config:
+            from lora import LoraSupport  # imports this module: load it only when needed
+
+            self.lora = LoraSupport(self.model, self.build_config["lora_config"], lora_cache_bytes)
+
+    def forward(self, adapters: list, **model_inputs):
+        """One model step for a batch whose row i uses LoRA adapter adapters[i] (or none)."""
+        if self.lora is not None:
+            self.lora.rows = adapters
+        return self.model(**model_inputs)
 
     # -- validation -----------------------------------------------------------------------
     def validate(self, request: GenerationRequest) -> None:
@@ -241,7 +254,8 @@ class ReferenceEngine:
             ids[i, width - len(r.input_ids) :] = torch.tensor(r.input_ids)
             mask[i, width - len(r.input_ids) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        adapters = [r.lora for r in requests]
+        out = self.forward(adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         self.select(sequences, out.logits[:, -1, :])
         last = positions[:, -1:]
@@ -249,7 +263,9 @@ class ReferenceEngine:
             step = torch.tensor([[s.tokens[-1] if s.tokens else r.pad_id] for s, r in zip(sequences, requests, strict=True)])
             mask = torch.cat([mask, torch.ones((len(requests), 1), dtype=torch.long)], dim=1)
             last = last + 1
-            out = self.model(input_ids=step, attention_mask=mask, position_ids=last, past_key_values=cache, use_cache=True)
+            out = self.forward(
+                adapters, input_ids=step, attention_mask=mask, position_ids=last, past_key_values=cache, use_cache=True
+            )
             cache = out.past_key_values
             self.select(sequences, out.logits[:, -1, :])
         return sequences

@@ -198,7 +198,10 @@ class InflightScheduler:
             ids[i, width - len(prompt) :] = torch.tensor(prompt)
             mask[i, width - len(prompt) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.engine.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        adapters = [j.sequence.request.lora for j in jobs]
+        out = self.engine.forward(
+            adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+        )
         self.engine.select([j.sequence for j in jobs], out.logits[:, -1, :])
         self._batch.join(jobs, out.past_key_values, mask, positions[:, -1] + 1)
         for job in jobs:
@@ -209,7 +212,8 @@ class InflightScheduler:
         batch = self._batch
         step = torch.tensor([[j.sequence.tokens[-1]] for j in batch.jobs], dtype=torch.long)
         mask = torch.cat([batch.mask, torch.ones((len(batch), 1), dtype=torch.long)], dim=1)
-        out = self.engine.model(
+        out = self.engine.forward(
+            [j.sequence.request.lora for j in batch.jobs],
             input_ids=step,
             attention_mask=mask,
             position_ids=batch.positions.unsqueeze(1),

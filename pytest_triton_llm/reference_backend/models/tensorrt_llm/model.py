@@ -6,6 +6,7 @@ Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
                            inflight_fused_batching: continuous batching, streaming and
                            cancellation (decoupled_mode true)
   exclude_input_in_output  default for requests that do not send the input of that name
+  lora_cache_host_memory_bytes  LoRA adapters kept by task id before the oldest is evicted
 
 Like TensorRT-LLM it publishes nv_trt_llm_request_metrics{request_type=active|waiting|max}.
 """
@@ -25,10 +26,7 @@ V1, INFLIGHT = "V1", "inflight_fused_batching"
 SUPPORTED_MODEL_TYPES = (V1, INFLIGHT)
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # inputs of the contract that this backend cannot honour: refused, never silently ignored
-UNSUPPORTED_INPUTS = (
-    "draft_input_ids", "draft_logits", "prompt_embedding_table", "lora_task_id", "lora_weights", "lora_config",
-    "context_phase_params",
-)  # fmt: skip
+UNSUPPORTED_INPUTS = ("draft_input_ids", "draft_logits", "prompt_embedding_table", "context_phase_params")
 
 
 def _scalar(request, name: str, row: int, default, cast):
@@ -76,7 +74,8 @@ class TritonPythonModel:
             )
         self.exclude_input_default = flag(params.get("exclude_input_in_output"), False)
         self.metrics = RequestMetrics(args["model_name"], args["model_version"])
-        load = partial(ReferenceEngine, params["gpt_model_path"])
+        cache_bytes = params.get("lora_cache_host_memory_bytes")
+        load = partial(ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None)
         self.scheduler = InflightScheduler(load, self.metrics.update) if decoupled else None
         self.engine = self.scheduler.engine if decoupled else load()
         self.metrics.update({"max": self.engine.build_config["max_batch_size"]})
@@ -108,6 +107,7 @@ class TritonPythonModel:
         stop_lists = optional_input(request, "stop_words_list")
         bad_lists = optional_input(request, "bad_words_list")
         bias = optional_input(request, "embedding_bias")
+        lora_weights, lora_config = optional_input(request, "lora_weights"), optional_input(request, "lora_config")
         exclude = _scalar(request, "exclude_input_in_output", 0, self.exclude_input_default, bool)
         parsed = []
         for row in range(batch):
@@ -135,10 +135,24 @@ class TritonPythonModel:
                 bad_words=decode_word_list(None if bad_lists is None else bad_lists[min(row, len(bad_lists) - 1)]),
                 embedding_bias=None if bias is None or bias.size == 0 else bias[min(row, len(bias) - 1)],
                 return_log_probs=_scalar(request, "return_log_probs", row, False, bool),
+                lora=self._adapter(
+                    _scalar(request, "lora_task_id", row, None, int),
+                    None if lora_weights is None else lora_weights[min(row, len(lora_weights) - 1)],
+                    None if lora_config is None else lora_config[min(row, len(lora_config) - 1)],
+                ),
             )
             self.engine.validate(gen)
             parsed.append(gen)
         return parsed, exclude, streaming
+
+    def _adapter(self, task_id, weights, config):
+        if self.engine.lora is None:
+            if task_id is not None or weights is not None or config is not None:
+                raise RequestError(
+                    "this engine was built without LoRA support: give it a [engines.<name>.lora] section in engines.lock"
+                )
+            return None
+        return self.engine.lora.resolve(task_id, weights, config)
 
     @staticmethod
     def _response(arrays: dict):
