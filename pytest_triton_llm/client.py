@@ -66,7 +66,7 @@ _SAMPLING_INPUTS = {
     "presence_penalty": ("presence_penalty", "FP32"),
     "frequency_penalty": ("frequency_penalty", "FP32"),
 }
-_NP = {"INT32": np.int32, "UINT64": np.uint64, "FP32": np.float32, "BOOL": np.bool_, "BYTES": np.object_}
+_NP = {"INT32": np.int32, "UINT64": np.uint64, "FP16": np.float16, "FP32": np.float32, "BOOL": np.bool_, "BYTES": np.object_}
 
 
 @dataclass
@@ -120,8 +120,13 @@ def core_inputs(
     sampling: Sampling | None = None,
     return_log_probs: bool = False,
     streaming: bool | None = None,
+    lora_task_id: int | None = None,
+    lora_weights: np.ndarray | None = None,
+    lora_config: np.ndarray | None = None,
 ) -> dict:
-    """tensorrt_llm inputs as name -> (value, Triton dtype)."""
+    """tensorrt_llm inputs as name -> (value, Triton dtype). LoRA as TensorRT-LLM takes it: the first
+    request of a task sends lora_task_id with lora_weights [1, rows, size] and lora_config [1, rows, 3];
+    later ones may send the id alone."""
     inputs = {
         "input_ids": (np.asarray([list(input_ids)], dtype=np.int32), "INT32"),
         "input_lengths": (len(input_ids), "INT32"),
@@ -132,6 +137,9 @@ def core_inputs(
         "pad_id": (pad_id, "INT32"),
         "exclude_input_in_output": (exclude_input_in_output, "BOOL"),
         "streaming": (streaming, "BOOL"),
+        "lora_task_id": (lora_task_id, "UINT64"),
+        "lora_weights": (None if lora_weights is None else np.asarray(lora_weights, dtype=np.float16), "FP16"),
+        "lora_config": (None if lora_config is None else np.asarray(lora_config, dtype=np.int32), "INT32"),
     }
     inputs.update((k, v) for k, v in optional.items() if v[0] is not None)
     if stop_words_ids:

@@ -135,6 +135,12 @@ def triton_llm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(scope="session")
+def triton_llm_engine_cache(request: pytest.FixtureRequest):
+    """The engine cache of this session (--engine-cache), for suites that build artifacts like adapters."""
+    return request.config.stash[_SESSION].cache
+
+
+@pytest.fixture(scope="session")
 def triton_llm_report(request: pytest.FixtureRequest):
     """The run report: `record(deployment_id, key, value)` and `record_run(key, value)`."""
     return request.config.stash[_SESSION].report
