@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_triton_llm.lora import build_adapter
+from pytest_triton_llm.lora.recipes import load_recipes
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
 
@@ -21,3 +23,12 @@ def prompts() -> dict:
 def contract(triton_llm) -> dict:
     """The inflight_batcher_llm contract of the served Triton version's template family."""
     return load_toml(FIXTURES / "contracts" / f"{template_family(triton_llm.server.version)}.toml")
+
+
+@pytest.fixture(scope="session")
+def lora_adapters(triton_llm, triton_llm_engine_cache) -> dict:
+    """fixtures/lora_adapters.toml's adapters for the deployment's engine, built once and cached."""
+    recipes = {n: r for n, r in load_recipes(FIXTURES / "lora_adapters.toml").items() if r.engine == triton_llm.ref.engine_name}
+    if not recipes:
+        pytest.fail(f"fixtures/lora_adapters.toml has no adapter for engine {triton_llm.ref.engine_name}", pytrace=False)
+    return {name: build_adapter(triton_llm_engine_cache, name, recipe, triton_llm.engine) for name, recipe in recipes.items()}

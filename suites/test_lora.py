@@ -1,0 +1,92 @@
+"""LoRA through the tensorrt_llm model, as TensorRT-LLM serves it: adapters registered by task id,
+mixed with each other and with the base model in the same batch, on both batching modes.
+
+Adapters come from fixtures/lora_adapters.toml (peft, seeded, lora_B non-zero), converted to
+lora_weights / lora_config in hf_lora_convert's layout. Requests go to tensorrt_llm directly,
+like upstream's client: the ensemble of this version takes no LoRA inputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pytest_triton_llm.client import GenerationError
+
+pytestmark = pytest.mark.lora
+
+TOKENS = 16
+NO_END = -1
+
+
+@pytest.fixture(scope="session")
+def adapters(lora_adapters):
+    """name -> (task id, adapter), task ids stable within the session."""
+    return {name: (1000 + i, adapter) for i, (name, adapter) in enumerate(sorted(lora_adapters.items()))}
+
+
+def generate(triton_llm, ids, lora=None, send_weights=True):
+    """Greedy tokens for `ids`, with the adapter `lora` = (task id, adapter) or without any."""
+    options = {}
+    if lora is not None:
+        options["lora_task_id"] = lora[0]
+        if send_weights:
+            options.update(lora_weights=lora[1].lora_weights, lora_config=lora[1].lora_config)
+    return triton_llm.client.generate_ids(ids, TOKENS, end_id=NO_END, **options).token_ids
+
+
+@pytest.fixture(scope="session")
+def registered(triton_llm, adapters, prompts):
+    """Every adapter sent once with its weights, so the server holds it under its task id."""
+    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    return {name: generate(triton_llm, ids, lora) for name, lora in adapters.items()}
+
+
+def test_adapters_change_the_output(triton_llm, adapters, registered, prompts):
+    batch = [triton_llm.encode(p) for p in prompts["completion"]["prompts"][:3]]
+    outputs = {None: tuple(tuple(generate(triton_llm, ids)) for ids in batch)}
+    for name, lora in adapters.items():
+        outputs[name] = tuple(tuple(generate(triton_llm, ids, lora, send_weights=False)) for ids in batch)
+    for (a, out_a), (b, out_b) in itertools.combinations(outputs.items(), 2):
+        assert out_a != out_b, f"{a or 'base'} and {b or 'base'} gave the same outputs"
+
+
+def test_task_id_alone_equals_sending_the_weights(triton_llm, adapters, registered, prompts):
+    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    for name, lora in adapters.items():
+        assert generate(triton_llm, ids, lora, send_weights=False) == registered[name], name
+        assert generate(triton_llm, ids, lora, send_weights=True) == registered[name], name
+
+
+def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapters, registered, prompts):
+    loras = [None, *adapters.values()]
+    jobs = [(triton_llm.encode(p), lora) for p in prompts["completion"]["prompts"][:6] for lora in loras]
+    assert len(jobs) == 24
+    solo = [generate(triton_llm, ids, lora, send_weights=False) for ids, lora in jobs]
+    before = triton_llm.client.executed_batch_sizes()
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        together = list(pool.map(lambda job: generate(triton_llm, job[0], job[1], send_weights=False), jobs))
+    assert together == solo
+    if triton_llm.ref.options.batching == "v1":  # adapters and base really shared static batches
+        after = triton_llm.client.executed_batch_sizes()
+        assert max(size for size, count in after.items() if count > before.get(size, 0)) > 1
+
+
+def test_unknown_task_id_is_an_error_and_the_server_keeps_serving(triton_llm, registered, prompts):
+    ids = triton_llm.encode(prompts["completion"]["prompts"][1])
+    with pytest.raises(GenerationError, match="LoRA task 424242 not found in cache. Please send LoRA weights with request"):
+        triton_llm.client.generate_ids(ids, TOKENS, lora_task_id=424242)
+    assert triton_llm.server.ready()
+    assert len(generate(triton_llm, ids)) == TOKENS
+
+
+def test_an_adapter_for_a_module_the_engine_has_no_lora_for_is_refused(triton_llm, adapters, prompts):
+    _, adapter = next(iter(adapters.values()))
+    config = adapter.lora_config.copy()
+    config[0, :, 0] = 4  # attn_dense: not among the engine's lora_target_modules
+    ids = triton_llm.encode(prompts["completion"]["prompts"][1])
+    with pytest.raises(GenerationError, match="not among the engine's lora_target_modules"):
+        triton_llm.client.generate_ids(ids, TOKENS, lora_task_id=7, lora_weights=adapter.lora_weights, lora_config=config)
+    assert len(generate(triton_llm, ids)) == TOKENS
