@@ -65,9 +65,10 @@ class RunReport:
             "deployment": deployment, "markers": markers, "message": message,
         })  # fmt: skip
 
-    def document(self, startup_s: float | None) -> dict:
+    def document(self, startup_s: float | None, first_test_s: float | None) -> dict:
         now = _dt.datetime.now(_dt.timezone.utc)
-        run = dict(self.run, duration_s=round((now - self.started).total_seconds(), 2), startup_s=startup_s)
+        duration = round((now - self.started).total_seconds(), 2)
+        run = dict(self.run, duration_s=duration, startup_s=startup_s, first_test_s=first_test_s)
         return {
             "schema": SCHEMA,
             "run": run,
@@ -77,14 +78,14 @@ class RunReport:
             **self.extra,
         }
 
-    def write(self, path: Path, startup_s: float | None) -> None:
+    def write(self, path: Path, startup_s: float | None, first_test_s: float | None) -> None:
         """Atomic: a reader never sees a half-written report, and a failed write keeps the old one."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump(self.document(startup_s), fh, indent=2, sort_keys=False, default=str)
+                json.dump(self.document(startup_s, first_test_s), fh, indent=2, sort_keys=False, default=str)
                 fh.write("\n")
             os.replace(tmp, path)
         except BaseException:

@@ -60,6 +60,7 @@ class TritonLLMSession:
         })  # fmt: skip
         self.manager: DeploymentManager | None = None
         self.started = time.monotonic()
+        self.first_ready_at: float | None = None  # the first deployment served: engines and server up
         self.first_test_at: float | None = None
 
     def _load_lock(self) -> Lock | None:
@@ -78,6 +79,14 @@ class TritonLLMSession:
         if fixture == "triton_llm":
             reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {selected})"
             return refs, [r.id for r in refs], reason
+        if fixture == "triton_llm_per_engine":
+            chosen = {}
+            for ref in refs:  # the in-flight deployment of each engine when selected, else its first
+                current = chosen.get(ref.engine_name)
+                if current is None or (ref.options.batching == "inflight" and current.options.batching != "inflight"):
+                    chosen[ref.engine_name] = ref
+            reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {selected})"
+            return list(chosen.values()), [r.id for r in chosen.values()], reason
         pairs = self.lock.batching_pairs(refs)
         reason = f"needs a v1 and an inflight deployment of the same engine (selected: {selected})"
         return pairs, [f"{v1.engine_name}:{v1.name}-vs-{inf.name}" for v1, inf in pairs], reason
@@ -93,10 +102,13 @@ class TritonLLMSession:
                 self.cache, workdir, self.progress, self.options.rebuild_engines, self.options.start_timeout_s
             )
         try:
-            return self.manager.serve(ref)
+            served = self.manager.serve(ref)
         finally:
             if ref.id in self.manager.records:
                 self.report.add_deployment(ref.id, self.manager.records[ref.id])
+        if self.first_ready_at is None:
+            self.first_ready_at = time.monotonic()
+        return served
 
     def release(self, deployment_id: str) -> None:
         if self.manager is not None:
@@ -108,10 +120,15 @@ class TritonLLMSession:
 
     @property
     def startup_s(self) -> float | None:
+        """Session start until the first deployment was ready (engine built or reused, server up)."""
+        return None if self.first_ready_at is None else round(self.first_ready_at - self.started, 2)
+
+    @property
+    def first_test_s(self) -> float | None:
         return None if self.first_test_at is None else round(self.first_test_at - self.started, 2)
 
     def finish(self) -> None:
         if self.manager is not None:
             self.manager.close()
         if self.options.report:
-            self.report.write(Path(self.options.report), self.startup_s)
+            self.report.write(Path(self.options.report), self.startup_s, self.first_test_s)

@@ -29,7 +29,8 @@ def summary_lines(state) -> list[str]:
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     if state.startup_s is not None:
-        lines.append(f"session start-up: {state.startup_s:.1f} s until the first test ran")
+        first = f"; the first test ran at {state.first_test_s:.1f} s" if state.first_test_s is not None else ""
+        lines.append(f"session start-up: {state.startup_s:.1f} s until the first deployment was ready{first}")
     if state.options.report:
         lines.append(f"report: {state.options.report}")
     return lines

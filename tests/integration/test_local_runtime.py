@@ -45,14 +45,19 @@ def test_a_session_serves_reports_and_cleans_up(project):
     assert "Started GRPCInferenceService at 127.0.0.1:" in out
     # the summary names the engine, the server and the start-up time
     result.stdout.fnmatch_lines(
-        ["*= triton-llm =*", "smollm2-135m:v1 *Triton 2.51.0 (local)*", "session start-up: * s until the first test ran"]
+        [
+            "*= triton-llm =*",
+            "smollm2-135m:v1 *Triton 2.51.0 (local)*",
+            "session start-up: * s until the first deployment was ready; the first test ran at * s",
+        ]
     )
     data = json.loads(report.read_text())
     deployment = data["deployments"]["smollm2-135m:v1"]
     assert deployment["server_version"] == "2.51.0" and len(deployment["engine_digest"]) == 64
     assert {t["nodeid"].split("::")[1]: t["outcome"] for t in data["tests"]} == {
         "test_answer[smollm2-135m:v1]": "passed", "test_fails_on_purpose[smollm2-135m:v1]": "failed"}  # fmt: skip
-    assert data["summary"] == {"passed": 1, "failed": 1} and data["run"]["startup_s"] > 0
+    assert data["summary"] == {"passed": 1, "failed": 1}
+    assert 0 < data["run"]["startup_s"] <= data["run"]["first_test_s"]
     assert processes_mentioning(str(project.path)) == []
 
 
