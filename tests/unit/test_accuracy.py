@@ -1,0 +1,127 @@
+import json
+
+import pytest
+
+from pytest_triton_llm.accuracy import dataset as dataset_module
+from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
+from pytest_triton_llm.accuracy.drift import DriftError, OutputsWriter, check_paths, compare, describe, load_outputs
+from pytest_triton_llm.accuracy.prompting import build_prompt
+from pytest_triton_llm.accuracy.rouge import rouge_scores
+from pytest_triton_llm.lock import Accuracy
+
+pytest.importorskip("datasets", reason="the reference extra is not installed")
+
+ARTICLES = [{"article": f"Article {i}. It says something new.", "highlights": f"Summary {i} ."} for i in range(5)]
+
+
+def test_mlperf_json_and_article_highlights_files_load(tmp_path):
+    mlperf = tmp_path / "cnn_eval.json"
+    mlperf.write_text(
+        json.dumps([{"instruction": "Summarize:", "input": a["article"], "output": a["highlights"]} for a in ARTICLES])
+    )
+    jsonl = tmp_path / "cnn.jsonl"
+    jsonl.write_text("\n".join(json.dumps(a) for a in ARTICLES))
+    first, second = load_cnn_dailymail(str(mlperf), samples=3), load_cnn_dailymail(str(jsonl))
+    assert len(first.articles) == 3 and first.articles[0].instruction == "Summarize:"
+    assert len(second.articles) == 5 and second.articles[0].instruction is None
+    assert [a.id for a in first.articles] == [a.id for a in second.articles[:3]]  # ids follow the text, not the file
+    assert first.articles[1].reference == "Summary 1 ."
+
+
+def test_parquet_loads_and_unknown_columns_are_named(tmp_path):
+    import pandas
+
+    pandas.DataFrame(ARTICLES).to_parquet(tmp_path / "cnn.parquet")
+    assert len(load_cnn_dailymail(str(tmp_path / "cnn.parquet")).articles) == 5
+    (tmp_path / "odd.jsonl").write_text(json.dumps({"text": "x", "summary": "y"}))
+    with pytest.raises(DatasetError, match=r"columns \['summary', 'text'\] are neither MLPerf's"):
+        load_cnn_dailymail(str(tmp_path / "odd.jsonl"))
+    with pytest.raises(DatasetError, match="no such file"):
+        load_cnn_dailymail(str(tmp_path / "absent.json"))
+
+
+def test_offline_without_a_file_says_how_to_pass_one(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'cnn_dailymail' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DatasetError) as excinfo:
+        dataset_module.load_cnn_dailymail(None)
+    message = str(excinfo.value)
+    assert "cannot load cnn_dailymail 3.0.0 (validation) from the Hugging Face Hub" in message
+    assert "--cnn-dataset PATH" in message and "\n" not in message
+
+
+class WordTokenizer:
+    """One token per word; a chat template that wraps the user message."""
+
+    def encode(self, text, add_special_tokens=False):
+        return text.split()
+
+    def decode(self, ids):
+        return " ".join(ids)
+
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        return f"<user> {messages[0]['content']} <assistant>"
+
+
+def test_prompts_cut_the_article_to_the_token_budget():
+    article = dataset_module._article(" ".join(f"w{i}" for i in range(100)), "ref", None)
+    settings = Accuracy(min_rouge1=0, min_rouge2=0, min_rougeLsum=0, max_article_tokens=50)
+    chat = build_prompt(article, settings, WordTokenizer(), max_input_len=1000)
+    assert chat.startswith("<user> Summarize the following news article:") and chat.endswith("w49 <assistant>")
+    tight = build_prompt(article, settings, WordTokenizer(), max_input_len=30)  # what max_input_len leaves wins
+    assert len(tight.split()) <= 30 - 8 + 1
+    plain = build_prompt(article, Accuracy(0, 0, 0, prompt="plain"), WordTokenizer(), max_input_len=1000)
+    assert plain.startswith("Summarize the following news article:\n\nw0") and plain.endswith("w99\n\nSummary:")
+
+
+def test_rouge_is_in_percent_with_a_reproducible_interval():
+    references = ["The cat sat on the mat.\nIt was happy.", "Dogs bark loudly at night."]
+    perfect = rouge_scores(references, references)
+    assert {m: s["mid"] for m, s in perfect.items()} == {"rouge1": 100.0, "rouge2": 100.0, "rougeLsum": 100.0}
+    partial = ["A cat sat on a mat. It was sad.", "Cats sleep at night."]
+    first, second = rouge_scores(partial, references), rouge_scores(partial, references)
+    assert first == second and 0 < first["rouge1"]["low"] <= first["rouge1"]["mid"] <= first["rouge1"]["high"] < 100
+
+
+def entry(outputs, digest="a" * 64):
+    return {
+        "deployment": "e:inflight", "engine": {"name": "e", "digest": digest}, "server": {"version": "2.51.0"},
+        "articles": [{"index": i, "id": f"id{i}", "output": o} for i, o in enumerate(outputs)],
+    }  # fmt: skip
+
+
+def test_drift_counts_identical_outputs_and_lists_the_most_moved_first():
+    baseline = entry(["one two three four", "alpha beta gamma", "same text"])
+    current = entry(["one two three five", "something else entirely", "same text"], digest="b" * 64)
+    drift = compare(baseline, current)
+    assert drift.compared == 3 and drift.exact_match_pct == pytest.approx(33.33)
+    assert [m["index"] for m in drift.moved] == [1, 0]  # least similar first
+    text = describe(drift, baseline, current)
+    assert "engine e aaaaaaaaaaaa on Triton 2.51.0" in text and "engine e bbbbbbbbbbbb" in text
+    assert "article #1 (id1): ROUGE-L 0.0" in text and "baseline: alpha beta gamma" in text
+    assert compare(baseline, baseline).exact_match_pct == 100.0
+
+
+def test_drift_needs_common_articles():
+    with pytest.raises(DriftError, match="none of this run's articles"):
+        compare(entry(["x"]), {**entry([]), "articles": [{"index": 0, "id": "other", "output": "x"}]})
+
+
+def test_saving_keeps_an_earlier_file_and_never_overwrites_the_baseline(tmp_path):
+    path = tmp_path / "outputs.json"
+    path.write_text("earlier baseline")
+    writer = OutputsWriter(path)
+    writer.add("e:inflight", entry(["x"]))
+    assert writer.backup is not None and writer.backup.read_text() == "earlier baseline"
+    assert load_outputs(path)["deployments"]["e:inflight"]["articles"][0]["output"] == "x"
+    with pytest.raises(DriftError, match="name the same file"):
+        check_paths(str(path), str(path))
+    with pytest.raises(DriftError, match="no such file"):
+        check_paths(None, str(tmp_path / "absent.json"))
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(DriftError, match="not an outputs file"):
+        load_outputs(tmp_path / "other.json")
