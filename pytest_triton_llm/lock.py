@@ -103,6 +103,22 @@ class Lora:
 
 
 @dataclass(frozen=True)
+class Accuracy:
+    """How the accuracy suite prompts this engine with CNN/DailyMail, and the ROUGE it must reach (percent)."""
+
+    min_rouge1: float
+    min_rouge2: float
+    min_rougeLsum: float
+    prompt: Literal["chat", "plain"] = "chat"  # the engine's chat template, or instruction and article as text
+    instruction: str = "Summarize the following news article:"  # when the dataset brings none
+    max_article_tokens: int = 512  # articles are cut to this many tokens (and to what max_input_len leaves)
+    max_new_tokens: int = 64
+
+    def __post_init__(self):
+        _positive(self, "max_article_tokens", "max_new_tokens")
+
+
+@dataclass(frozen=True)
 class Engine:
     """A build recipe: identical recipes share one cached engine."""
 
@@ -115,6 +131,7 @@ class Engine:
     add_special_tokens: bool = True
     skip_special_tokens: bool = True
     lora: Lora | None = None
+    accuracy: Accuracy | None = None
     deployments: dict[str, Deployment] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -124,9 +141,9 @@ class Engine:
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
 
     def recipe(self) -> dict:
-        """What determines the built engine; deployments only change serving."""
+        """What determines the built engine; deployments and accuracy settings only change serving and testing."""
         data = dataclasses.asdict(self)
-        del data["deployments"]
+        del data["deployments"], data["accuracy"]
         return data
 
 

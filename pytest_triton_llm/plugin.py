@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from .accuracy.drift import DriftError, check_paths
 from .lock import LockError
 from .progress import Progress
 from .session import DEFAULT_CACHE, DEFAULT_LOCK, OptionError, Options, TritonLLMSession
@@ -23,6 +24,7 @@ MARKERS = {
     "gpu": "needs an NVIDIA GPU",
     "container": "needs docker and a Triton image",
 }
+DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 _SESSION = pytest.StashKey[TritonLLMSession]()
 LOG_TAIL_LINES = 40
@@ -55,6 +57,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=300.0,
         help="how long a server may take to become ready (default: 300)",
+    )
+    # accuracy suite
+    group.addoption(
+        "--cnn-dataset",
+        metavar="PATH",
+        help="local CNN/DailyMail: MLPerf cnn_eval.json, or JSONL/parquet with article/highlights "
+        "(default: the Hub's cnn_dailymail 3.0.0)",
+    )
+    group.addoption("--cnn-split", metavar="NAME", default="validation", help="Hub split (default: validation)")
+    group.addoption(
+        "--cnn-samples", metavar="N", type=int, help="use the first N articles (default: all of a local file, 100 from the Hub)"
+    )
+    group.addoption("--accuracy-save", metavar="PATH", help="save every article's output with engine and server identity")
+    group.addoption("--accuracy-baseline", metavar="PATH", help="compare outputs with a file saved by --accuracy-save")
+    group.addoption(
+        "--accuracy-min-exact-match",
+        metavar="PCT",
+        type=float,
+        default=90.0,
+        help="least share of articles identical to the baseline (default: 90)",
+    )
+    group.addoption(
+        "--accuracy-min-rouge-l",
+        metavar="PCT",
+        type=float,
+        default=90.0,
+        help="least mean ROUGE-L between outputs and baseline outputs (default: 90)",
     )
 
 
@@ -91,7 +120,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     try:
         session = TritonLLMSession(options, Progress(_progress_writer(config)))
-    except (LockError, OptionError) as exc:
+        check_paths(opt.accuracy_save, opt.accuracy_baseline)
+        if opt.cnn_samples is not None and opt.cnn_samples <= 0:
+            raise OptionError("--cnn-samples must be > 0")
+    except (LockError, OptionError, DriftError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
 
@@ -101,7 +133,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    wanted = [name for name in ("triton_llm", "triton_llm_pair") if name in metafunc.fixturenames]
+    wanted = [name for name in DEPLOYMENT_FIXTURES if name in metafunc.fixturenames]
     if not wanted:
         return
     state = metafunc.config.stash[_SESSION]
@@ -115,13 +147,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(name, params, ids=ids, indirect=True, scope="session")
 
 
-@pytest.fixture(scope="session")
-def triton_llm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """A deployment served by a running tritonserver (one per deployment, reused by its tests)."""
+def _serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     state = request.config.stash[_SESSION]
     served = state.serve(request.param, tmp_path_factory)
     yield served
     state.release(served.id)
+
+
+@pytest.fixture(scope="session")
+def triton_llm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A deployment served by a running tritonserver (one per deployment, reused by its tests)."""
+    yield from _serve(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def triton_llm_per_engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """One served deployment per engine (the in-flight one when selected: requests run concurrently)."""
+    yield from _serve(request, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -141,6 +183,12 @@ def triton_llm_engine_cache(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
+def triton_llm_progress(request: pytest.FixtureRequest):
+    """Progress lines on the terminal, past pytest's capture, for suites' long work."""
+    return request.config.stash[_SESSION].progress
+
+
+@pytest.fixture(scope="session")
 def triton_llm_report(request: pytest.FixtureRequest):
     """The run report: `record(deployment_id, key, value)` and `record_run(key, value)`."""
     return request.config.stash[_SESSION].report
@@ -154,7 +202,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     funcargs = getattr(item, "funcargs", {})
-    served = [s for s in (funcargs.get("triton_llm"), *(funcargs.get("triton_llm_pair") or ())) if s is not None]
+    served = [s for name in DEPLOYMENT_FIXTURES for s in _as_tuple(funcargs.get(name)) if s is not None]
     if report.failed:
         for deployment in served:
             title = f"tritonserver log of {deployment.id} (last {LOG_TAIL_LINES} lines, {deployment.server.log_path})"
@@ -162,13 +210,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.when == "call" or report.outcome != "passed":
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec else {}
-        refs = [params.get("triton_llm"), *(params.get("triton_llm_pair") or ())]
+        refs = [r for name in DEPLOYMENT_FIXTURES for r in _as_tuple(params.get(name))]
         deployment = " vs ".join(r.id for r in refs if r is not None) or None
         outcome = "error" if report.when != "call" and report.failed else report.outcome
         message = None if report.passed else _short(report)
         markers = sorted(m.name for m in item.iter_markers() if m.name in MARKERS)
         item.config.stash[_SESSION].report.add_test(item.nodeid, outcome, report.duration, deployment, markers, message)
     return report
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
 
 
 def _short(report: pytest.TestReport) -> str:

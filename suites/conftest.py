@@ -32,3 +32,27 @@ def lora_adapters(triton_llm, triton_llm_engine_cache) -> dict:
     if not recipes:
         pytest.fail(f"fixtures/lora_adapters.toml has no adapter for engine {triton_llm.ref.engine_name}", pytrace=False)
     return {name: build_adapter(triton_llm_engine_cache, name, recipe, triton_llm.engine) for name, recipe in recipes.items()}
+
+
+@pytest.fixture(scope="session")
+def cnn(pytestconfig, triton_llm_progress):
+    """CNN/DailyMail articles: --cnn-dataset PATH, else the Hub's cnn_dailymail 3.0.0 (100 by default)."""
+    from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
+
+    path, split, samples = (pytestconfig.getoption(o) for o in ("cnn_dataset", "cnn_split", "cnn_samples"))
+    if path is None and samples is None:
+        samples = 100
+    try:
+        with triton_llm_progress.step(f"accuracy: loading CNN/DailyMail from {path or 'the Hugging Face Hub'}"):
+            return load_cnn_dailymail(path, split, samples)
+    except DatasetError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def accuracy_outputs(pytestconfig):
+    """Where --accuracy-save writes each deployment's outputs (None without the option)."""
+    from pytest_triton_llm.accuracy.drift import OutputsWriter
+
+    path = pytestconfig.getoption("accuracy_save")
+    return OutputsWriter(path) if path else None

@@ -9,7 +9,8 @@ def test_options_are_in_a_triton_llm_group(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*Triton + TensorRT-LLM suites (pytest-triton-llm)*"])
     for option in ("--triton-image=TAG", "--triton-url=URL", "--engines-lock=PATH", "--engine-cache=DIR",
-                   "--rebuild-engines", "--deployment=NAME", "--triton-llm-report=PATH"):  # fmt: skip
+                   "--rebuild-engines", "--deployment=NAME", "--triton-llm-report=PATH", "--cnn-dataset=PATH",
+                   "--accuracy-save=PATH", "--accuracy-baseline=PATH"):  # fmt: skip
         result.stdout.fnmatch_lines([f"*{option}*"])
 
 
@@ -51,6 +52,8 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
         (["--triton-image", "24.09-trtllm"], "*--triton-image 24.09-trtllm: the container runtime is not yet supported*"),
         (["--triton-url", "localhost:8001"], "*--triton-url localhost:8001: the remote runtime is not yet supported*"),
         (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:v1)*"),
+        (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
+        (["--cnn-samples", "0"], "*--cnn-samples must be > 0*"),
     ],
 )
 def test_refused_options_say_why(project, args, message):
@@ -119,3 +122,10 @@ def test_a_capability_no_selected_deployment_has_is_an_explicit_skip(project):
         ],
         consecutive=False,
     )
+
+
+def test_a_baseline_is_never_the_file_being_saved(project):
+    (project.path / "o.json").write_text('{"schema": 1, "kind": "pytest-triton-llm accuracy outputs", "deployments": {}}')
+    result = project.runpytest_subprocess("--accuracy-baseline", "o.json", "--accuracy-save", "o.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accuracy-save and --accuracy-baseline name the same file*"])
