@@ -15,13 +15,13 @@ Suites add their measurements with `record(deployment_id, key, value)` (under
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import os
 import platform
-import tempfile
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
+
+from .files import write_json
+from .hardware import hardware
 
 SCHEMA = 1
 
@@ -41,7 +41,7 @@ class RunReport:
             "pytest": _version("pytest"),
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "hardware": "cpu",  # GPU runtimes set the GPU name
+            "hardware": hardware(),
             "started": self.started.isoformat(timespec="seconds"),
             "options": options,
         }
@@ -54,6 +54,14 @@ class RunReport:
 
     def record_run(self, key: str, value) -> None:
         self.extra[key] = value
+
+    def record_perf(self, deployment_id: str, load_point: str, entry: dict) -> None:
+        metrics = self.deployments.setdefault(deployment_id, {}).setdefault("metrics", {})
+        metrics.setdefault("perf", {})[load_point] = entry
+
+    def perf_results(self) -> dict:
+        """{deployment: {load point: perf entry}} for every deployment the perf suite measured."""
+        return {d: info["metrics"]["perf"] for d, info in self.deployments.items() if "perf" in info.get("metrics", {})}
 
     def add_deployment(self, deployment_id: str, info: dict) -> None:
         self.deployments.setdefault(deployment_id, {}).update(info)
@@ -79,15 +87,4 @@ class RunReport:
         }
 
     def write(self, path: Path, startup_s: float | None, first_test_s: float | None) -> None:
-        """Atomic: a reader never sees a half-written report, and a failed write keeps the old one."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.document(startup_s, first_test_s), fh, indent=2, sort_keys=False, default=str)
-                fh.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(Path(path), self.document(startup_s, first_test_s))

@@ -7,13 +7,11 @@ a later run (a new image, a rebuilt engine) with it article by article.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import keep_previous, write_json
 from .rouge import pairwise_rouge_l
 
 SCHEMA = 1
@@ -54,17 +52,10 @@ class OutputsWriter:
         self.backup: Path | None = None
 
     def add(self, deployment_id: str, entry: dict) -> None:
+        if not self.entries:  # the first write of this session: never lose an earlier baseline
+            self.backup = keep_previous(self.path)
         self.entries[deployment_id] = entry
-        if self.backup is None and self.path.exists():  # never lose an earlier baseline
-            stamp = _dt.datetime.fromtimestamp(self.path.stat().st_mtime).strftime("%Y%m%dT%H%M%S")
-            self.backup = self.path.with_name(f"{self.path.stem}.{stamp}{self.path.suffix}")
-            os.replace(self.path, self.backup)
-        document = {"schema": SCHEMA, "kind": KIND, "deployments": self.entries}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(document, fh, indent=2)
-        os.replace(tmp, self.path)
+        write_json(self.path, {"schema": SCHEMA, "kind": KIND, "deployments": self.entries})
 
 
 def baseline_entry(baseline: dict, deployment_id: str) -> dict | None:

@@ -1,0 +1,35 @@
+"""Writing the files users keep (reports, baselines, saved outputs): atomically, and without losing
+an earlier file that a new one replaces."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def keep_previous(path: Path) -> Path | None:
+    """Move an existing `path` aside as <stem>.<its mtime><suffix>; returns where it went."""
+    if not path.exists():
+        return None
+    stamp = _dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%dT%H%M%S")
+    backup = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+    os.replace(path, backup)
+    return backup
+
+
+def write_json(path: Path, document, **dump_options) -> None:
+    """A reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(document, fh, indent=2, default=str, **dump_options)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
