@@ -1,0 +1,1 @@
+"""Performance: workloads, an asyncio load generator, LLM metrics, budgets, baselines and plots."""

@@ -1,0 +1,84 @@
+"""Perf baselines, like pytest-benchmark's: save a run's load points, compare a later run with them.
+
+--perf-compare-fail METRIC:PCT fails a load point whose METRIC got worse by more than PCT percent.
+METRIC is a top-level key (throughput_rps, output_tokens_per_s) or stat.key (latency_ms.p99,
+ttft_ms.p50, itl_ms.mean, ...): higher is better for throughputs, lower for times.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..files import keep_previous, write_json
+from .metrics import STATS
+
+KIND = "pytest-triton-llm perf baseline"
+SCHEMA = 1
+HIGHER_IS_BETTER = ("throughput_rps", "output_tokens_per_s")
+TIMES = ("latency_ms", "ttft_ms", "itl_ms")
+
+
+class BaselineError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class FailRule:
+    metric: str
+    percent: float
+
+    @classmethod
+    def parse(cls, text: str) -> FailRule:
+        metric, sep, pct = text.rpartition(":")
+        group, _, stat = metric.partition(".")
+        valid = metric in HIGHER_IS_BETTER or (group in TIMES and stat in STATS)
+        if not sep or not valid:
+            raise BaselineError(
+                f"--perf-compare-fail {text!r}: expected METRIC:PCT with METRIC one of "
+                f"{', '.join(HIGHER_IS_BETTER)} or latency_ms|ttft_ms|itl_ms.mean|p50|p90|p99"
+            )
+        try:
+            return cls(metric, float(pct))
+        except ValueError:
+            raise BaselineError(f"--perf-compare-fail {text!r}: PCT must be a number") from None
+
+    def value(self, result: dict) -> float | None:
+        if "." in self.metric:
+            group, stat = self.metric.split(".")
+            return (result.get(group) or {}).get(stat)
+        return result.get(self.metric)
+
+    def regression(self, baseline: dict, current: dict) -> str | None:
+        """How this metric got worse past the allowed percent, in words; None when it did not."""
+        before, now = self.value(baseline), self.value(current)
+        if before is None or now is None or before == 0:
+            return None
+        higher_better = self.metric in HIGHER_IS_BETTER
+        worse_pct = 100.0 * ((before - now) / before if higher_better else (now - before) / before)
+        if worse_pct <= self.percent:
+            return None
+        direction = "dropped" if higher_better else "rose"
+        return f"{self.metric} {direction} {worse_pct:.1f}% ({before:g} -> {now:g}; allowed {self.percent:g}%)"
+
+
+def load_baseline(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BaselineError(f"--perf-compare {path}: no such file (write one with --perf-save)") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"--perf-compare {path}: not JSON ({exc})") from None
+    if data.get("kind") != KIND or data.get("schema") != SCHEMA:
+        raise BaselineError(f"--perf-compare {path}: not a perf baseline of this plugin (schema {SCHEMA})")
+    return data
+
+
+def save_baseline(path: str | Path, results: dict, run: dict) -> Path | None:
+    """results: {deployment: {load point: perf entry}}; an earlier file is kept aside (returned)."""
+    path = Path(path)
+    backup = keep_previous(path)
+    write_json(path, {"schema": SCHEMA, "kind": KIND, "run": run, "deployments": results})
+    return backup

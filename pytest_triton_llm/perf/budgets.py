@@ -1,0 +1,69 @@
+"""Perf budgets (fixtures/perf_budgets.toml): limits per engine, deployment, hardware and image.
+
+A budget applies when every key matches ("*" matches anything); the most specific one wins.
+Where none applies, the load point is measured and reported, not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..schema import SchemaError, build, load_toml
+
+
+@dataclass(frozen=True)
+class Budget:
+    engine: str
+    deployment: str = "*"  # the deployment's name within the engine, e.g. inflight
+    hardware: str = "*"  # GPU name as nvidia-smi prints it, or cpu
+    image: str = "*"  # the Triton image; the embedded runtime is "local"
+    load_point: str = "*"  # e.g. concurrency=4
+    min_output_tokens_per_s: float | None = None
+    min_throughput_rps: float | None = None
+    max_latency_p99_ms: float | None = None
+    max_ttft_p99_ms: float | None = None
+
+    KEYS = ("engine", "deployment", "hardware", "image", "load_point")
+
+    def matches(self, **identity: str) -> bool:
+        return all(getattr(self, k) in ("*", identity[k]) for k in self.KEYS)
+
+    @property
+    def specificity(self) -> int:
+        return sum(getattr(self, k) != "*" for k in self.KEYS)
+
+    def check(self, result: dict) -> list[list[str]]:
+        """Rows of (limit, measured, budget, verdict) for every limit this budget sets."""
+        measured = {
+            "min_output_tokens_per_s": result["output_tokens_per_s"],
+            "min_throughput_rps": result["throughput_rps"],
+            "max_latency_p99_ms": (result["latency_ms"] or {}).get("p99"),
+            "max_ttft_p99_ms": (result["ttft_ms"] or {}).get("p99"),
+        }
+        rows = []
+        for limit, value in measured.items():
+            bound = getattr(self, limit)
+            if bound is None:
+                continue
+            if value is None:  # e.g. TTFT of a deployment that does not stream
+                rows.append([limit, "not measured", f"{bound:g}", "n/a"])
+                continue
+            ok = value >= bound if limit.startswith("min_") else value <= bound
+            rows.append(
+                [limit, f"{value:g}", f"{'>=' if limit.startswith('min_') else '<='} {bound:g}", "ok" if ok else "MISSED"]
+            )
+        return rows
+
+
+def load_budgets(path: Path) -> list[Budget]:
+    data = load_toml(path)
+    tables = data.get("budget")
+    if not isinstance(tables, list):
+        raise SchemaError(f"{path}: expected [[budget]] tables")
+    return [build(Budget, table, f"{path}: budget #{i + 1}") for i, table in enumerate(tables)]
+
+
+def find_budget(budgets: list[Budget], **identity: str) -> Budget | None:
+    candidates = [b for b in budgets if b.matches(**identity)]
+    return max(candidates, key=lambda b: b.specificity) if candidates else None

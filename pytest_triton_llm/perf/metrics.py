@@ -1,0 +1,50 @@
+"""LLM serving metrics of one load point, from per-request timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+STATS = ("mean", "p50", "p90", "p99")
+
+
+@dataclass
+class RequestRecord:
+    sent: float  # perf_counter seconds
+    token_times: list[float] = field(default_factory=list)  # arrival of each response that carried tokens
+    tokens: int = 0
+    done: float | None = None
+    error: str | None = None
+    streamed: bool = False  # tokens arrived one response at a time: TTFT and ITL are measured
+
+    @property
+    def latency_s(self) -> float:
+        return self.done - self.sent
+
+
+def stats_ms(values_s: list[float]) -> dict | None:
+    if not values_s:
+        return None
+    ms = np.asarray(values_s) * 1000.0
+    return {"mean": round(float(ms.mean()), 2), **{f"p{q}": round(float(np.percentile(ms, q)), 2) for q in (50, 90, 99)}}
+
+
+def summarize(records: list[RequestRecord], duration_s: float) -> dict:
+    """The report's perf entry for a load point (keys documented in README)."""
+    ok = [r for r in records if r.error is None and r.done is not None]
+    streamed = [r for r in ok if r.streamed and r.token_times]
+    itl = [b - a for r in streamed for a, b in zip(r.token_times, r.token_times[1:], strict=False)]
+    tokens = sum(r.tokens for r in ok)
+    return {
+        "requests": len(ok),
+        "errors": len(records) - len(ok),
+        "output_tokens": tokens,
+        "duration_s": round(duration_s, 3),
+        "throughput_rps": round(len(ok) / duration_s, 3) if duration_s else 0.0,
+        "output_tokens_per_s": round(tokens / duration_s, 2) if duration_s else 0.0,
+        "latency_ms": stats_ms([r.latency_s for r in ok]),
+        "ttft_ms": stats_ms([r.token_times[0] - r.sent for r in streamed]),
+        "itl_ms": stats_ms(itl),
+        "error_samples": sorted({r.error for r in records if r.error})[:3],
+    }

@@ -1,0 +1,56 @@
+"""Latency vs throughput over each deployment's concurrency sweep (PNG).
+
+Closed-loop points (concurrency=N) are joined in order of N, p50 solid and p99 dashed; open-loop
+points (rate=R) are marked apart, since they are not on the sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _sweep(points: dict) -> tuple[list, list]:
+    sweep, rates = [], []
+    for name, p in points.items():
+        if not p.get("latency_ms"):
+            continue
+        kind, _, value = name.partition("=")
+        (sweep if kind == "concurrency" else rates).append((float(value), name, p))
+    return sorted(sweep), rates
+
+
+def plot_latency_vs_throughput(results: dict, path: Path) -> Path | None:
+    """results: {deployment: {load point: perf entry}}; returns the PNG written, or None if nothing to plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: render to a file
+    import matplotlib.pyplot as plt
+
+    series = {deployment: _sweep(points) for deployment, points in results.items()}
+    if not any(sweep or rates for sweep, rates in series.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    for deployment, (sweep, rates) in series.items():
+        color = None
+        if sweep:
+            x = [p["output_tokens_per_s"] for _, _, p in sweep]
+            (line,) = ax.plot(x, [p["latency_ms"]["p50"] for _, _, p in sweep], marker="o", label=f"{deployment} p50")
+            color = line.get_color()
+            ax.plot(x, [p["latency_ms"]["p99"] for _, _, p in sweep], marker="^", linestyle="--", color=color,
+                    label=f"{deployment} p99")  # fmt: skip
+            for (value, _, p), xi in zip(sweep, x, strict=True):
+                ax.annotate(f"c={value:g}", (xi, p["latency_ms"]["p50"]), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        for _, name, p in rates:
+            ax.scatter(
+                [p["output_tokens_per_s"]], [p["latency_ms"]["p50"]], marker="x", color=color, label=f"{deployment} {name} p50"
+            )
+    ax.set_xlabel("output tokens/s")
+    ax.set_ylabel("end-to-end latency (ms)")
+    ax.set_title("Latency vs throughput over the concurrency sweep")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

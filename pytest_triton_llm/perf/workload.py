@@ -1,0 +1,77 @@
+"""Perf workloads (fixtures/perf_workloads.toml): token-length distributions, as upstream's
+benchmark_core_model draws them, or the suites' prompts; load points by concurrency or rate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ..schema import SchemaError, build, load_toml
+
+
+@dataclass(frozen=True)
+class Lengths:
+    mean: int
+    stdev: float = 0.0
+
+    def __post_init__(self):
+        if self.mean <= 0 or self.stdev < 0:
+            raise ValueError("fields 'mean' must be > 0 and 'stdev' >= 0")
+
+
+@dataclass(frozen=True)
+class Workload:
+    input_tokens: Lengths
+    output_tokens: Lengths
+    requests: int  # measured requests per load point
+    warmup: int = 2  # sent first, not measured
+    concurrency: tuple[int, ...] = ()  # closed-loop load points
+    request_rate: tuple[float, ...] = ()  # open-loop load points (requests/s)
+    arrival: Literal["poisson", "constant"] = "poisson"
+    fixed_output: bool = True  # ignore EOS (end_id -1, min_length = max_tokens) so every request yields its length
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.requests <= 0 or self.warmup < 0:
+            raise ValueError("fields 'requests' must be > 0 and 'warmup' >= 0")
+        if not self.concurrency and not self.request_rate:
+            raise ValueError("give load points: 'concurrency' and/or 'request_rate'")
+        if any(c <= 0 for c in self.concurrency) or any(r <= 0 for r in self.request_rate):
+            raise ValueError("load points must be > 0")
+
+    def load_points(self) -> list[tuple[str, dict]]:
+        """(name, kwargs for the load generator) per load point: concurrency=4, rate=2.0, ..."""
+        points = [(f"concurrency={c}", {"concurrency": c}) for c in self.concurrency]
+        points += [(f"rate={r:g}", {"request_rate": r, "arrival": self.arrival}) for r in self.request_rate]
+        return points
+
+
+@dataclass(frozen=True)
+class PerfRequest:
+    input_ids: list[int]
+    max_tokens: int
+    text: str | None = None  # for the text contract (the ensemble's text_input)
+
+
+def load_workloads(path: Path) -> dict[str, Workload]:
+    data = load_toml(path)
+    if "workload" not in data:
+        raise SchemaError(f"{path}: no [workload.<name>] table")
+    return {name: build(Workload, table, f"{path}: workload '{name}'") for name, table in data["workload"].items()}
+
+
+def _draw(rng: np.random.Generator, lengths: Lengths, count: int, limit: int) -> list[int]:
+    values = rng.normal(lengths.mean, lengths.stdev, count) if lengths.stdev else np.full(count, lengths.mean)
+    return [int(min(max(1, round(v)), limit)) for v in values]
+
+
+def synthetic_requests(workload: Workload, count: int, vocab: range, max_input: int, max_output: int,
+                       seed_offset: int = 0) -> list[PerfRequest]:  # fmt: skip
+    """`count` requests of random token ids with lengths from the workload's distributions."""
+    rng = np.random.default_rng(workload.seed + seed_offset)
+    inputs = _draw(rng, workload.input_tokens, count, max_input)
+    outputs = _draw(rng, workload.output_tokens, count, max_output)
+    return [PerfRequest(rng.integers(vocab.start, vocab.stop, n).tolist(), m) for n, m in zip(inputs, outputs, strict=True)]
