@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 from .accuracy.drift import DriftError, check_paths
 from .lock import LockError
+from .perf.baseline import BaselineError, FailRule, load_baseline
 from .progress import Progress
 from .session import DEFAULT_CACHE, DEFAULT_LOCK, OptionError, Options, TritonLLMSession
 from .terminal import summary_lines
@@ -27,6 +29,7 @@ MARKERS = {
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 _SESSION = pytest.StashKey[TritonLLMSession]()
+PERF_FAIL_RULES = pytest.StashKey[list]()
 LOG_TAIL_LINES = 40
 
 
@@ -78,6 +81,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=90.0,
         help="least share of articles identical to the baseline (default: 90)",
     )
+    # perf suite
+    group.addoption(
+        "--perf-workload", metavar="NAME", default="default", help="workload of fixtures/perf_workloads.toml (default: default)"
+    )
+    group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
+    group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
+    group.addoption(
+        "--perf-compare-fail",
+        metavar="METRIC:PCT",
+        action="append",
+        default=[],
+        help="fail a load point whose METRIC got worse than the baseline by more than PCT percent "
+        "(e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
+    )
     group.addoption(
         "--accuracy-min-rouge-l",
         metavar="PCT",
@@ -114,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         rebuild_engines=opt.rebuild_engines,
         deployments=tuple(opt.deployment),
         report=opt.triton_llm_report,
+        perf_save=opt.perf_save,
         triton_image=opt.triton_image,
         triton_url=opt.triton_url,
         start_timeout_s=opt.triton_start_timeout,
@@ -121,9 +139,16 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         session = TritonLLMSession(options, Progress(_progress_writer(config)))
         check_paths(opt.accuracy_save, opt.accuracy_baseline)
+        config.stash[PERF_FAIL_RULES] = [FailRule.parse(rule) for rule in opt.perf_compare_fail]
+        if opt.perf_compare:
+            load_baseline(opt.perf_compare)
+            if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
+                raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
+        elif opt.perf_compare_fail:
+            raise OptionError("--perf-compare-fail needs --perf-compare BASELINE")
         if opt.cnn_samples is not None and opt.cnn_samples <= 0:
             raise OptionError("--cnn-samples must be > 0")
-    except (LockError, OptionError, DriftError) as exc:
+    except (LockError, OptionError, DriftError, BaselineError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
 
@@ -186,6 +211,12 @@ def triton_llm_engine_cache(request: pytest.FixtureRequest):
 def triton_llm_progress(request: pytest.FixtureRequest):
     """Progress lines on the terminal, past pytest's capture, for suites' long work."""
     return request.config.stash[_SESSION].progress
+
+
+@pytest.fixture(scope="session")
+def triton_llm_perf_fail_rules(request: pytest.FixtureRequest) -> list:
+    """The parsed --perf-compare-fail METRIC:PCT rules."""
+    return request.config.stash[PERF_FAIL_RULES]
 
 
 @pytest.fixture(scope="session")

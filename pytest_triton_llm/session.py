@@ -11,6 +11,8 @@ from .deployments import DeploymentManager, ServedDeployment
 from .lock import DeploymentRef, Lock, load_lock
 from .progress import Progress
 from .report import RunReport
+from .perf.baseline import save_baseline
+from .perf.plot import plot_latency_vs_throughput
 from .runtimes.processes import reap_orphans
 
 DEFAULT_LOCK = "engines.lock"
@@ -28,6 +30,7 @@ class Options:
     rebuild_engines: bool
     deployments: tuple[str, ...]
     report: str | None
+    perf_save: str | None
     triton_image: str | None
     triton_url: str | None
     start_timeout_s: float
@@ -57,6 +60,7 @@ class TritonLLMSession:
             "engine_cache": str(self.cache.root),
             "deployments": [r.id for r in self.selected],
             "runtime": "local",
+            "image": "local",
         })  # fmt: skip
         self.manager: DeploymentManager | None = None
         self.started = time.monotonic()
@@ -130,5 +134,18 @@ class TritonLLMSession:
     def finish(self) -> None:
         if self.manager is not None:
             self.manager.close()
+        perf = self.report.perf_results()
+        if perf and self.options.perf_save:
+            kept = save_baseline(self.options.perf_save, perf, self.report.run)
+            note = f" (the previous file is kept as {kept})" if kept else ""
+            self.progress.say(f"perf: baseline saved to {self.options.perf_save}{note}")
+        if perf and self.options.report:  # the plot goes next to the report
+            try:
+                png = plot_latency_vs_throughput(perf, Path(self.options.report).with_suffix(".perf.png"))
+            except Exception as exc:  # a missing plot must not cost the report
+                self.progress.say(f"WARNING: perf plot not written: {type(exc).__name__}: {exc}")
+            else:
+                if png is not None:
+                    self.report.record_run("plots", [str(png)])
         if self.options.report:
             self.report.write(Path(self.options.report), self.startup_s, self.first_test_s)

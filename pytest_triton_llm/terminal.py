@@ -26,6 +26,23 @@ def summary_lines(state) -> list[str]:
             ]
         )
     lines = table(["deployment", "engine", "server", "ready in", "server log"], rows)
+    perf = state.report.perf_results()
+    if perf:
+        headers = ["deployment", "load point", "req/s", "tok/s", "latency p50/p99 ms", "TTFT p50 ms", "ITL p50 ms"]
+        rows = [
+            [
+                d,
+                name,
+                p["throughput_rps"],
+                p["output_tokens_per_s"],
+                _pair(p["latency_ms"]),
+                _stat(p["ttft_ms"]),
+                _stat(p["itl_ms"]),
+            ]
+            for d, points in perf.items()
+            for name, p in points.items()
+        ]
+        lines += ["", *table(headers, rows)]
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     if state.startup_s is not None:
@@ -34,3 +51,11 @@ def summary_lines(state) -> list[str]:
     if state.options.report:
         lines.append(f"report: {state.options.report}")
     return lines
+
+
+def _stat(stats: dict | None, key: str = "p50") -> str:
+    return "-" if not stats else f"{stats[key]:g}"
+
+
+def _pair(stats: dict | None) -> str:
+    return "-" if not stats else f"{stats['p50']:g} / {stats['p99']:g}"

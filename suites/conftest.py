@@ -56,3 +56,32 @@ def accuracy_outputs(pytestconfig):
 
     path = pytestconfig.getoption("accuracy_save")
     return OutputsWriter(path) if path else None
+
+
+def _perf_workload(config):
+    from pytest_triton_llm.perf.workload import load_workloads
+
+    workloads = load_workloads(FIXTURES / "perf_workloads.toml")
+    name = config.getoption("perf_workload")
+    if name not in workloads:
+        raise pytest.UsageError(f"--perf-workload {name}: fixtures/perf_workloads.toml has {', '.join(sorted(workloads))}")
+    return name, workloads[name]
+
+
+def pytest_generate_tests(metafunc):
+    if "load_point" in metafunc.fixturenames:  # the perf suite: one test per load point of the workload
+        _, workload = _perf_workload(metafunc.config)
+        points = workload.load_points()
+        metafunc.parametrize("load_point", points, ids=[name for name, _ in points])
+
+
+@pytest.fixture(scope="session")
+def perf_workload(pytestconfig):
+    return _perf_workload(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def perf_budgets():
+    from pytest_triton_llm.perf.budgets import load_budgets
+
+    return load_budgets(FIXTURES / "perf_budgets.toml")

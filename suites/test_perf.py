@@ -1,0 +1,76 @@
+"""Throughput and latency per deployment and load point, with budgets and baselines.
+
+The workload (fixtures/perf_workloads.toml, --perf-workload) sends synthetic token ids straight
+to tensorrt_llm, as upstream's benchmark_core_model does, from an asyncio load generator: gRPC
+streams (token by token on decoupled deployments, so TTFT and ITL are measured), closed-loop
+concurrency points and open-loop Poisson rates. Each load point is recorded in the report
+(metrics.perf), as JUnit properties, checked against fixtures/perf_budgets.toml for this
+hardware and image, and against --perf-compare's baseline with --perf-compare-fail rules.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_triton_llm.hardware import hardware
+from pytest_triton_llm.perf.baseline import load_baseline
+from pytest_triton_llm.perf.budgets import find_budget
+from pytest_triton_llm.perf.loadgen import Target, run_load_point
+from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.workload import synthetic_requests
+from pytest_triton_llm.terminal import table
+
+pytestmark = pytest.mark.perf
+IMAGE = "local"  # the embedded runtime; container runs name their image
+
+
+def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_llm_report, triton_llm_perf_fail_rules,
+                    pytestconfig, record_property, triton_llm_progress):  # fmt: skip
+    point_name, point = load_point
+    workload_name, workload = perf_workload
+    engine = triton_llm.ref.engine
+    vocab = range(100, triton_llm.tokenizer.vocab_size)  # clear of the special tokens at the start
+    requests = synthetic_requests(workload, workload.requests, vocab, engine.max_input_len, engine.max_output_len)
+    warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, seed_offset=1)
+    target = Target(triton_llm.server.endpoints.grpc, triton_llm.server.endpoints.http, triton_llm.client.decoupled,
+                    fixed_output=workload.fixed_output)  # fmt: skip
+    with triton_llm_progress.step(f"perf: {triton_llm.id} {point_name} ({len(requests)} requests, workload {workload_name})"):
+        records, seconds = run_load_point(target, requests, warmup, seed=workload.seed, **point)
+    result = summarize(records, seconds)
+    result.update(load_point=point_name, workload=workload_name, streamed=target.streaming)
+    triton_llm_report.record_perf(triton_llm.id, point_name, result)
+    for key in ("throughput_rps", "output_tokens_per_s"):
+        record_property(f"perf.{point_name}.{key}", result[key])
+    for key in ("latency_ms", "ttft_ms", "itl_ms"):
+        if result[key]:
+            record_property(f"perf.{point_name}.{key}.p99", result[key]["p99"])
+
+    assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
+    if workload.fixed_output:
+        assert result["output_tokens"] == sum(r.max_tokens for r in requests), "requests did not yield their fixed lengths"
+    if target.streaming:
+        assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
+
+    identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=hardware(), image=IMAGE,
+                    load_point=point_name)  # fmt: skip
+    budget = find_budget(perf_budgets, **identity)
+    problems = []
+    if budget is not None:
+        rows = budget.check(result)
+        result["budget"] = {r[0]: r[3] for r in rows}
+        if any(r[3] == "MISSED" for r in rows):
+            problems.append("missed its budget:\n" + "\n".join(table(["limit", "measured", "budget", ""], rows)))
+    else:
+        result["budget"] = f"none for hardware {identity['hardware']}, image {IMAGE}: measured, not judged"
+
+    baseline_path = pytestconfig.getoption("perf_compare")
+    if baseline_path:
+        before = load_baseline(baseline_path)["deployments"].get(triton_llm.id, {}).get(point_name)
+        if before is None:
+            problems.append(f"{baseline_path} has no {point_name} for {triton_llm.id}")
+        else:
+            regressions = [r for rule in triton_llm_perf_fail_rules if (r := rule.regression(before, result))]
+            result["regressions"] = regressions
+            problems += [f"regression at {point_name}: {r}" for r in regressions]
+    if problems:
+        pytest.fail(f"{triton_llm.id} {point_name}: " + "\n".join(problems), pytrace=False)
