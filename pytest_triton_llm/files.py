@@ -33,3 +33,17 @@ def write_json(path: Path, document, **dump_options) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_document(path: str | Path, kind: str, schema: int, option: str, writer_option: str, error: type[Exception]) -> dict:
+    """A file this plugin wrote (its "kind" and "schema" checked), or one clear `error` naming the option."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise error(f"{option} {path}: no such file (write one with {writer_option})") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{option} {path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != kind or data.get("schema") != schema:
+        raise error(f"{option} {path}: not a {kind} file (schema {schema})")
+    return data

@@ -7,11 +7,10 @@ a later run (a new image, a rebuilt engine) with it article by article.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import keep_previous, write_json
+from ..files import keep_previous, read_document, write_json
 from .rouge import pairwise_rouge_l
 
 SCHEMA = 1
@@ -24,16 +23,7 @@ class DriftError(ValueError):
 
 def load_outputs(path: str | Path) -> dict:
     """A saved outputs file: {"schema", "kind", "deployments": {id: entry}}; one clear error otherwise."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DriftError(f"--accuracy-baseline {path}: no such file (write one with --accuracy-save)") from None
-    except json.JSONDecodeError as exc:
-        raise DriftError(f"--accuracy-baseline {path}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("schema") != SCHEMA:
-        raise DriftError(f"--accuracy-baseline {path}: not an outputs file of this plugin (schema {SCHEMA})")
-    return data
+    return read_document(path, KIND, SCHEMA, "--accuracy-baseline", "--accuracy-save", DriftError)
 
 
 def check_paths(save: str | None, baseline: str | None) -> None:

@@ -7,11 +7,10 @@ ttft_ms.p50, itl_ms.mean, ...): higher is better for throughputs, lower for time
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import keep_previous, write_json
+from ..files import keep_previous, read_document, write_json
 from .metrics import STATS
 
 KIND = "pytest-triton-llm perf baseline"
@@ -64,16 +63,7 @@ class FailRule:
 
 
 def load_baseline(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BaselineError(f"--perf-compare {path}: no such file (write one with --perf-save)") from None
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"--perf-compare {path}: not JSON ({exc})") from None
-    if data.get("kind") != KIND or data.get("schema") != SCHEMA:
-        raise BaselineError(f"--perf-compare {path}: not a perf baseline of this plugin (schema {SCHEMA})")
-    return data
+    return read_document(path, KIND, SCHEMA, "--perf-compare", "--perf-save", BaselineError)
 
 
 def save_baseline(path: str | Path, results: dict, run: dict) -> Path | None:

@@ -123,5 +123,5 @@ def test_saving_keeps_an_earlier_file_and_never_overwrites_the_baseline(tmp_path
     with pytest.raises(DriftError, match="no such file"):
         check_paths(None, str(tmp_path / "absent.json"))
     (tmp_path / "other.json").write_text("{}")
-    with pytest.raises(DriftError, match="not an outputs file"):
+    with pytest.raises(DriftError, match="not a pytest-triton-llm accuracy outputs file"):
         load_outputs(tmp_path / "other.json")

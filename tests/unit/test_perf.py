@@ -79,7 +79,7 @@ def test_baselines_round_trip_and_keep_an_earlier_file(tmp_path):
     assert kept.read_text() == "old"
     assert load_baseline(path)["deployments"]["e:v1"]["concurrency=1"]["output_tokens_per_s"] == 5.0
     (tmp_path / "x.json").write_text(json.dumps({"kind": "something else"}))
-    with pytest.raises(BaselineError, match="not a perf baseline"):
+    with pytest.raises(BaselineError, match="not a pytest-triton-llm perf baseline file"):
         load_baseline(tmp_path / "x.json")
 
 
