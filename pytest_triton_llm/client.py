@@ -243,7 +243,7 @@ class LLMClient:
             result = Generation(text=text_out[0] if isinstance(text_out, list) else text_out,
                                 cum_log_prob=_first(body.get("cum_log_probs")), protocol=protocol, raw=body)  # fmt: skip
         else:
-            outputs = self._request(self.ensemble, inputs, protocol)
+            outputs = self.request(self.ensemble, inputs, protocol)
             result = Generation(
                 text=outputs["text_output"].reshape(-1)[0].decode("utf-8"),
                 cum_log_prob=float(outputs["cum_log_probs"].reshape(-1)[0]),
@@ -271,7 +271,7 @@ class LLMClient:
     def generate_ids(self, input_ids: Sequence[int], max_tokens: int, *, protocol: str = "grpc", **options) -> Generation:
         """One non-streamed request to tensorrt_llm; `options` as `core_inputs`."""
         start = time.perf_counter()
-        outputs = self._request(self.core_model, core_inputs(input_ids, max_tokens, **options), protocol)
+        outputs = self.request(self.core_model, core_inputs(input_ids, max_tokens, **options), protocol)
         length = int(outputs["sequence_length"].reshape(-1)[0])
         ids = outputs["output_ids"].reshape(-1)[:length].tolist()
         return Generation(
@@ -340,7 +340,7 @@ class LLMClient:
             return list(pool.map(one, prompts))
 
     # -- transport -------------------------------------------------------------------------------
-    def _request(self, model: str, inputs: dict, protocol: str) -> dict[str, np.ndarray]:
+    def request(self, model: str, inputs: dict, protocol: str = "grpc") -> dict[str, np.ndarray]:
         """One request, one answer: unary infer, or a gRPC stream where the model is decoupled."""
         if protocol not in ("grpc", "http"):
             raise ValueError(f"protocol must be 'grpc' or 'http' here, not {protocol!r}")

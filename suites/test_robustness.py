@@ -1,0 +1,129 @@
+"""Robustness: malformed and hostile requests get an error (or a valid answer), never a crash.
+
+Every case runs on every deployment; after each one the server must still be alive and ready,
+and after all of them a known greedy answer must still come back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from pytest_triton_llm.client import GenerationError, Sampling
+
+pytestmark = pytest.mark.robustness
+
+PROMPT = "The quick brown fox"
+ERROR, ANSWER, EITHER = "error", "answer", "error or answer"
+
+
+def ensemble(served, inputs: dict):
+    return served.client.request("ensemble", inputs)
+
+
+def core(served, **inputs):
+    base = {"input_ids": (np.asarray([served.encode(PROMPT)], dtype=np.int32), "INT32"),
+            "input_lengths": (len(served.encode(PROMPT)), "INT32"), "request_output_len": (4, "INT32")}  # fmt: skip
+    return served.client.request("tensorrt_llm", {**base, **inputs})
+
+
+def post_generate(served, body: bytes):
+    request = urllib.request.Request(f"http://{served.server.endpoints.http}/v2/models/ensemble/generate", data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 (loopback)
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raise GenerationError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')}") from None
+
+
+CASES = {
+    "missing text_input": (ERROR, lambda s: ensemble(s, {"max_tokens": (8, "INT32")})),
+    "missing max_tokens": (ERROR, lambda s: ensemble(s, {"text_input": (b"hi", "BYTES")})),
+    "max_tokens sent as FP32": (ERROR, lambda s: ensemble(s, {"text_input": (b"hi", "BYTES"), "max_tokens": (8.0, "FP32")})),
+    "text_input of shape [1, 2]": (
+        ERROR,
+        lambda s: ensemble(s, {"text_input": (np.array([[b"a", b"b"]], dtype=object), "BYTES"), "max_tokens": (8, "INT32")}),
+    ),  # fmt: skip
+    "max_tokens 0": (ERROR, lambda s: s.client.generate(PROMPT, 0)),
+    "max_tokens -5": (ERROR, lambda s: s.client.generate(PROMPT, -5)),
+    "max_tokens 2**31-1": (ERROR, lambda s: s.client.generate(PROMPT, 2**31 - 1)),
+    "input longer than max_input_len": (ERROR, lambda s: s.client.generate("word " * 3000, 8)),
+    "1 MB input": (ERROR, lambda s: s.client.generate("x" * 1_000_000, 8)),
+    "invalid UTF-8": (ERROR, lambda s: s.client.generate(b"\xff\xfe\xfa not utf-8", 8)),
+    "empty text": (ERROR, lambda s: s.client.generate("", 8)),
+    "10,000 stop words": (ANSWER, lambda s: s.client.generate(PROMPT, 8, stop_words=[f"zq{i}x" for i in range(10_000)])),
+    "10,000 bad words": (ANSWER, lambda s: s.client.generate(PROMPT, 8, bad_words=[f"zq{i}x" for i in range(10_000)])),
+    "end_id outside the vocabulary": (ANSWER, lambda s: s.client.generate(PROMPT, 8, end_id=10**7)),
+    "negative pad_id": (ANSWER, lambda s: s.client.generate(PROMPT, 8, pad_id=-7)),
+    "top_p 2.0": (ERROR, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, top_p=2.0))),
+    "negative temperature": (ERROR, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, temperature=-1.0))),
+    "beam_width 4": (ERROR, lambda s: core(s, beam_width=(4, "INT32"))),
+    "input ids outside the vocabulary": (
+        ERROR,
+        lambda s: core(s, input_ids=(np.asarray([[10**7, 3]], dtype=np.int32), "INT32"), input_lengths=(2, "INT32")),
+    ),  # fmt: skip
+    "input_lengths beyond input_ids": (ERROR, lambda s: core(s, input_lengths=(999, "INT32"))),
+    "malformed stop_words_list offsets": (
+        ERROR,
+        lambda s: core(s, stop_words_list=(np.asarray([[[5, 6], [7, 1]]], dtype=np.int32), "INT32")),
+    ),  # fmt: skip
+    "unknown LoRA task id": (ERROR, lambda s: core(s, lora_task_id=(987654, "UINT64"))),
+    "unknown model": (ERROR, lambda s: s.client.request("no_such_model", {"text_input": (b"hi", "BYTES")})),
+    "garbage JSON to generate": (ERROR, lambda s: post_generate(s, b'{"text_input": "hi", "max_tokens": ')),
+    "generate with a string max_tokens": (ERROR, lambda s: post_generate(s, b'{"text_input": "hi", "max_tokens": "lots"}')),
+}
+
+
+@pytest.fixture(scope="session")
+def known_answer(triton_llm, prompts):
+    """The greedy chat answer before any hostile request."""
+    return triton_llm.client.generate(triton_llm.chat_prompt(prompts["chat"]["question"]), 24).text
+
+
+def test_a_known_answer_before_the_hostile_requests(triton_llm, known_answer, prompts):
+    assert prompts["chat"]["expected_substring"] in known_answer
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hostile_request_is_answered_not_crashed(triton_llm, known_answer, case):
+    expected, send = CASES[case]
+    try:
+        send(triton_llm)
+        outcome = ANSWER
+    except GenerationError as exc:
+        outcome = ERROR
+        assert str(exc).strip(), "an error response must say what went wrong"
+    assert outcome in expected, f"{case}: expected {expected}, got {outcome}"
+    assert triton_llm.server.alive() and triton_llm.server.ready(), f"the server did not survive: {case}"
+
+
+def test_200_concurrent_clients_are_all_answered(triton_llm, known_answer):
+    with ThreadPoolExecutor(200) as pool:
+        answers = list(pool.map(lambda i: triton_llm.client.generate(f"{PROMPT} {i}", 4).text, range(200)))
+    assert len(answers) == 200 and all(answers)
+    assert triton_llm.server.ready()
+
+
+def test_a_client_that_disappears_mid_request_costs_nothing(triton_llm, known_answer, prompts):
+    ids = triton_llm.encode(PROMPT)
+    if triton_llm.client.decoupled:  # walks away from its stream mid-generation
+        result = triton_llm.client.stream_ids(ids, 200, end_id=-1, cancel_after_s=0.5)
+        assert result.cancelled and len(result.token_ids) < 200
+    else:  # hangs up its HTTP connection before the answer
+        body = json.dumps({"text_input": PROMPT, "max_tokens": 200, "end_id": -1}).encode()
+        request = urllib.request.Request(f"http://{triton_llm.server.endpoints.http}/v2/models/ensemble/generate", data=body)
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            urllib.request.urlopen(request, timeout=0.5)  # noqa: S310 (loopback)
+    time.sleep(0.5)
+    assert triton_llm.server.ready()
+    assert len(triton_llm.client.generate_ids(ids, 6, end_id=-1).token_ids) == 6
+
+
+def test_the_known_answer_is_unchanged_after_all_of_them(triton_llm, known_answer, prompts):
+    assert triton_llm.client.generate(triton_llm.chat_prompt(prompts["chat"]["question"]), 24).text == known_answer
