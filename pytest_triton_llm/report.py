@@ -48,6 +48,7 @@ class RunReport:
         self.deployments: dict[str, dict] = {}
         self.tests: list[dict] = []
         self.extra: dict = {}
+        self.worker_times: dict[str, float] = {}  # startup_s / first_test_s merged from xdist workers
 
     def record(self, deployment_id: str, key: str, value) -> None:
         self.deployments.setdefault(deployment_id, {}).setdefault("metrics", {})[key] = value
@@ -58,6 +59,22 @@ class RunReport:
     def record_perf(self, deployment_id: str, load_point: str, entry: dict) -> None:
         metrics = self.deployments.setdefault(deployment_id, {}).setdefault("metrics", {})
         metrics.setdefault("perf", {})[load_point] = entry
+
+    def merge(self, document: dict) -> None:
+        """Fold in a worker's report (pytest-xdist): its deployments, tests and run-level results."""
+        for deployment_id, info in document.get("deployments", {}).items():
+            mine = self.deployments.setdefault(deployment_id, {})
+            metrics = {**mine.get("metrics", {}), **info.get("metrics", {})}
+            mine.update(info)
+            if metrics:
+                mine["metrics"] = metrics
+        self.tests.extend(document.get("tests", []))
+        skip = {"schema", "run", "deployments", "tests", "summary"}
+        self.extra.update({k: v for k, v in document.items() if k not in skip})
+        run = document.get("run", {})
+        for key in ("startup_s", "first_test_s"):  # the earliest worker's
+            if run.get(key) is not None:
+                self.worker_times[key] = min(self.worker_times.get(key, run[key]), run[key])
 
     def perf_results(self) -> dict:
         """{deployment: {load point: perf entry}} for every deployment the perf suite measured."""
@@ -77,6 +94,7 @@ class RunReport:
         now = _dt.datetime.now(_dt.timezone.utc)
         duration = round((now - self.started).total_seconds(), 2)
         run = dict(self.run, duration_s=duration, startup_s=startup_s, first_test_s=first_test_s)
+        run.update({k: v for k, v in self.worker_times.items() if run.get(k) is None})
         return {
             "schema": SCHEMA,
             "run": run,

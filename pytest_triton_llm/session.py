@@ -95,6 +95,15 @@ class TritonLLMSession:
         reason = f"needs a v1 and an inflight deployment of the same engine (selected: {selected})"
         return pairs, [f"{v1.engine_name}:{v1.name}-vs-{inf.name}" for v1, inf in pairs], reason
 
+    def schedule_groups(self) -> dict[str, str]:
+        """Parameter id -> the deployments it serves, for scheduling tests over xdist workers."""
+        if self.lock is None:
+            return {}
+        groups = {r.id: r.id for r in self.selected}
+        pairs, ids, _ = self.parameters("triton_llm_pair", set())
+        groups.update({pid: f"{v1.id}+{inf.id}" for pid, (v1, inf) in zip(ids, pairs, strict=True)})
+        return groups
+
     def start(self) -> None:
         self.started = time.monotonic()
         reap_orphans(self.cache.root / "run", self.progress)
@@ -128,12 +137,19 @@ class TritonLLMSession:
         return None if self.first_ready_at is None else round(self.first_ready_at - self.started, 2)
 
     @property
+    def wall_s(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
     def first_test_s(self) -> float | None:
         return None if self.first_test_at is None else round(self.first_test_at - self.started, 2)
 
-    def finish(self) -> None:
+    def stop_servers(self) -> None:
         if self.manager is not None:
             self.manager.close()
+
+    def publish(self) -> None:
+        """Perf baseline, plot and the report: written once, by the process that saw every test."""
         perf = self.report.perf_results()
         if perf and self.options.perf_save:
             kept = save_baseline(self.options.perf_save, perf, self.report.run)

@@ -9,12 +9,14 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [fmt.format(*headers), fmt.format(*("-" * w for w in widths))] + [fmt.format(*map(str, r)) for r in rows]
 
 
-def summary_lines(state) -> list[str]:
-    records = state.manager.records if state.manager else {}
+def summary_lines(state, config) -> list[str]:
+    # from the report: with pytest-xdist it holds what every worker served
+    records = {d: r for d, r in state.report.deployments.items() if "engine_digest" in r}
     if not records:
         return []
+    order = [ref.id for ref in state.selected]  # lock order, whichever worker reported first
     rows = []
-    for deployment_id, r in records.items():
+    for deployment_id, r in sorted(records.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)):
         engine = f"{r['engine']} {r['engine_digest'][:12]} ({'cached' if r['engine_cached'] else 'built'} {r['engine_s']:.1f} s)"
         rows.append(
             [
@@ -45,9 +47,12 @@ def summary_lines(state) -> list[str]:
         lines += ["", *table(headers, rows)]
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
-    if state.startup_s is not None:
-        first = f"; the first test ran at {state.first_test_s:.1f} s" if state.first_test_s is not None else ""
-        lines.append(f"session start-up: {state.startup_s:.1f} s until the first deployment was ready{first}")
+    startup = state.startup_s if state.startup_s is not None else state.report.worker_times.get("startup_s")
+    first_test = state.first_test_s if state.first_test_s is not None else state.report.worker_times.get("first_test_s")
+    if startup is not None:
+        first = f"; the first test ran at {first_test:.1f} s" if first_test is not None else ""
+        lines.append(f"session start-up: {startup:.1f} s until the first deployment was ready{first}")
+    lines.append(wall_time_line(config, state.wall_s))
     if state.options.report:
         lines.append(f"report: {state.options.report}")
     return lines
@@ -59,3 +64,27 @@ def _stat(stats: dict | None, key: str = "p50") -> str:
 
 def _pair(stats: dict | None) -> str:
     return "-" if not stats else f"{stats['p50']:g} / {stats['p99']:g}"
+
+
+def wall_time_line(config, wall_s: float) -> str:
+    """This run's wall time, next to the last run of the same selection with another worker count
+    (pytest's cache keeps them, so `-n 2` can be read against `-n 1`)."""
+    workers = getattr(config.option, "numprocesses", None) or 1
+    line = f"wall time: {wall_s:.1f} s with {workers} worker{'s' if workers != 1 else ''}"
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return line
+    selection = "|".join([config.option.markexpr or "", config.option.keyword or "", *sorted(config.option.deployment),
+                          *sorted(str(a) for a in config.args)])  # fmt: skip
+    key = "triton_llm/wall_times"
+    times = cache.get(key, {})
+    others = {w: t for w, t in times.get(selection, {}).items() if w != str(workers)}
+    times.setdefault(selection, {})[str(workers)] = round(wall_s, 1)
+    cache.set(key, times)
+    if others:
+        line += (
+            " (same selection, "
+            + ", ".join(f"{w} worker{'s' if w != '1' else ''}: {t:.1f} s" for w, t in sorted(others.items()))
+            + ")"
+        )
+    return line
