@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
+from . import distributed
 from .accuracy.drift import DriftError, check_paths
 from .lock import LockError
 from .perf.baseline import BaselineError, FailRule, load_baseline
@@ -151,6 +153,31 @@ def pytest_configure(config: pytest.Config) -> None:
     except (LockError, OptionError, DriftError, BaselineError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
+    _stop_on_sigterm(config)
+
+
+def _stop_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (CI cancelling a job) ends the session like Ctrl-C: teardown stops the servers."""
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt("terminated by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist: each worker gets whole deployments (see distributed.py)."""
+    return distributed.make_scheduler(config, log, config.stash[_SESSION].schedule_groups())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist: a worker finished; fold its report into the controller's."""
+    document = getattr(node, "workeroutput", {}).get(distributed.REPORT_KEY)
+    if document:
+        node.config.stash[_SESSION].report.merge(document)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -227,6 +254,12 @@ def triton_llm_report(request: pytest.FixtureRequest):
 
 def pytest_runtest_call(item: pytest.Item) -> None:
     item.config.stash[_SESSION].note_test_start()
+    funcargs = getattr(item, "funcargs", {})
+    for served in (s for name in DEPLOYMENT_FIXTURES for s in _as_tuple(funcargs.get(name)) if s is not None):
+        if not served.server.alive():  # fail at once with the log (attached below), rather than time out
+            code = served.server.process.returncode if served.server.process else None
+            pytest.fail(f"tritonserver of {served.id} is gone (exit code {code}); its log: {served.server.log_path}",
+                        pytrace=False)  # fmt: skip
 
 
 @pytest.hookimpl(wrapper=True)
@@ -262,14 +295,19 @@ def _short(report: pytest.TestReport) -> str:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    session.config.stash[_SESSION].finish()
+    state = session.config.stash[_SESSION]
+    state.stop_servers()
+    if distributed.is_worker(session.config):  # the controller writes the one report
+        distributed.send_to_controller(session.config, state.report.document(state.startup_s, state.first_test_s))
+    else:
+        state.publish()
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     state = config.stash.get(_SESSION, None)
-    if state is None:
+    if state is None or distributed.is_worker(config):  # the controller prints the merged summary
         return
-    lines = summary_lines(state)
+    lines = summary_lines(state, config)
     if lines:
         terminalreporter.write_sep("=", "triton-llm")
         for line in lines:
