@@ -1,0 +1,135 @@
+"""The harness when things go wrong: a server that dies, a pytest that is killed, a token in the
+environment, and pytest-xdist workers sharing the run."""
+
+import json
+from pathlib import Path
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ..conftest import processes_mentioning
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+WAIT_TEST = """
+import pathlib, time
+def test_wait(triton_llm):
+    pathlib.Path({marker!r}).write_text("ok")
+    time.sleep(300)
+"""
+
+
+def start_waiting_session(project, tmp_path):
+    marker = tmp_path / "started"
+    project.makepyfile(test_wait=WAIT_TEST.format(marker=str(marker)))
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={project.path / 'basetemp'}",
+            "--deployment", "smollm2-135m:v1"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "the server never became ready"
+        time.sleep(0.2)
+    return proc
+
+
+def test_after_sigkill_the_next_session_leaves_no_orphan(project, tmp_path):
+    proc = start_waiting_session(project, tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    time.sleep(1)
+    orphans = processes_mentioning(str(project.path / "basetemp"))
+    assert orphans, "expected the killed session's server to be left running"
+    project.makepyfile(test_wait="def test_nothing(): pass")
+    nxt = project.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    nxt.assert_outcomes(passed=1)
+    nxt.stdout.fnmatch_lines(["*reaping tritonserver smollm2-135m:v1 (pid *) left behind by a session that died*"])
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(project.path / "basetemp")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(str(project.path / "basetemp")) == []
+
+
+def test_sigterm_stops_the_servers_like_ctrl_c(project, tmp_path):
+    proc = start_waiting_session(project, tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "terminated by SIGTERM" in output
+    assert processes_mentioning(str(project.path / "basetemp")) == []
+
+
+def test_a_server_that_dies_fails_its_tests_with_its_log_and_other_deployments_run(project):
+    project.makepyfile(
+        test_death="""
+import os, signal, time, pytest
+
+@pytest.mark.triton_llm_requires("v1")
+def test_kill_the_server(triton_llm):
+    os.kill(triton_llm.server.process.pid, signal.SIGKILL)
+    time.sleep(1)
+
+def test_generate(triton_llm):
+    assert triton_llm.client.generate("Hello", 4).text
+"""
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=600)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_generate*smollm2-135m:v1*FAILED*",
+        "*tritonserver of smollm2-135m:v1 is gone (exit code -9); its log: *tritonserver.log*",
+        "*tritonserver log of smollm2-135m:v1 (last 40 lines*",
+    ], consecutive=False)  # fmt: skip
+    assert "test_generate[smollm2-135m:inflight] PASSED" in result.stdout.str()
+
+
+def test_a_planted_hf_token_appears_in_no_log_report_or_terminal(project, monkeypatch):
+    secret = "hf_plantedSECRETtoken1234567890"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", secret)
+    project.makepyfile(
+        test_secret="""
+def test_answer(triton_llm):
+    assert triton_llm.client.generate("Hello", 4).text
+"""
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--deployment", "smollm2-135m:v1",
+                                          f"--basetemp={project.path / 'bt'}", "--triton-llm-report", "r.json")  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert secret not in result.stdout.str() + result.stderr.str()
+    assert secret not in (project.path / "r.json").read_text()
+    logs = list((project.path / "bt").rglob("tritonserver.log"))
+    assert logs and all(secret not in log.read_text(errors="replace") for log in logs)
+
+
+def test_xdist_workers_own_their_deployments_and_one_report_is_merged(project):
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        test_two="""
+def test_answer(triton_llm):
+    assert triton_llm.client.generate("Hello", 4).text
+
+def test_again(triton_llm):
+    assert triton_llm.client.generate("Hello", 4).text
+"""
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--triton-llm-report", "r.json", timeout=600)
+    result.assert_outcomes(passed=4)
+    report = json.loads((project.path / "r.json").read_text())
+    assert sorted(report["deployments"]) == ["smollm2-135m:inflight", "smollm2-135m:v1"]
+    assert len(report["tests"]) == 4 and report["summary"] == {"passed": 4}
+    assert all(sum(t["deployment"] == d for t in report["tests"]) == 2 for d in report["deployments"])
+    # each deployment was served by one worker, and each worker served one deployment
+    servers = {d: Path(info["server_log"]).parts for d, info in report["deployments"].items()}
+    owners = {d: next(p for p in parts if p.startswith("popen-gw")) for d, parts in servers.items()}
+    assert sorted(owners.values()) == ["popen-gw0", "popen-gw1"], owners
+    logs = list((project.path).rglob("tritonserver.log"))
+    assert len(logs) == 2, logs
+    # the engine (fresh HOME, so a cold cache) was built by one worker; the other waited and reused it
+    assert sorted(info["engine_cached"] for info in report["deployments"].values()) == [False, True]
+    expected = ["*= triton-llm =*", "*smollm2-135m:v1*", "*smollm2-135m:inflight*", "wall time: * s with 2 workers*"]
+    result.stdout.fnmatch_lines(expected, consecutive=False)
