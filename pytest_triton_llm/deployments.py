@@ -14,9 +14,7 @@ from .lock import DeploymentRef
 from .progress import Progress
 from .reference_backend.models.common.hf_tokenizer import load_tokenizer
 from .repository import render_repository
-from .runtimes.local import start_local_server
 from .runtimes.server import TritonServer
-from .runtimes.tritonserver_wheel import locate
 
 
 @dataclass
@@ -62,8 +60,10 @@ class DeploymentManager:
     """Serves deployments on demand (shared by every fixture that asks for one, stopped when the
     last of them releases it); keeps what was served for the summary and the report."""
 
-    def __init__(self, cache: EngineCache, workdir: Path, progress: Progress, rebuild: bool, start_timeout_s: float):
+    def __init__(self, cache: EngineCache, runtime, workdir: Path, progress: Progress, rebuild: bool,
+                 start_timeout_s: float):  # fmt: skip
         self.cache = cache
+        self.runtime = runtime  # LocalRuntime or ContainerRuntime
         self.workdir = workdir
         self.progress = progress
         self.rebuild = rebuild
@@ -85,15 +85,17 @@ class DeploymentManager:
         start = time.monotonic()
         engine = self.engine_for(ref)
         engine_s = time.monotonic() - start
-        wheel = locate()
         base = self.workdir / _slug(ref.id)
         for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
             if not base.exists():
                 break
             base = self.workdir / f"{_slug(ref.id)}-{restart}"
-        repository = render_repository(ref, engine, base / "model_repository", wheel.triton_version)
-        server = start_local_server(ref.id, repository, self.cache.root, base / "tritonserver.log",
-                                    self.progress, self.start_timeout_s)  # fmt: skip
+        runtime = self.runtime
+        repository = render_repository(ref, engine, base / "model_repository", runtime.triton_version,
+                                       runtime.engine_dir_in_server(engine.name))  # fmt: skip
+        server = runtime.start(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
+                               self.start_timeout_s, ref.engine.world_size,
+                               gpu=ref.engine.backend == "tensorrtllm")  # fmt: skip
         served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints))
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
         self.progress.say(
@@ -110,7 +112,8 @@ class DeploymentManager:
             "engine_path": str(engine.path),
             "engine_cached": engine.cached,
             "engine_s": round(engine_s, 2),
-            "runtime": "local",
+            "runtime": runtime.name,
+            "image": runtime.reference,
             "server_binary": server.binary,
             "server_version": server.version,
             "server_ready_s": round(server.ready_seconds, 2),

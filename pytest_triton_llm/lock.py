@@ -130,12 +130,17 @@ class Engine:
     max_output_len: int
     add_special_tokens: bool = True
     skip_special_tokens: bool = True
+    tp_size: int = 1  # tensor parallel ranks (tensorrtllm): one tritonserver per rank under mpirun
+    pp_size: int = 1  # pipeline parallel ranks
+    quantization: Literal["int4_awq", "fp8"] | None = None  # quantize.py --qformat before trtllm-build
     lora: Lora | None = None
     accuracy: Accuracy | None = None
     deployments: dict[str, Deployment] = field(default_factory=dict)
 
     def __post_init__(self):
-        _positive(self, "max_batch_size", "max_input_len", "max_output_len")
+        _positive(self, "max_batch_size", "max_input_len", "max_output_len", "tp_size", "pp_size")
+        if self.backend == "reference" and (self.world_size != 1 or self.quantization):
+            raise ValueError("fields 'tp_size', 'pp_size', 'quantization': only the tensorrtllm backend has them")
         for name in self.deployments:
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
@@ -144,7 +149,14 @@ class Engine:
         """What determines the built engine; deployments and accuracy settings only change serving and testing."""
         data = dataclasses.asdict(self)
         del data["deployments"], data["accuracy"]
+        for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None)):
+            if data[key] == default:  # fields added later: their defaults keep existing cache keys
+                del data[key]
         return data
+
+    @property
+    def world_size(self) -> int:
+        return self.tp_size * self.pp_size
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,11 @@ class DeploymentRef:
     @property
     def id(self) -> str:
         return f"{self.engine_name}:{self.name}"
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The deployment's own, plus `lora` where its engine was built with LoRA."""
+        return self.options.capabilities | ({"lora"} if self.engine.lora is not None else set())
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--triton-image",
         metavar="TAG",
-        help="run tritonserver in this image: YY.MM-trtllm or a full reference (not yet supported)",
+        help="run tritonserver in containers of this image: YY.MM-trtllm (NGC tritonserver:YY.MM-trtllm-python-py3) "
+        "or a full image reference",
     )
+    group.addoption(
+        "--gpus", metavar="IDS", default=None,
+        help="GPUs for server and build containers: 'all' or ids such as 0,1 (default: all for tensorrtllm engines, "
+        "none for reference ones)",
+    )  # fmt: skip
     group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
     group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
     group.addoption(
@@ -135,6 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
         report=opt.triton_llm_report,
         perf_save=opt.perf_save,
         triton_image=opt.triton_image,
+        gpus=opt.gpus,
         triton_url=opt.triton_url,
         start_timeout_s=opt.triton_start_timeout,
     )

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from .cache import EngineCache
+from .compat import load_compat
 from .deployments import DeploymentManager, ServedDeployment
 from .lock import DeploymentRef, Lock, load_lock
 from .progress import Progress
 from .report import RunReport
 from .perf.baseline import save_baseline
 from .perf.plot import plot_latency_vs_throughput
+from .runtimes.images import ImageError, expand_image
 from .runtimes.processes import reap_orphans
 
 DEFAULT_LOCK = "engines.lock"
@@ -34,13 +39,16 @@ class Options:
     triton_image: str | None
     triton_url: str | None
     start_timeout_s: float
+    gpus: str | None = None
 
     def check(self) -> None:
         if self.triton_image:
-            raise OptionError(
-                f"--triton-image {self.triton_image}: the container runtime is not yet supported; "
-                "omit it to run on the embedded local runtime"
-            )
+            try:
+                expand_image(self.triton_image)
+            except ImageError as exc:
+                raise OptionError(str(exc)) from None
+        if self.gpus is not None and not re.fullmatch(r"all|\d+(,\d+)*", self.gpus):
+            raise OptionError(f"--gpus {self.gpus!r}: give 'all' or GPU ids such as 0 or 0,1")
         if self.triton_url:
             raise OptionError(f"--triton-url {self.triton_url}: the remote runtime is not yet supported")
         if self.start_timeout_s <= 0:
@@ -59,8 +67,8 @@ class TritonLLMSession:
             "engines_lock": str(self.lock.path) if self.lock else None,
             "engine_cache": str(self.cache.root),
             "deployments": [r.id for r in self.selected],
-            "runtime": "local",
-            "image": "local",
+            "runtime": "container" if options.triton_image else "local",
+            "image": expand_image(options.triton_image) if options.triton_image else "local",
         })  # fmt: skip
         self.manager: DeploymentManager | None = None
         self.started = time.monotonic()
@@ -77,12 +85,13 @@ class TritonLLMSession:
         return f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass --engines-lock PATH"
 
     def parameters(self, fixture: str, needs: set[str]) -> tuple[list, list[str], str]:
-        """(params, ids, reason when there are none) for the `triton_llm` or `triton_llm_pair` fixture."""
-        refs = [r for r in self.selected if needs <= r.options.capabilities]
+        """(params, ids, reason when there are none) for the `triton_llm` or `triton_llm_pair` fixture.
+        A deployment whose image lacks what the test needs is a parameter skipped with that reason."""
+        refs = [r for r in self.selected if needs <= r.capabilities]
         selected = ", ".join(r.id for r in self.selected) or "none"
         if fixture == "triton_llm":
             reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {selected})"
-            return refs, [r.id for r in refs], reason
+            return [self._param(r, needs) for r in refs], [r.id for r in refs], reason
         if fixture == "triton_llm_per_engine":
             chosen = {}
             for ref in refs:  # the in-flight deployment of each engine when selected, else its first
@@ -90,10 +99,22 @@ class TritonLLMSession:
                 if current is None or (ref.options.batching == "inflight" and current.options.batching != "inflight"):
                     chosen[ref.engine_name] = ref
             reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {selected})"
-            return list(chosen.values()), [r.id for r in chosen.values()], reason
+            return [self._param(r, needs) for r in chosen.values()], [r.id for r in chosen.values()], reason
         pairs = self.lock.batching_pairs(refs)
         reason = f"needs a v1 and an inflight deployment of the same engine (selected: {selected})"
-        return pairs, [f"{v1.engine_name}:{v1.name}-vs-{inf.name}" for v1, inf in pairs], reason
+        params = [pytest.param(pair, marks=self._image_marks(pair[0], needs | {"v1", "inflight"})) for pair in pairs]
+        return params, [f"{v1.engine_name}:{v1.name}-vs-{inf.name}" for v1, inf in pairs], reason
+
+    def _param(self, ref: DeploymentRef, needs: set[str]):
+        return pytest.param(ref, marks=self._image_marks(ref, needs | {ref.options.batching}))
+
+    def _image_marks(self, ref: DeploymentRef, needs: set[str]) -> list:
+        """A tensorrtllm engine runs what its image's backend supports (compat.toml)."""
+        if ref.engine.backend != "tensorrtllm" or not self.options.triton_image:
+            return []
+        entry = load_compat().for_image(expand_image(self.options.triton_image))
+        reason = entry and load_compat().lacking(entry, needs)
+        return [pytest.mark.skip(reason=reason)] if reason else []
 
     def schedule_groups(self) -> dict[str, str]:
         """Parameter id -> the deployments it serves, for scheduling tests over xdist workers."""
@@ -101,19 +122,28 @@ class TritonLLMSession:
             return {}
         groups = {r.id: r.id for r in self.selected}
         pairs, ids, _ = self.parameters("triton_llm_pair", set())
-        groups.update({pid: f"{v1.id}+{inf.id}" for pid, (v1, inf) in zip(ids, pairs, strict=True)})
+        groups.update({pid: f"{p.values[0][0].id}+{p.values[0][1].id}" for pid, p in zip(ids, pairs, strict=True)})
         return groups
 
     def start(self) -> None:
         self.started = time.monotonic()
         reap_orphans(self.cache.root / "run", self.progress)
 
+    def runtime(self):
+        """Where tritonserver runs: containers of --triton-image, else the embedded local server."""
+        if self.options.triton_image:
+            from .runtimes.container import ContainerRuntime
+
+            return ContainerRuntime(expand_image(self.options.triton_image), self.options.gpus, self.progress)
+        from .runtimes.local import LocalRuntime
+
+        return LocalRuntime(self.cache.root, self.progress)
+
     def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
-            self.manager = DeploymentManager(
-                self.cache, workdir, self.progress, self.options.rebuild_engines, self.options.start_timeout_s
-            )
+            self.manager = DeploymentManager(self.cache, self.runtime(), workdir, self.progress,
+                                             self.options.rebuild_engines, self.options.start_timeout_s)  # fmt: skip
         try:
             served = self.manager.serve(ref)
         finally:

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_triton_llm.client import GenerationError
 
-pytestmark = pytest.mark.lora
+pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora")]
 
 TOKENS = 16
 NO_END = -1

@@ -80,10 +80,13 @@ def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
         raise TemplateError(f"{name}: rendered config.pbtxt does not parse as ModelConfig: {exc}") from None
 
 
-def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str) -> Path:
-    """Write the model repository for `ref` into `out` (which must not exist yet)."""
+def render_repository(
+    ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None = None
+) -> Path:
+    """Write the model repository for `ref` into `out` (which must not exist yet); `engine_dir` is
+    where the server sees the engine (a container's mount), by default where the cache keeps it."""
     family = template_family(triton_version)
-    values = template_values(ref, built.path, family)
+    values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family)
     out.mkdir(parents=True)
     for model in MODELS:
         text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt")

@@ -31,6 +31,30 @@ def tritonserver_command(binary: Path, repository: Path, backends: Path, http: i
     ]  # fmt: skip
 
 
+class LocalRuntime:
+    """The embedded default: tritonserver from the nvidia-pytriton wheel, as a subprocess."""
+
+    name = "local"
+    reference = "local"
+
+    def __init__(self, cache_root: Path, progress: Progress):
+        self.cache_root, self.progress = cache_root, progress
+        self.wheel = locate()
+
+    @property
+    def triton_version(self) -> str:
+        return self.wheel.triton_version
+
+    def engine_dir_in_server(self, engine_name: str) -> None:
+        return None  # the server reads the engine where the cache keeps it
+
+    def start(self, deployment_id: str, repository: Path, engine_dir: Path, engine_name: str, log_path: Path,
+              timeout_s: float, world_size: int = 1, gpu: bool = False) -> TritonServer:  # fmt: skip
+        if world_size != 1:
+            raise ServerStartError(f"{deployment_id}: world size {world_size} needs --triton-image (mpirun in a container)")
+        return start_local_server(deployment_id, repository, self.cache_root, log_path, self.progress, timeout_s)
+
+
 def start_local_server(
     name: str, repository: Path, cache_root: Path, log_path: Path, progress: Progress, timeout_s: float
 ) -> TritonServer:

@@ -21,7 +21,7 @@ from ..progress import Progress
 _RUNNING: set["ManagedProcess"] = set()
 
 
-def _process_start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """Start time of `pid` in clock ticks since boot (tells a reused pid apart)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -59,7 +59,7 @@ class ManagedProcess:
         owner = os.getpid()
         self.pidfile.write_text(json.dumps({
             "pid": self.popen.pid, "pgid": self.popen.pid, "label": self.label, "argv0": self.argv[0],
-            "owner_pid": owner, "owner_start": _process_start_time(owner), "log": str(self.log_path),
+            "owner_pid": owner, "owner_start": process_start_time(owner), "log": str(self.log_path),
         }))  # fmt: skip
 
     @property
@@ -107,7 +107,7 @@ def reap_orphans(run_dir: Path, progress: Progress) -> int:
             pidfile.unlink(missing_ok=True)
             continue
         owner_start = info.get("owner_start")
-        if owner_start is not None and _process_start_time(info["owner_pid"]) == owner_start:
+        if owner_start is not None and process_start_time(info["owner_pid"]) == owner_start:
             continue  # its session is still running
         if _group_alive(info["pgid"]):
             progress.say(f"reaping {info['label']} (pid {info['pid']}) left behind by a session that died")

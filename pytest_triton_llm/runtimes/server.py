@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 import re
 import time
 import urllib.error
@@ -118,18 +117,27 @@ class TritonServer:
 _SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "NGC_API_KEY")
 
 
+_SERVING = {
+    "HF_HUB_OFFLINE": "1",  # engines are local; a hub lookup at serve time is a bug
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
 def serving_environment(base: dict[str, str]) -> dict[str, str]:
+    """A local server's environment: this one without credentials, plus the serving settings."""
     env = {k: v for k, v in base.items() if k not in _SECRETS}
-    env.update(
-        HF_HUB_OFFLINE="1",  # engines are local; a hub lookup at serve time is a bug
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        TRANSFORMERS_VERBOSITY="error",
-        PYTHONUNBUFFERED="1",
-    )
+    env.update(_SERVING)
     if "OMP_NUM_THREADS" not in env:  # the user's choice wins
         env["OMP_NUM_THREADS"] = str(cpu_share(base))
     return env
+
+
+def container_environment(base: dict[str, str]) -> dict[str, str]:
+    """A server container's environment: only the serving settings (the image brings the rest)."""
+    return {"OMP_NUM_THREADS": base.get("OMP_NUM_THREADS") or str(cpu_share(base)), **_SERVING}
 
 
 def cpu_share(base: dict[str, str]) -> int:

@@ -1,0 +1,76 @@
+"""What each NGC trtllm image carries and supports (data in compat.toml), and what a test needs of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .runtimes.images import short_tag
+from .schema import load_toml
+
+COMPAT_FILE = Path(str(resources.files(__package__) / "compat.toml"))
+
+
+@dataclass(frozen=True)
+class ImageEntry:
+    tag: str  # YY.MM
+    triton: str
+    tensorrt_llm: str
+    backend: str
+    python: str
+    build: str  # "build.py" (examples/<model>/build.py) or "trtllm-build" (convert_checkpoint.py + trtllm-build)
+    seq_len_flag: str  # trtllm-build's "max_output_len" or "max_seq_len"
+    kv_cache_flag: str  # "paged_kv_cache" (--paged_kv_cache enable) or "kv_cache_type" (--kv_cache_type paged)
+    features: frozenset[str]
+
+    @property
+    def image(self) -> str:
+        return f"nvcr.io/nvidia/tritonserver:{self.tag}-trtllm-python-py3"
+
+    def describe(self) -> str:
+        return f"{self.tag}-trtllm (Triton {self.triton}, TensorRT-LLM {self.tensorrt_llm})"
+
+
+@dataclass(frozen=True)
+class Compat:
+    images: dict[str, ImageEntry]
+    capabilities: dict[str, str]  # what a test asks for -> the image feature it needs
+    features: dict[str, str]  # feature -> what it is, for skip reasons
+
+    def entry(self, tag: str) -> ImageEntry:
+        try:
+            return self.images[tag]
+        except KeyError:
+            raise KeyError(f"image {tag} is not in {COMPAT_FILE.name} (known: {', '.join(self.images)})") from None
+
+    def for_image(self, reference: str) -> ImageEntry | None:
+        """The entry of an NGC trtllm image reference; None for other images (nothing known about them)."""
+        tag = short_tag(reference)
+        return self.images.get(tag) if tag else None
+
+    def for_tensorrt_llm(self, version: str) -> ImageEntry | None:
+        """The newest image that carries this TensorRT-LLM version."""
+        found = [e for e in self.images.values() if e.tensorrt_llm == version]
+        return found[-1] if found else None
+
+    def lacking(self, entry: ImageEntry, needs: set[str]) -> str | None:
+        """Why `entry` cannot run a test that needs `needs` on a tensorrtllm engine, or None."""
+        missing = sorted({self.capabilities[n] for n in needs if n in self.capabilities} - entry.features)
+        if not missing:
+            return None
+        return f"image {entry.describe()} lacks " + "; ".join(self.features.get(f, f) for f in missing)
+
+
+@lru_cache(maxsize=1)
+def load_compat(path: Path = COMPAT_FILE) -> Compat:
+    data = load_toml(path)
+    images = {}
+    for tag, e in data["images"].items():
+        images[tag] = ImageEntry(
+            tag=tag, triton=e["triton"], tensorrt_llm=e["tensorrt_llm"], backend=e["backend"], python=e["python"],
+            build=e["build"], seq_len_flag=e["seq_len_flag"], kv_cache_flag=e["kv_cache_flag"],
+            features=frozenset(e["features"]),
+        )  # fmt: skip
+    return Compat(images, dict(data["capabilities"]), dict(data["features"]))

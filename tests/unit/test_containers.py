@@ -1,0 +1,70 @@
+"""The container runtime's pinned parts: image references, the server container, mpirun per rank."""
+
+import pytest
+
+from pytest_triton_llm.runtimes.container import ContainerSpec, serving_spec, server_command
+from pytest_triton_llm.runtimes.images import ImageError, expand_image, short_tag
+from pytest_triton_llm.runtimes.server import container_environment
+
+
+def test_short_tags_expand_to_the_ngc_trtllm_image_and_full_references_pass_through():
+    assert expand_image("24.09-trtllm") == "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3"
+    assert short_tag(expand_image("24.04-trtllm")) == "24.04"
+    assert expand_image("pytest-triton-llm/cpu:2.51.0") == "pytest-triton-llm/cpu:2.51.0"
+    assert expand_image("registry.example.com:5000/triton@sha256:" + "a" * 64).endswith("a" * 64)
+    assert short_tag("pytest-triton-llm/cpu:2.51.0") is None
+    for bad in ("24.9-trtllm", "latest", "Triton Server"):
+        with pytest.raises(ImageError, match="give YY.MM-trtllm"):
+            expand_image(bad)
+
+
+def spec(gpus=None, world_size=1) -> ContainerSpec:
+    return serving_spec("nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3", "triton-llm-7-1-m-v1",
+                        "/tmp/repo", "/cache/engines/m-abc", "/engines/m", {"OMP_NUM_THREADS": "4"}, gpus,
+                        world_size)  # fmt: skip
+
+
+def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(monkeypatch):
+    monkeypatch.setattr("pytest_triton_llm.runtimes.container.owner_label", lambda: "host:7:99")
+    argv = spec(gpus="all").docker_run_argv()
+    assert argv == [
+        "docker", "run", "--detach", "--name", "triton-llm-7-1-m-v1", "--shm-size=2g",
+        "--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864", "--gpus", "all",
+        "--publish=127.0.0.1::8000", "--publish=127.0.0.1::8001", "--publish=127.0.0.1::8002",
+        "--volume=/tmp/repo:/models:ro", "--volume=/cache/engines/m-abc:/engines/m:ro",
+        "--env=OMP_NUM_THREADS=4",
+        "--label=io.github.pytest-triton-llm=server", "--label=io.github.pytest-triton-llm.owner=host:7:99",
+        "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
+        "tritonserver", "--model-repository=/models", "--disable-auto-complete-config", "--strict-readiness=true",
+        "--exit-timeout-secs=10", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
+    ]  # fmt: skip
+    kwargs = spec(gpus="0,1").sdk_kwargs()
+    assert kwargs["ports"] == {"8000/tcp": ("127.0.0.1", None), "8001/tcp": ("127.0.0.1", None),
+                               "8002/tcp": ("127.0.0.1", None)}  # fmt: skip
+    assert kwargs["device_requests"][0]["DeviceIDs"] == ["0", "1"]
+    assert kwargs["volumes"]["/tmp/repo"] == {"bind": "/models", "mode": "ro"}
+
+
+def test_a_cpu_container_asks_for_no_gpu_and_no_memlock():
+    argv = spec().docker_run_argv()
+    assert "--gpus" not in argv and not [a for a in argv if "memlock" in a]
+    assert "device_requests" not in spec().sdk_kwargs()
+
+
+def test_world_size_2_runs_one_tritonserver_per_rank_under_mpirun_as_launch_triton_server():
+    assert server_command(2) == [
+        "mpirun", "--allow-run-as-root",
+        "-n", "1", "tritonserver", "--model-repository=/models", "--disable-auto-complete-config",
+        "--strict-readiness=true", "--exit-timeout-secs=10", "--backend-config=python,shm-region-prefix-name=prefix0_",
+        "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002", ":",
+        "-n", "1", "tritonserver", "--model-repository=/models", "--disable-auto-complete-config",
+        "--strict-readiness=true", "--exit-timeout-secs=10", "--backend-config=python,shm-region-prefix-name=prefix1_",
+        "--model-control-mode=explicit", "--load-model=tensorrt_llm",
+        "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false",
+    ]  # fmt: skip
+
+
+def test_a_server_container_gets_no_credentials_from_the_host():
+    env = container_environment({"HF_TOKEN": "hf_secret", "NGC_API_KEY": "k", "PATH": "/x", "OMP_NUM_THREADS": "3"})
+    assert env["OMP_NUM_THREADS"] == "3" and env["HF_HUB_OFFLINE"] == "1"
+    assert "HF_TOKEN" not in env and "NGC_API_KEY" not in env and "PATH" not in env
