@@ -1,0 +1,91 @@
+"""A compatibility matrix from run reports: suites x images, with outcomes and key metrics (markdown)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+
+class ReportError(ValueError):
+    pass
+
+
+def load_report(path: Path) -> dict:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path}: not a readable JSON report ({exc})") from None
+    if not isinstance(document, dict) or document.get("schema") != 1 or "tests" not in document:
+        raise ReportError(f"{path}: not a pytest-triton-llm report (written by --triton-llm-report, schema 1)")
+    return document
+
+
+def column(document: dict, path: Path) -> str:
+    """The image a report ran on (the runtime's name for the embedded server), or the file name."""
+    options = document.get("run", {}).get("options", {})
+    image = options.get("image")
+    if image and image != "local":
+        return image.removeprefix("nvcr.io/nvidia/tritonserver:").removesuffix("-python-py3")
+    versions = {d.get("server_version") for d in document.get("deployments", {}).values()} - {None}
+    return f"local (Triton {', '.join(sorted(versions))})" if versions else path.stem
+
+
+def suite_of(nodeid: str) -> str:
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return name.removeprefix("test_").removesuffix(".py")
+
+
+def cell(outcomes: Counter) -> str:
+    if not outcomes:
+        return "-"
+    bad = outcomes["failed"] + outcomes["error"]
+    parts = [f"{bad} failed"] if bad else []
+    parts += [f"{outcomes[k]} {k}" for k in ("passed", "skipped") if outcomes[k]]
+    return ("FAIL " if bad else "") + ", ".join(parts)
+
+
+def metrics(document: dict) -> dict[str, str]:
+    found = {}
+    ratio = document.get("inflight_vs_v1_throughput_ratio")
+    if ratio is not None:
+        found["inflight / V1 throughput"] = f"{ratio:.2f}x"
+    for deployment, info in document.get("deployments", {}).items():
+        accuracy = info.get("metrics", {}).get("accuracy", {})
+        if "rouge1" in accuracy:
+            found[f"ROUGE-1 {deployment}"] = f"{accuracy['rouge1']:.2f}"
+        perf = info.get("metrics", {}).get("perf", {})
+        if perf:
+            best = max(p.get("output_tokens_per_s", 0) for p in perf.values())
+            found[f"peak tok/s {deployment}"] = f"{best:.1f}"
+        if info.get("server_ready_s") is not None:
+            found[f"ready s {deployment}"] = f"{info['server_ready_s']:.1f}"
+    return found
+
+
+def render_matrix(paths: list[Path]) -> str:
+    if len(paths) < 1:
+        raise ReportError("give at least one report")
+    columns: list[str] = []
+    outcomes: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    values: dict[str, dict[str, str]] = defaultdict(dict)
+    for path in paths:
+        document = load_report(path)
+        name = column(document, path)
+        while name in columns:  # two reports of one image: keep both columns apart
+            name += "'"
+        columns.append(name)
+        for test in document["tests"]:
+            outcomes[suite_of(test["nodeid"])][name][test["outcome"]] += 1
+        for key, value in metrics(document).items():
+            values[key][name] = value
+
+    def row(first: str, cells: list[str]) -> str:
+        return "| " + " | ".join([first, *cells]) + " |"
+
+    lines = [row("suite", columns), row("---", ["---"] * len(columns))]
+    lines += [row(suite, [cell(outcomes[suite].get(c, Counter())) for c in columns]) for suite in sorted(outcomes)]
+    if values:
+        lines += ["", row("metric", columns), row("---", ["---"] * len(columns))]
+        lines += [row(key, [values[key].get(c, "-") for c in columns]) for key in sorted(values)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,39 @@
+import json
+
+from pytest_triton_llm.cli import main
+
+
+def report(path, image, outcomes, ratio=None):
+    tests = [{"nodeid": f"suites/test_{suite}.py::t{i}", "outcome": o, "deployment": "m:v1", "markers": []}
+             for i, (suite, o) in enumerate(outcomes)]  # fmt: skip
+    document = {"schema": 1, "run": {"options": {"image": image}}, "tests": tests, "summary": {},
+                "deployments": {"m:v1": {"server_version": "2.50.0", "server_ready_s": 12.5,
+                                          "metrics": {"accuracy": {"rouge1": 30.25}}}}}  # fmt: skip
+    if ratio is not None:
+        document["inflight_vs_v1_throughput_ratio"] = ratio
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_matrix_renders_suites_by_image_with_outcomes_and_metrics(tmp_path, capsys):
+    a = report(tmp_path / "a.json", "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
+               [("functional", "passed"), ("functional", "passed"), ("lora", "skipped")], ratio=2.2)  # fmt: skip
+    b = report(tmp_path / "b.json", "nvcr.io/nvidia/tritonserver:24.04-trtllm-python-py3",
+               [("functional", "passed"), ("functional", "failed"), ("lora", "passed")])  # fmt: skip
+    assert main(["matrix", str(a), str(b), "--output", str(tmp_path / "m.md")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:5] == [
+        "| suite | 24.09-trtllm | 24.04-trtllm |",
+        "| --- | --- | --- |",
+        "| functional | 2 passed | FAIL 1 failed, 1 passed |",
+        "| lora | 1 skipped | 1 passed |",
+        "",
+    ]
+    assert "| inflight / V1 throughput | 2.20x | - |" in out and "| ROUGE-1 m:v1 | 30.25 | 30.25 |" in out
+    assert (tmp_path / "m.md").read_text() == out
+
+
+def test_a_file_that_is_not_a_report_is_one_clear_error(tmp_path, capsys):
+    (tmp_path / "x.json").write_text('{"hello": 1}')
+    assert main(["matrix", str(tmp_path / "x.json")]) == 2
+    assert "not a pytest-triton-llm report" in capsys.readouterr().err
