@@ -13,8 +13,9 @@ def build_engine(cache: EngineCache, name: str, engine: Engine, rebuild: bool = 
         builder = ReferenceBuilder(cache.sources_dir(), cache.progress)
     else:
         raise BuildError(
-            f"engine {name}: backend {engine.backend!r} is built inside a TensorRT-LLM container "
-            "(--triton-image), which is not yet supported"
+            f"engine {name}: building backend {engine.backend!r} engines is not supported yet (the commands are "
+            "rendered by pytest_triton_llm.engines.tensorrtllm.build_commands, but nothing runs them in a "
+            "container); build the engine yourself and serve it from the image"
         )
     return cache.get_or_build(
         name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out), rebuild=rebuild
