@@ -25,10 +25,6 @@ class ImageEntry:
     kv_cache_flag: str  # "paged_kv_cache" (--paged_kv_cache enable) or "kv_cache_type" (--kv_cache_type paged)
     features: frozenset[str]
 
-    @property
-    def image(self) -> str:
-        return f"nvcr.io/nvidia/tritonserver:{self.tag}-trtllm-python-py3"
-
     def describe(self) -> str:
         return f"{self.tag}-trtllm (Triton {self.triton}, TensorRT-LLM {self.tensorrt_llm})"
 
@@ -49,11 +45,6 @@ class Compat:
         """The entry of an NGC trtllm image reference; None for other images (nothing known about them)."""
         tag = short_tag(reference)
         return self.images.get(tag) if tag else None
-
-    def for_tensorrt_llm(self, version: str) -> ImageEntry | None:
-        """The newest image that carries this TensorRT-LLM version."""
-        found = [e for e in self.images.values() if e.tensorrt_llm == version]
-        return found[-1] if found else None
 
     def lacking(self, entry: ImageEntry, needs: set[str]) -> str | None:
         """Why `entry` cannot run a test that needs `needs` on a tensorrtllm engine, or None."""

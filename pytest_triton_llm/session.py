@@ -112,8 +112,9 @@ class TritonLLMSession:
         """A tensorrtllm engine runs what its image's backend supports (compat.toml)."""
         if ref.engine.backend != "tensorrtllm" or not self.options.triton_image:
             return []
-        entry = load_compat().for_image(expand_image(self.options.triton_image))
-        reason = entry and load_compat().lacking(entry, needs)
+        compat = load_compat()
+        entry = compat.for_image(expand_image(self.options.triton_image))
+        reason = entry and compat.lacking(entry, needs)
         return [pytest.mark.skip(reason=reason)] if reason else []
 
     def schedule_groups(self) -> dict[str, str]:

@@ -42,7 +42,6 @@ class ImageInfo:
     id: str  # sha256:... of the local image
     digest: str  # the registry digest where the image came from one, else its id
     env: dict[str, str]
-    labels: dict[str, str]
 
     @property
     def triton_version(self) -> str | None:
@@ -56,7 +55,7 @@ def image_info(image) -> ImageInfo:
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     digests = attrs.get("RepoDigests") or []
     reference = (image.tags or [attrs["Id"]])[0]
-    return ImageInfo(reference, attrs["Id"], digests[0] if digests else attrs["Id"], env, dict(config.get("Labels") or {}))
+    return ImageInfo(reference, attrs["Id"], digests[0] if digests else attrs["Id"], env)
 
 
 def ensure_image(client, reference: str, progress: Progress):

@@ -9,7 +9,7 @@ from ..progress import Progress
 from .ports import free_ports
 from .processes import ManagedProcess
 from .server import Endpoints, ServerStartError, TritonServer, serving_environment
-from .tritonserver_wheel import locate, prepare_backends, server_environment
+from .tritonserver_wheel import WheelServer, locate, prepare_backends, server_environment
 
 _PORT_RETRIES = 3
 
@@ -52,13 +52,13 @@ class LocalRuntime:
               timeout_s: float, world_size: int = 1, gpu: bool = False) -> TritonServer:  # fmt: skip
         if world_size != 1:
             raise ServerStartError(f"{deployment_id}: world size {world_size} needs --triton-image (mpirun in a container)")
-        return start_local_server(deployment_id, repository, self.cache_root, log_path, self.progress, timeout_s)
+        return start_local_server(self.wheel, deployment_id, repository, self.cache_root, log_path, self.progress,
+                                  timeout_s)  # fmt: skip
 
 
 def start_local_server(
-    name: str, repository: Path, cache_root: Path, log_path: Path, progress: Progress, timeout_s: float
+    wheel: WheelServer, name: str, repository: Path, cache_root: Path, log_path: Path, progress: Progress, timeout_s: float
 ) -> TritonServer:
-    wheel = locate()
     backends = prepare_backends(wheel, cache_root)
     env = server_environment(wheel, serving_environment(dict(os.environ)))
     for attempt in range(1, _PORT_RETRIES + 1):
