@@ -49,7 +49,7 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--triton-image", "24.09-trtllm"], "*--triton-image 24.09-trtllm: the container runtime is not yet supported*"),
+        (["--triton-image", "24.9"], "*--triton-image '24.9': give YY.MM-trtllm (e.g. 24.09-trtllm*"),
         (["--triton-url", "localhost:8001"], "*--triton-url localhost:8001: the remote runtime is not yet supported*"),
         (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:v1)*"),
         (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
