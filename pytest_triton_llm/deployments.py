@@ -75,7 +75,8 @@ class DeploymentManager:
 
     def engine_for(self, ref: DeploymentRef) -> BuiltEngine:
         if ref.engine_name not in self.engines:  # --rebuild-engines rebuilds once per session
-            self.engines[ref.engine_name] = build_engine(self.cache, ref.engine_name, ref.engine, rebuild=self.rebuild)
+            self.engines[ref.engine_name] = build_engine(self.cache, ref.engine_name, ref.engine, self.rebuild,
+                                                         self.runtime.trtllm_executor)  # fmt: skip
         return self.engines[ref.engine_name]
 
     def serve(self, ref: DeploymentRef) -> ServedDeployment:

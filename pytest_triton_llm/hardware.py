@@ -19,3 +19,18 @@ def hardware() -> str:
         if out.returncode == 0 and names:
             return names[0]
     return "cpu"
+
+
+def compute_capability(gpu: str | None = None) -> str | None:
+    """The compute capability (e.g. "9.0") of GPU `gpu` (an index; None: the first), or None without one.
+    Engines are built for it: it is part of a tensorrtllm engine's cache key."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    argv = [smi, "--query-gpu=compute_cap", "--format=csv,noheader"] + (["--id", gpu] if gpu else [])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    values = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return values[0] if out.returncode == 0 and values else None

