@@ -48,6 +48,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="GPUs for server and build containers: 'all' or ids such as 0,1 (default: all for tensorrtllm engines, "
         "none for reference ones)",
     )  # fmt: skip
+    group.addoption(
+        "--triton-runtime", choices=("container", "local"), default=None,
+        help="container: start --triton-image from this host (the default with --triton-image); local: start "
+        "tritonserver here, e.g. inside the serving image, checked against --triton-image's versions when given",
+    )  # fmt: skip
+    group.addoption(
+        "--tritonserver", metavar="PATH",
+        help="the local runtime's tritonserver (default: $TRITONSERVER, then /opt/tritonserver/bin/tritonserver, "
+        "then the nvidia-pytriton wheel's)",
+    )  # fmt: skip
+    group.addoption(
+        "--trtllm-examples", metavar="DIR",
+        help="TensorRT-LLM's examples/ for tensorrtllm engine builds (default: the image's /app/examples or beside "
+        "the installed tensorrt_llm)",
+    )  # fmt: skip
     group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
     group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
     group.addoption(
@@ -142,6 +157,9 @@ def pytest_configure(config: pytest.Config) -> None:
         perf_save=opt.perf_save,
         triton_image=opt.triton_image,
         gpus=opt.gpus,
+        triton_runtime=opt.triton_runtime,
+        tritonserver=opt.tritonserver,
+        trtllm_examples=opt.trtllm_examples,
         triton_url=opt.triton_url,
         start_timeout_s=opt.triton_start_timeout,
     )
@@ -185,6 +203,11 @@ def pytest_testnodedown(node, error) -> None:
     document = getattr(node, "workeroutput", {}).get(distributed.REPORT_KEY)
     if document:
         node.config.stash[_SESSION].report.merge(document)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = config.stash.get(_SESSION, None)
+    return state.header_lines() if state is not None else []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -40,6 +41,13 @@ class Options:
     triton_url: str | None
     start_timeout_s: float
     gpus: str | None = None
+    triton_runtime: str | None = None  # "container" or "local"; None: container with --triton-image
+    tritonserver: str | None = None
+    trtllm_examples: str | None = None
+
+    @property
+    def runtime(self) -> str:
+        return self.triton_runtime or ("container" if self.triton_image else "local")
 
     def check(self) -> None:
         if self.triton_image:
@@ -53,6 +61,19 @@ class Options:
             raise OptionError(f"--triton-url {self.triton_url}: the remote runtime is not yet supported")
         if self.start_timeout_s <= 0:
             raise OptionError("--triton-start-timeout must be > 0")
+        if self.runtime == "container" and not self.triton_image:
+            raise OptionError("--triton-runtime container needs --triton-image: the image to start")
+        if self.runtime == "container" and self.tritonserver:
+            raise OptionError("--tritonserver is for the local runtime: a container runs its image's own tritonserver")
+        if self.runtime == "local" and self.triton_image and self.image_entry() is None:
+            raise OptionError(
+                f"--triton-runtime local --triton-image {self.triton_image}: give an NGC image listed in "
+                "compat.toml (YY.MM-trtllm), whose versions the local tritonserver and tensorrt_llm are checked against"
+            )
+
+    def image_entry(self):
+        """compat.toml's entry for --triton-image (None without one, or for an image it does not list)."""
+        return load_compat().for_image(expand_image(self.triton_image)) if self.triton_image else None
 
 
 class TritonLLMSession:
@@ -67,9 +88,10 @@ class TritonLLMSession:
             "engines_lock": str(self.lock.path) if self.lock else None,
             "engine_cache": str(self.cache.root),
             "deployments": [r.id for r in self.selected],
-            "runtime": "container" if options.triton_image else "local",
+            "runtime": options.runtime,
             "image": expand_image(options.triton_image) if options.triton_image else "local",
         })  # fmt: skip
+        self.runtime = self._make_runtime() if self.selected else None
         self.manager: DeploymentManager | None = None
         self.started = time.monotonic()
         self.first_ready_at: float | None = None  # the first deployment served: engines and server up
@@ -110,11 +132,10 @@ class TritonLLMSession:
 
     def _image_marks(self, ref: DeploymentRef, needs: set[str]) -> list:
         """A tensorrtllm engine runs what its image's backend supports (compat.toml)."""
-        if ref.engine.backend != "tensorrtllm" or not self.options.triton_image:
+        entry = getattr(self.runtime, "entry", None)
+        if ref.engine.backend != "tensorrtllm" or entry is None:
             return []
-        compat = load_compat()
-        entry = compat.for_image(expand_image(self.options.triton_image))
-        reason = entry and compat.lacking(entry, needs)
+        reason = load_compat().lacking(entry, needs)
         return [pytest.mark.skip(reason=reason)] if reason else []
 
     def schedule_groups(self) -> dict[str, str]:
@@ -130,20 +151,38 @@ class TritonLLMSession:
         self.started = time.monotonic()
         reap_orphans(self.cache.root / "run", self.progress)
 
-    def runtime(self):
-        """Where tritonserver runs: containers of --triton-image, else the embedded local server."""
-        if self.options.triton_image:
+    def _make_runtime(self):
+        """Where tritonserver runs: containers of --triton-image, else a local subprocess (the serving
+        image's tritonserver when pytest runs inside one, else the wheel's), checked by the version guard."""
+        opts = self.options
+        if opts.runtime == "container":
             from .runtimes.container import ContainerRuntime
 
-            return ContainerRuntime(expand_image(self.options.triton_image), self.options.gpus, self.progress)
+            return ContainerRuntime(expand_image(opts.triton_image), opts.gpus, self.progress, opts.trtllm_examples)
+        from .runtimes.discovery import ServerNotFound, find_tritonserver
         from .runtimes.local import LocalRuntime
+        from .version_guard import VersionMismatch, check_versions, installed_tensorrt_llm
 
-        return LocalRuntime(self.cache.root, self.progress)
+        try:
+            found = find_tritonserver(opts.tritonserver, dict(os.environ))
+            entry = check_versions(load_compat(), found, installed_tensorrt_llm(), opts.image_entry())
+        except (ServerNotFound, VersionMismatch) as exc:
+            raise OptionError(str(exc)) from None
+        return LocalRuntime(self.cache.root, self.progress, found, entry, opts.trtllm_examples)
+
+    def header_lines(self) -> list[str]:
+        if self.runtime is None:
+            return []
+        lines = [f"triton-llm: {self.options.runtime} runtime: {self.runtime.describe()}"]
+        entry = getattr(self.runtime, "entry", None)
+        if self.options.runtime == "local" and entry is not None:
+            lines.append(f"triton-llm: versions as image {entry.describe()} (compat.toml)")
+        return lines
 
     def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
-            self.manager = DeploymentManager(self.cache, self.runtime(), workdir, self.progress,
+            self.manager = DeploymentManager(self.cache, self.runtime, workdir, self.progress,
                                              self.options.rebuild_engines, self.options.start_timeout_s)  # fmt: skip
         try:
             served = self.manager.serve(ref)

@@ -129,3 +129,40 @@ def test_a_baseline_is_never_the_file_being_saved(project):
     result = project.runpytest_subprocess("--accuracy-baseline", "o.json", "--accuracy-save", "o.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --accuracy-save and --accuracy-baseline name the same file*"])
+
+
+def fake_tensorrt_llm(root, version: str) -> str:
+    """A tensorrt_llm distribution as pip installs it (metadata and package), for the version guard."""
+    (root / f"tensorrt_llm-{version}.dist-info").mkdir(parents=True)
+    (root / f"tensorrt_llm-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: tensorrt_llm\nVersion: {version}\n"
+    )
+    (root / "tensorrt_llm").mkdir()
+    (root / "tensorrt_llm" / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    return str(root)
+
+
+def test_a_mismatched_tensorrt_llm_stops_the_run_before_any_build(project, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", fake_tensorrt_llm(project.path / "site", "0.13.0"))
+    project.makepyfile("def test_x(triton_llm): pass")
+    result = project.runpytest_subprocess("--triton-image", "24.10-trtllm", "--triton-runtime", "local")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --triton-image 24.10-trtllm ships TensorRT-LLM 0.14.0 (compat.toml), but tensorrt_llm 0.13.0 is "
+        f"installed here ({project.path}/site/tensorrt_llm); run inside that image or name the image you are in"
+    ])  # fmt: skip
+    assert not (project.path / ".cache").exists()
+    # the found server's version is checked the same way (the wheel's tritonserver is Triton 2.51.0)
+    result = project.runpytest_subprocess("--triton-image", "24.09-trtllm", "--triton-runtime", "local")
+    result.stderr.fnmatch_lines(["ERROR: --triton-image 24.09-trtllm ships Triton 2.50.0 (compat.toml), but the "
+                                 "tritonserver found is Triton 2.51.0: *tritonserver (nvidia-pytriton 0.7.0)*"])  # fmt: skip
+
+
+def test_the_header_names_the_server_binary_and_its_backends(project):
+    project.makepyfile("def test_x(triton_llm): pass")
+    result = project.runpytest("--collect-only")
+    result.stdout.fnmatch_lines([
+        "triton-llm: local runtime: tritonserver */pytriton/tritonserver/bin/tritonserver (nvidia-pytriton 0.7.0; "
+        "Triton 2.51.0), backends the wheel's python backend (prepared in the engine cache)",
+        "triton-llm: versions as image 24.10-trtllm (Triton 2.51.0, TensorRT-LLM 0.14.0) (compat.toml)",
+    ])  # fmt: skip

@@ -1,15 +1,18 @@
-"""The local (embedded) runtime: tritonserver from the nvidia-pytriton wheel, on loopback ports."""
+"""The local runtime: tritonserver as a subprocess on loopback ports (the serving image's, or the wheel's)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
+from ..compat import ImageEntry
 from ..progress import Progress
+from .discovery import FoundServer
 from .ports import free_ports
 from .processes import ManagedProcess
 from .server import Endpoints, ServerStartError, TritonServer, serving_environment
-from .tritonserver_wheel import WheelServer, locate, prepare_backends, server_environment
+from .tritonserver_wheel import prepare_backends, server_environment
 
 _PORT_RETRIES = 3
 
@@ -32,44 +35,79 @@ def tritonserver_command(binary: Path, repository: Path, backends: Path, http: i
 
 
 class LocalRuntime:
-    """The embedded default: tritonserver from the nvidia-pytriton wheel, as a subprocess."""
+    """tritonserver as a subprocess on loopback ports: the serving image's own when pytest runs inside one
+    (discovery.py), else the nvidia-pytriton wheel's, the embedded default."""
 
     name = "local"
     reference = "local"
 
-    def __init__(self, cache_root: Path, progress: Progress):
-        self.cache_root, self.progress = cache_root, progress
-        self.wheel = locate()
+    def __init__(self, cache_root: Path, progress: Progress, found: FoundServer, entry: ImageEntry | None = None,
+                 trtllm_examples: str | None = None):  # fmt: skip
+        self.cache_root, self.progress, self.found = cache_root, progress, found
+        self.entry = entry  # the compat.toml image this server stands for (version_guard), if known
+        self.trtllm_examples = trtllm_examples
+        self._version = found.declared_version
+
+    def describe(self) -> str:
+        return self.found.describe()
 
     @property
     def triton_version(self) -> str:
-        return self.wheel.triton_version
+        """Picks the model templates: declared by the image or the wheel, else asked of the server itself."""
+        if self._version is None:
+            with tempfile.TemporaryDirectory(prefix="triton-version-") as tmp:
+                (Path(tmp) / "models").mkdir()
+                server = self._start("version probe", Path(tmp) / "models", Path(tmp) / "tritonserver.log", 60.0)
+                server.stop()
+            self._version = server.version
+            self.progress.say(f"{self.found.binary}: Triton {self._version}")
+        return self._version
 
     def engine_dir_in_server(self, engine_name: str) -> None:
         return None  # the server reads the engine where the cache keeps it
+
+    def trtllm_executor(self):
+        from ..engines.executors import ExecutorError, local_executor
+
+        if self.entry is None:
+            raise ExecutorError(
+                f"no image in compat.toml ships Triton {self.triton_version} with the installed tensorrt_llm, so "
+                "the build commands of its TensorRT-LLM version are unknown; run inside an NGC trtllm image"
+            )
+        return local_executor(self.entry, self.trtllm_examples)
 
     def start(self, deployment_id: str, repository: Path, engine_dir: Path, engine_name: str, log_path: Path,
               timeout_s: float, world_size: int = 1, gpu: bool = False) -> TritonServer:  # fmt: skip
         if world_size != 1:
             raise ServerStartError(f"{deployment_id}: world size {world_size} needs --triton-image (mpirun in a container)")
-        return start_local_server(self.wheel, deployment_id, repository, self.cache_root, log_path, self.progress,
-                                  timeout_s)  # fmt: skip
+        server = self._start(deployment_id, repository, log_path, timeout_s)
+        if self._version and server.version != self._version:
+            server.stop()
+            raise ServerStartError(
+                f"{self.found.binary} says it is Triton {server.version}, but {self.found.origin} declares "
+                f"Triton {self._version} (TRITON_SERVER_VERSION): the templates were rendered for the wrong version"
+            )
+        return server
+
+    def _start(self, name: str, repository: Path, log_path: Path, timeout_s: float) -> TritonServer:
+        wheel = self.found.wheel
+        backends = prepare_backends(wheel, self.cache_root) if wheel else self.found.backends
+        env = server_environment(wheel.libs if wheel else None, serving_environment(dict(os.environ)))
+        return start_local_server(self.found, backends, env, name, repository, self.cache_root, log_path,
+                                  self.progress, timeout_s)  # fmt: skip
 
 
-def start_local_server(
-    wheel: WheelServer, name: str, repository: Path, cache_root: Path, log_path: Path, progress: Progress, timeout_s: float
-) -> TritonServer:
-    backends = prepare_backends(wheel, cache_root)
-    env = server_environment(wheel, serving_environment(dict(os.environ)))
+def start_local_server(found: FoundServer, backends: Path, env: dict[str, str], name: str, repository: Path,
+                       cache_root: Path, log_path: Path, progress: Progress, timeout_s: float) -> TritonServer:  # fmt: skip
     for attempt in range(1, _PORT_RETRIES + 1):
         http, grpc, metrics = free_ports(3)
-        argv = tritonserver_command(wheel.binary, repository, backends, http, grpc, metrics)
+        argv = tritonserver_command(found.binary, repository, backends, http, grpc, metrics)
         process = ManagedProcess(argv, env, log_path, cache_root / "run", label=f"tritonserver {name}")
         server = TritonServer(name, Endpoints(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}"),
-                              log_path, process, str(wheel.binary))  # fmt: skip
+                              log_path, process, str(found.binary))  # fmt: skip
         progress.say(
-            f"server {name}: starting tritonserver {wheel.triton_version} (nvidia-pytriton {wheel.wheel_version}) "
-            f"on http {server.endpoints.http}, grpc {server.endpoints.grpc}; log {log_path}"
+            f"server {name}: starting {found.binary} ({found.origin}) on http {server.endpoints.http}, "
+            f"grpc {server.endpoints.grpc}; log {log_path}"
         )
         try:
             process.start()

@@ -92,7 +92,10 @@ def prepare_backends(server: WheelServer, cache_root: Path) -> Path:
     return target
 
 
-def server_environment(server: WheelServer, base: dict[str, str]) -> dict[str, str]:
+def server_environment(libs: Path | None, base: dict[str, str]) -> dict[str, str]:
+    """The server's environment: the python backend stub embeds libpython and finds its packages (numpy<2,
+    the reference stack) through the first python3 on PATH, so this interpreter's come first; `libs` are
+    the wheel's bundled libraries (None for a system server, whose image sets LD_LIBRARY_PATH)."""
     env = dict(base)
     python_bin = Path(sys.executable).parent
     if not (python_bin / "python3").exists():
@@ -101,6 +104,6 @@ def server_environment(server: WheelServer, base: dict[str, str]) -> dict[str, s
             "run pytest from a virtual environment or a Python installation that provides python3"
         )
     libdir = sysconfig.get_config_var("LIBDIR") or ""
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, str(server.libs), base.get("LD_LIBRARY_PATH", "")) if p)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, str(libs or ""), base.get("LD_LIBRARY_PATH", "")) if p)
     env["PATH"] = os.pathsep.join(p for p in (str(python_bin), base.get("PATH", "")) if p)
     return env

@@ -11,7 +11,7 @@ from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.runtimes.local import tritonserver_command
 from pytest_triton_llm.runtimes.processes import ManagedProcess, reap_orphans
 from pytest_triton_llm.runtimes.server import serving_environment
-from pytest_triton_llm.runtimes.tritonserver_wheel import WheelServer, server_environment
+from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
 
 
 def test_every_endpoint_binds_loopback_only():
@@ -26,8 +26,7 @@ def test_every_endpoint_binds_loopback_only():
 
 def test_server_environment_hides_tokens_and_points_the_stub_at_this_python():
     base = {"HF_TOKEN": "hf_secret", "HUGGING_FACE_HUB_TOKEN": "x", "PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
-    wheel = WheelServer(Path("/w/tritonserver"), Path("/w/libs"), "0.7.0", "2.51.0")
-    env = server_environment(wheel, serving_environment(base))
+    env = server_environment(Path("/w/libs"), serving_environment(base))
     assert "HF_TOKEN" not in env and "HUGGING_FACE_HUB_TOKEN" not in env
     assert env["HF_HUB_OFFLINE"] == "1"
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
