@@ -38,7 +38,7 @@ class TrtllmBuilder:
         if capability is None:
             raise BuildError(
                 "tensorrtllm engines are built on the NVIDIA GPU that serves them, and nvidia-smi reports none "
-                "here; run on a GPU host, or use a reference engine (backend = \"reference\") on CPU"
+                'here; run on a GPU host, or use a reference engine (backend = "reference") on CPU'
             )
         self.executor, self.cache_root, self.progress = executor, cache_root, progress
         self.identity = {"backend": "tensorrtllm", **executor.identity, "compute_capability": capability}

@@ -59,7 +59,8 @@ def test_a_requested_image_must_match_the_server_and_tensorrt_llm_found_here():
         "--triton-image 24.09-trtllm ships TensorRT-LLM 0.13.0 (compat.toml), but tensorrt_llm 0.14.0 is "
         "installed here (/site/tensorrt_llm)"
     )
-    with pytest.raises(VersionMismatch, match=r"ships Triton 2\.50\.0 \(compat\.toml\), but the tritonserver found is Triton 2\.51\.0"):
+    with pytest.raises(VersionMismatch, match=r"ships Triton 2\.50\.0 \(compat\.toml\), but the tritonserver found is "
+                       r"Triton 2\.51\.0"):  # fmt: skip
         check_versions(COMPAT, server("2.51.0"), None, IMAGE_24_09)
 
 
@@ -67,6 +68,9 @@ def test_without_a_request_the_server_version_names_the_image_and_tensorrt_llm_m
     assert check_versions(COMPAT, server("2.51.0"), None, None).tag == "24.10"
     assert check_versions(COMPAT, server("2.51.0"), ("0.14.0", "/t"), None).tag == "24.10"
     assert check_versions(COMPAT, server(None), ("0.14.0", "/t"), None) is None  # known once started
-    with pytest.raises(VersionMismatch, match=r"tensorrt_llm 0\.13\.0 is installed here \(/t\), but the tritonserver "
-                       r"found is Triton 2\.51\.0 .*ships with TensorRT-LLM 0\.14\.0 \(image 24\.10-trtllm"):
+    with pytest.raises(
+        VersionMismatch,
+        match=r"tensorrt_llm 0\.13\.0 is installed here \(/t\), but the tritonserver "
+        r"found is Triton 2\.51\.0 .*ships with TensorRT-LLM 0\.14\.0 \(image 24\.10-trtllm",
+    ):
         check_versions(COMPAT, server("2.51.0"), ("0.13.0", "/t"), None)

@@ -92,7 +92,7 @@ def fake_toolchain(tmp_path: Path, fail: str | None = None) -> Path:
     build = bin_dir / "trtllm-build"
     build.write_text(
         "#!/bin/sh\nout=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = --output_dir ] && out=$2; shift; done\n"
-        "echo \"[TRT-LLM] building into $out\"\necho engine > \"$out/rank0.engine\"\necho '{}' > \"$out/config.json\"\n"
+        'echo "[TRT-LLM] building into $out"\necho engine > "$out/rank0.engine"\necho \'{}\' > "$out/config.json"\n'
     )
     build.chmod(0o755)
     return examples
@@ -112,8 +112,7 @@ def toolchain(tmp_path, monkeypatch):
     return examples, engine
 
 
-def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_version_and_gpu(tmp_path, toolchain,
-                                                                                           monkeypatch):
+def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_version_and_gpu(tmp_path, toolchain, monkeypatch):
     examples, engine = toolchain
     said = []
     cache = EngineCache(tmp_path / "cache", Progress(said.append))
@@ -133,8 +132,10 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
     ampere = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
     assert not ampere.cached and ampere.path != built.path
     newer = dataclasses.replace(entry, tensorrt_llm="0.14.0")
-    assert build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(newer, "0.14.0", examples)).path \
-        not in (built.path, ampere.path)
+    assert build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(newer, "0.14.0", examples)).path not in (
+        built.path,
+        ampere.path,
+    )
 
 
 def test_a_failing_command_names_itself_keeps_its_log_and_publishes_nothing(tmp_path, toolchain, monkeypatch):
