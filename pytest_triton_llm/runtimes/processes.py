@@ -21,6 +21,18 @@ from ..progress import Progress
 _RUNNING: set["ManagedProcess"] = set()
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace ("4026531836"). An engine cache may be shared with pytest in a
+    container (pytest inside the serving image): its pids mean nothing here, and must never be signalled."""
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return "unknown"
+
+
+PID_NAMESPACE = _pid_namespace()
+
+
 def process_start_time(pid: int) -> str | None:
     """Start time of `pid` in clock ticks since boot (tells a reused pid apart)."""
     try:
@@ -55,11 +67,12 @@ class ManagedProcess:
                 start_new_session=True,  # own group: stop() takes the stubs too; Ctrl-C reaches pytest only
             )  # fmt: skip
         _RUNNING.add(self)
-        self.pidfile = self.run_dir / f"{self.popen.pid}.json"
+        self.pidfile = self.run_dir / f"{PID_NAMESPACE}-{self.popen.pid}.json"
         owner = os.getpid()
         self.pidfile.write_text(json.dumps({
             "pid": self.popen.pid, "pgid": self.popen.pid, "label": self.label, "argv0": self.argv[0],
             "owner_pid": owner, "owner_start": process_start_time(owner), "log": str(self.log_path),
+            "pid_namespace": PID_NAMESPACE,
         }))  # fmt: skip
 
     @property
@@ -106,6 +119,8 @@ def reap_orphans(run_dir: Path, progress: Progress) -> int:
         except (OSError, json.JSONDecodeError):
             pidfile.unlink(missing_ok=True)
             continue
+        if info.get("pid_namespace", PID_NAMESPACE) != PID_NAMESPACE:
+            continue  # a session in another pid namespace (a container) reaps its own
         owner_start = info.get("owner_start")
         if owner_start is not None and process_start_time(info["owner_pid"]) == owner_start:
             continue  # its session is still running

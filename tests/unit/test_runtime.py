@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.runtimes.local import tritonserver_command
-from pytest_triton_llm.runtimes.processes import ManagedProcess, reap_orphans
+from pytest_triton_llm.runtimes.processes import PID_NAMESPACE, ManagedProcess, reap_orphans
 from pytest_triton_llm.runtimes.server import serving_environment
 from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
 
@@ -46,17 +47,17 @@ def test_stop_takes_the_whole_process_group(tmp_path):
     proc.start()
     time.sleep(0.3)
     assert len(_group_members(proc.pid)) >= 2
-    assert (tmp_path / "run" / f"{proc.pid}.json").is_file()
+    assert proc.pidfile == tmp_path / "run" / f"{PID_NAMESPACE}-{proc.pid}.json" and proc.pidfile.is_file()
     proc.stop(grace_s=0.5)
     assert _group_members(proc.pid) == []
-    assert not (tmp_path / "run" / f"{proc.pid}.json").exists()
+    assert not proc.pidfile.exists()
 
 
 def test_orphans_of_a_dead_session_are_reaped(tmp_path):
     # a "session" that starts a server group and dies without cleaning up (like SIGKILL)
     code = (
         "import os, sys, time; from pathlib import Path;"
-        "from pytest_triton_llm.runtimes.processes import ManagedProcess;"
+        "from pytest_triton_llm.runtimes.processes import PID_NAMESPACE, ManagedProcess;"
         f"d = Path({str(tmp_path)!r});"
         "p = ManagedProcess(['sleep', '300'], dict(os.environ), d / 'log', d / 'run', 'orphan');"
         "p.start(); print(p.pid, flush=True); os._exit(0)"
@@ -83,3 +84,18 @@ def test_live_sessions_are_not_reaped(tmp_path):
     finally:
         proc.stop(grace_s=1)
     assert proc.returncode == -signal.SIGTERM
+
+
+def test_pidfiles_of_another_pid_namespace_are_never_signalled(tmp_path):
+    # a session inside a container shares the engine cache: its pids name other processes here
+    (tmp_path / "run").mkdir()
+    victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        info = {"pid": victim.pid, "pgid": victim.pid, "label": "in a container", "owner_pid": 999999,
+                "owner_start": "1", "pid_namespace": "4026599999"}  # fmt: skip
+        (tmp_path / "run" / f"4026599999-{victim.pid}.json").write_text(json.dumps(info))
+        assert reap_orphans(tmp_path / "run", Progress(lambda _: None)) == 0
+        assert victim.poll() is None and (tmp_path / "run" / f"4026599999-{victim.pid}.json").exists()
+    finally:
+        victim.kill()
+        victim.wait()
