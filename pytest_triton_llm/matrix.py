@@ -28,7 +28,9 @@ def column(document: dict, path: Path) -> str:
     if image and image != "local":
         return image.removeprefix("nvcr.io/nvidia/tritonserver:").removesuffix("-python-py3")
     versions = {d.get("server_version") for d in document.get("deployments", {}).values()} - {None}
-    return f"local (Triton {', '.join(sorted(versions))})" if versions else path.stem
+    # pytest ran inside a serving image, on the image's own tritonserver (runtimes/discovery.py)
+    where = "in-image" if document.get("server", {}).get("origin") == "the serving image's" else "local"
+    return f"{where} (Triton {', '.join(sorted(versions))})" if versions else path.stem
 
 
 def suite_of(nodeid: str) -> str:

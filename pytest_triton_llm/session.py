@@ -92,6 +92,13 @@ class TritonLLMSession:
             "image": expand_image(options.triton_image) if options.triton_image else "local",
         })  # fmt: skip
         self.runtime = self._make_runtime() if self.selected else None
+        if self.runtime is not None and options.runtime == "local":
+            found, entry = self.runtime.found, self.runtime.entry
+            self.report.record_run("server", {
+                "binary": str(found.binary), "origin": found.origin, "declared_version": found.declared_version,
+                "backends": str(found.backends) if found.backends else "wheel",
+                "compat_image": entry.tag if entry else None,
+            })  # fmt: skip
         self.manager: DeploymentManager | None = None
         self.started = time.monotonic()
         self.first_ready_at: float | None = None  # the first deployment served: engines and server up

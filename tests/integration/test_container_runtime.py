@@ -3,7 +3,6 @@
 Skipped, saying why, where no docker daemon answers; the image is built on first use (minutes)."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,25 +14,6 @@ import pytest
 pytestmark = pytest.mark.container
 ROOT = Path(__file__).resolve().parents[2]
 LABEL = "io.github.pytest-triton-llm.owner"
-
-
-def _docker_ok() -> str | None:
-    try:
-        subprocess.run(["docker", "info"], check=True, capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"no docker daemon answers ({type(exc).__name__}); .ci/run starts one (Debian's docker.io)"
-    return None
-
-
-@pytest.fixture(scope="session")
-def cpu_image() -> str:
-    reason = _docker_ok()
-    if reason:
-        pytest.skip(reason)
-    env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(ROOT / "images" / "build-cpu-image.sh")], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1]
 
 
 def containers_of(owner_pid: int) -> list[str]:

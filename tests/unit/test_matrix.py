@@ -33,6 +33,15 @@ def test_matrix_renders_suites_by_image_with_outcomes_and_metrics(tmp_path, caps
     assert (tmp_path / "m.md").read_text() == out
 
 
+def test_local_runs_are_named_by_where_their_server_came_from(tmp_path, capsys):
+    wheel = report(tmp_path / "wheel.json", "local", [("functional", "passed")])
+    inside = json.loads(report(tmp_path / "inside.json", "local", [("functional", "passed")]).read_text())
+    inside["server"] = {"binary": "/opt/tritonserver/bin/tritonserver", "origin": "the serving image's"}
+    (tmp_path / "inside.json").write_text(json.dumps(inside))
+    assert main(["matrix", str(wheel), str(tmp_path / "inside.json")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "| suite | local (Triton 2.50.0) | in-image (Triton 2.50.0) |"
+
+
 def test_a_file_that_is_not_a_report_is_one_clear_error(tmp_path, capsys):
     (tmp_path / "x.json").write_text('{"hello": 1}')
     assert main(["matrix", str(tmp_path / "x.json")]) == 2

@@ -1,0 +1,29 @@
+"""Fixtures of the integration tests that need docker."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _docker_ok() -> str | None:
+    try:
+        subprocess.run(["docker", "info"], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"no docker daemon answers ({type(exc).__name__}); .ci/run starts one (Debian's docker.io)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def cpu_image() -> str:
+    reason = _docker_ok()
+    if reason:
+        pytest.skip(reason)
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "images" / "build-cpu-image.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]

@@ -1,0 +1,37 @@
+"""pytest inside the serving image (images/pytest-in-image.sh), as nightly GPU CI jobs run it inside NGC
+images: the image's /opt/tritonserver/bin/tritonserver serves, the version guard checks it, no docker inside.
+
+Uses the locally built CPU image; skipped, saying why, where no docker daemon answers."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.container
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def in_image(image: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "images" / "pytest-in-image.sh"), image, *args], capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
+
+
+def test_a_suite_test_is_served_by_the_images_own_tritonserver(cpu_image):
+    done = in_image(cpu_image, "suites/test_functional.py", "-k", "greedy_output_is_deterministic",
+                    "--deployment", "smollm2-135m:v1")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "triton-llm: local runtime: tritonserver /opt/tritonserver/bin/tritonserver (the serving image's; " \
+           "Triton 2.51.0), backends /opt/tritonserver/backends" in done.stdout  # fmt: skip
+    assert "starting /opt/tritonserver/bin/tritonserver (the serving image's)" in done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_naming_another_image_stops_before_any_build_with_both_versions(cpu_image):
+    done = in_image(cpu_image, "suites", "-m", "functional", "--triton-image", "24.09-trtllm", "--triton-runtime", "local")
+    assert done.returncode == 4
+    assert done.stderr.strip() == (
+        "ERROR: --triton-image 24.09-trtllm ships Triton 2.50.0 (compat.toml), but the tritonserver found is Triton "
+        "2.51.0: /opt/tritonserver/bin/tritonserver (the serving image's); run inside that image or name the image "
+        "you are in"
+    )
