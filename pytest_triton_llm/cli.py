@@ -13,11 +13,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytest-triton-llm")
     commands = parser.add_subparsers(dest="command", required=True)
     matrix = commands.add_parser("matrix", help="markdown table (suites x images) from --triton-llm-report files")
-    matrix.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json", help="report files, or folders of them")
+    matrix.add_argument(
+        "reports",
+        nargs="+",
+        type=Path,
+        metavar="REPORT.json",
+        help="report files, or folders holding them (searched recursively)",
+    )
     matrix.add_argument("-o", "--output", type=Path, help="write the table here as well as to stdout")
     args = parser.parse_args(argv)
     try:
-        paths = [p for r in args.reports for p in (sorted(r.glob("*.json")) if r.is_dir() else [r])]
+        paths = [p for r in args.reports for p in (sorted(r.rglob("*.json")) if r.is_dir() else [r])]
         table = render_matrix(paths)
     except ReportError as exc:
         print(f"pytest-triton-llm: error: {exc}", file=sys.stderr)

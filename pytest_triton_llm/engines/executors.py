@@ -28,6 +28,7 @@ SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 OnLine = Callable[[str], None]
 Run = Callable[[list[str], OnLine], int]  # argv, a callback per output line -> exit code
+# a session gives the commands' paths, a runner, and a line saying where they run (for the build log)
 
 
 class ExecutorError(BuildError):
@@ -66,10 +67,10 @@ class LocalExecutor:
         return f"local subprocesses (tensorrt_llm {self.tensorrt_llm}, examples {self.examples})"
 
     @contextmanager
-    def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run]]:
+    def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run, str]]:
         paths = BuildPaths(examples=str(self.examples), checkpoint=str(checkpoint), work=str(work),
                            output=str(output), python=sys.executable)  # fmt: skip
-        yield paths, run_local
+        yield paths, run_local, f"local subprocesses of {sys.executable} (tensorrt_llm {self.tensorrt_llm})"
 
 
 def run_local(argv: list[str], on_line: OnLine) -> int:
@@ -151,7 +152,7 @@ class ContainerExecutor:
         )  # fmt: skip
 
     @contextmanager
-    def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run]]:
+    def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run, str]]:
         from docker.errors import APIError
 
         spec = self.spec(checkpoint, output, work, f"triton-llm-build-{os.getpid()}-{output.name.strip('.')}")
@@ -162,7 +163,7 @@ class ContainerExecutor:
         try:
             run = self._runner(container.id)
             examples = self.EXAMPLES_MOUNT if self.examples is not None else self._image_examples(run)
-            yield BuildPaths(examples=examples), run
+            yield BuildPaths(examples=examples), run, " ".join(spec.docker_run_argv())
         finally:
             container.remove(force=True)
 

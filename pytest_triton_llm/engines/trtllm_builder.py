@@ -50,7 +50,8 @@ class TrtllmBuilder:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".trtllm-work-", dir=out.parent))  # the converted checkpoint
         try:
-            with self.executor.session(checkpoint, out, work) as (paths, run), open(log_path, "w") as log:
+            with self.executor.session(checkpoint, out, work) as (paths, run, where), open(log_path, "w") as log:
+                log.write(f"# {where}\n")
                 commands = build_commands(engine, self.executor.entry, paths)
                 for number, argv in enumerate(commands, start=1):
                     self._run(name, f"[{number}/{len(commands)}] {command_label(argv)}", argv, run, log)

@@ -59,8 +59,9 @@ def test_local_builds_run_the_same_commands_with_this_python_and_real_paths(tag,
     executor = LocalExecutor(entry, entry.tensorrt_llm, tmp_path / "examples")
     engine = Engine(backend="tensorrtllm", source=Source(path="/models/llama", file="m.safetensors", sha256="0" * 64),
                     dtype="float16", max_batch_size=8, max_input_len=2048, max_output_len=512)  # fmt: skip
-    with executor.session(Path("/models/llama"), tmp_path / "out", tmp_path / "work") as (paths, _):
+    with executor.session(Path("/models/llama"), tmp_path / "out", tmp_path / "work") as (paths, _, where):
         commands = build_commands(engine, entry, paths)
+    assert where == f"local subprocesses of {sys.executable} (tensorrt_llm {entry.tensorrt_llm})"
     first = commands[0]
     assert first[:4] == [sys.executable, f"{tmp_path}/examples/{script}", "--model_dir", "/models/llama"]
     if tag == "24.01":  # TensorRT-LLM 0.7: one build.py writes the engine
@@ -123,7 +124,8 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
                                          "compute_capability": "9.0"}  # fmt: skip
     assert [c.split()[1 if c.startswith(sys.executable) else 0] for c in built.manifest["commands"]] == [
         f"{examples}/llama/convert_checkpoint.py", "trtllm-build"]  # fmt: skip
-    assert "[TRT-LLM] building into" in (built.path / "build.log").read_text()
+    log = (built.path / "build.log").read_text()
+    assert log.startswith(f"# local subprocesses of {sys.executable}") and "[TRT-LLM] building into" in log
     assert any("engine llama: [1/2] convert_checkpoint.py: done in" in line for line in said)
     assert any("engine llama: [2/2] trtllm-build: done in" in line for line in said)
     again = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
