@@ -43,7 +43,7 @@ def find_tritonserver(option: str | None, environ: dict[str, str], ngc_binary: P
     declared = environ.get("TRITON_SERVER_VERSION") or None
     for given, origin in ((option, "--tritonserver"), (environ.get("TRITONSERVER"), "TRITONSERVER")):
         if given:
-            binary = Path(given).expanduser().absolute()
+            binary = Path(os.path.normpath(Path(given).expanduser().absolute()))
             return _system(binary, origin, declared if binary == ngc_binary else None)
     if ngc_binary.is_file():
         return _system(ngc_binary, "the serving image's", declared)

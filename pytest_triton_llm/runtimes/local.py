@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
 
-from ..compat import ImageEntry
+from ..compat import ImageEntry, load_compat
 from ..progress import Progress
 from .discovery import FoundServer
 from .ports import free_ports
@@ -61,6 +62,14 @@ class LocalRuntime:
                 server.stop()
             self._version = server.version
             self.progress.say(f"{self.found.binary}: Triton {self._version}")
+            if self.entry is None:  # now that the version is known, the guard can place it (and check tensorrt_llm)
+                from ..version_guard import VersionMismatch, check_versions, installed_tensorrt_llm
+
+                known = dataclasses.replace(self.found, declared_version=self._version)
+                try:
+                    self.entry = check_versions(load_compat(), known, installed_tensorrt_llm(), None)
+                except VersionMismatch as exc:
+                    raise ServerStartError(str(exc)) from None
         return self._version
 
     def engine_dir_in_server(self, engine_name: str) -> None:

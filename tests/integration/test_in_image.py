@@ -3,6 +3,7 @@ images: the image's /opt/tritonserver/bin/tritonserver serves, the version guard
 
 Uses the locally built CPU image; skipped, saying why, where no docker daemon answers."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,9 +13,10 @@ pytestmark = pytest.mark.container
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def in_image(image: str, *args: str) -> subprocess.CompletedProcess:
+def in_image(image: str, *args: str, docker_args: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "DOCKER_RUN_ARGS": docker_args}
     return subprocess.run(["bash", str(ROOT / "images" / "pytest-in-image.sh"), image, *args], capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
+                          text=True, timeout=900, env=env)  # fmt: skip
 
 
 def test_a_suite_test_is_served_by_the_images_own_tritonserver(cpu_image):
@@ -35,3 +37,12 @@ def test_naming_another_image_stops_before_any_build_with_both_versions(cpu_imag
         "2.51.0: /opt/tritonserver/bin/tritonserver (the serving image's); run inside that image or name the image "
         "you are in"
     )
+
+
+def test_a_server_of_undeclared_version_is_asked_for_it_once_started(cpu_image):
+    # without TRITON_SERVER_VERSION the templates wait for the server's own answer on /v2
+    done = in_image(cpu_image, "suites/test_functional.py", "-k", "greedy_output_is_deterministic",
+                    "--deployment", "smollm2-135m:v1", docker_args="--env TRITON_SERVER_VERSION=")  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "(the serving image's; version read once started)" in done.stdout
+    assert "/opt/tritonserver/bin/tritonserver: Triton 2.51.0" in done.stdout + done.stderr
