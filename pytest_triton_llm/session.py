@@ -139,7 +139,7 @@ class TritonLLMSession:
 
     def _image_marks(self, ref: DeploymentRef, needs: set[str]) -> list:
         """A tensorrtllm engine runs what its image's backend supports (compat.toml)."""
-        entry = getattr(self.runtime, "entry", None)
+        entry = self.runtime.entry if self.runtime is not None else None
         if ref.engine.backend != "tensorrtllm" or entry is None:
             return []
         reason = load_compat().lacking(entry, needs)
@@ -181,9 +181,8 @@ class TritonLLMSession:
         if self.runtime is None:
             return []
         lines = [f"triton-llm: {self.options.runtime} runtime: {self.runtime.describe()}"]
-        entry = getattr(self.runtime, "entry", None)
-        if self.options.runtime == "local" and entry is not None:
-            lines.append(f"triton-llm: versions as image {entry.describe()} (compat.toml)")
+        if self.options.runtime == "local" and self.runtime.entry is not None:
+            lines.append(f"triton-llm: versions as image {self.runtime.entry.describe()} (compat.toml)")
         return lines
 
     def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:

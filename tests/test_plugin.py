@@ -166,3 +166,33 @@ def test_the_header_names_the_server_binary_and_its_backends(project):
         "Triton 2.51.0), backends the wheel's python backend (prepared in the engine cache)",
         "triton-llm: versions as image 24.10-trtllm (Triton 2.51.0, TensorRT-LLM 0.14.0) (compat.toml)",
     ])  # fmt: skip
+
+
+TRTLLM_LOCK = """version = 1
+[engines.llama]
+backend = "tensorrtllm"
+dtype = "float16"
+max_batch_size = 8
+max_input_len = 512
+max_output_len = 64
+[engines.llama.source]
+hf = "org/llama"
+revision = "0123456789abcdef0123456789abcdef01234567"
+[engines.llama.lora]
+max_rank = 8
+target_modules = ["attn_q"]
+[engines.llama.deployments.inflight]
+batching = "inflight"
+decoupled = true
+"""
+
+
+def test_a_test_the_image_cannot_run_is_skipped_with_the_images_reason(pytester):
+    (pytester.path / "gpu.lock").write_text(TRTLLM_LOCK)
+    pytester.makepyfile("import pytest\n@pytest.mark.triton_llm_requires('lora')\ndef test_x(triton_llm): pass\n")
+    result = pytester.runpytest("--engines-lock", "gpu.lock", "--triton-image", "23.12-trtllm", "-rs")
+    result.assert_outcomes(skipped=1)  # decided at collection: no docker, no build
+    result.stdout.fnmatch_lines([
+        "SKIPPED*image 23.12-trtllm (Triton 2.41.0, TensorRT-LLM 0.7.0) lacks LoRA inputs lora_task_id / "
+        "lora_weights / lora_config"
+    ])  # fmt: skip

@@ -308,11 +308,17 @@ class ContainerRuntime:
     def describe(self) -> str:
         return f"containers of {self.reference} (docker; GPUs {self.gpus or 'for tensorrtllm engines: all'})"
 
-    def trtllm_executor(self):
+    @property
+    def entry(self):
+        """compat.toml's entry for the image (None for images it does not list, such as local builds)."""
         from ..compat import load_compat
+
+        return load_compat().for_image(self.reference)
+
+    def trtllm_executor(self):
         from ..engines.executors import ContainerExecutor, ExecutorError
 
-        entry = load_compat().for_image(self.reference)
+        entry = self.entry
         if entry is None:
             raise ExecutorError(
                 f"image {self.reference} is not an NGC trtllm image listed in compat.toml, so its TensorRT-LLM "
