@@ -50,27 +50,36 @@ def test_the_build_container_takes_chosen_gpus_and_a_mounted_examples_checkout()
     assert executor.identity == {"executor": "container", "image_digest": "sha256:abc", "tensorrt_llm": "0.9.0"}
 
 
-@pytest.mark.parametrize(
-    "tag, script",
-    [("24.01", "llama/build.py"), ("24.09", "llama/convert_checkpoint.py"), (NEWEST, "models/core/llama/convert_checkpoint.py")],
-)
-def test_local_builds_run_the_same_commands_with_this_python_and_real_paths(tag, script, tmp_path):
+def local_commands(tag, tmp_path):
     entry = load_compat().entry(tag)
     executor = LocalExecutor(entry, entry.tensorrt_llm, tmp_path / "examples")
     engine = Engine(backend="tensorrtllm", source=Source(path="/models/llama", file="m.safetensors", sha256="0" * 64),
                     dtype="float16", max_batch_size=8, max_input_len=2048, max_output_len=512)  # fmt: skip
     with executor.session(Path("/models/llama"), tmp_path / "out", tmp_path / "work") as (paths, _, where):
-        commands = build_commands(engine, entry, paths)
-    assert where == f"local subprocesses of {sys.executable} (tensorrt_llm {entry.tensorrt_llm})"
-    first = commands[0]
-    assert first[:4] == [sys.executable, f"{tmp_path}/examples/{script}", "--model_dir", "/models/llama"]
-    if tag == "24.01":  # TensorRT-LLM 0.7: one build.py writes the engine
-        assert len(commands) == 1 and first[-2:] == ["--output_dir", str(tmp_path / "out")]
-    else:
-        assert first[first.index("--output_dir") + 1] == str(tmp_path / "work")
-        assert commands[1][:5] == ["trtllm-build", "--checkpoint_dir", str(tmp_path / "work"), "--output_dir",
-                                   str(tmp_path / "out")]  # fmt: skip
-        assert ("--max_seq_len" in commands[1]) and ("--kv_cache_type" in commands[1])
+        assert where == f"local subprocesses of {sys.executable} (tensorrt_llm {entry.tensorrt_llm})"
+        return build_commands(engine, entry, paths)
+
+
+def test_tensorrt_llm_0_7_builds_locally_with_build_py_into_the_engine_directory(tmp_path):
+    assert local_commands("24.01", tmp_path) == [[
+        sys.executable, f"{tmp_path}/examples/llama/build.py", "--model_dir", "/models/llama", "--dtype", "float16",
+        "--use_gpt_attention_plugin", "float16", "--use_gemm_plugin", "float16",
+        "--remove_input_padding", "--paged_kv_cache", "--enable_context_fmha", "--use_inflight_batching",
+        "--max_batch_size", "8", "--max_input_len", "2048", "--max_output_len", "512",
+        "--world_size", "1", "--tp_size", "1", "--pp_size", "1", "--output_dir", f"{tmp_path}/out",
+    ]]  # fmt: skip
+
+
+@pytest.mark.parametrize(("tag", "llama"), [("24.09", "llama"), (NEWEST, "models/core/llama")])
+def test_tensorrt_llm_0_13_and_the_newest_convert_then_trtllm_build_locally(tag, llama, tmp_path):
+    assert local_commands(tag, tmp_path) == [
+        [sys.executable, f"{tmp_path}/examples/{llama}/convert_checkpoint.py", "--model_dir", "/models/llama",
+         "--output_dir", f"{tmp_path}/work", "--dtype", "float16", "--tp_size", "1", "--pp_size", "1"],
+        ["trtllm-build", "--checkpoint_dir", f"{tmp_path}/work", "--output_dir", f"{tmp_path}/out",
+         "--max_batch_size", "8", "--max_input_len", "2048", "--max_seq_len", "2560",
+         "--gpt_attention_plugin", "float16", "--gemm_plugin", "float16", "--remove_input_padding", "enable",
+         "--context_fmha", "enable", "--kv_cache_type", "paged"],
+    ]  # fmt: skip
 
 
 def test_examples_are_found_where_given_or_named_in_the_error(tmp_path):
