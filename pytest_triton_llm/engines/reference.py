@@ -7,6 +7,7 @@ reference tensorrt_llm model enforces the same limits a real engine would.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -61,9 +62,11 @@ class ReferenceBuilder:
         versions = _versions()
         if "not installed" in (versions["torch"], versions["transformers"]):
             raise BuildError("the reference backend needs torch and transformers: pip install 'pytest-triton-llm[reference]'")
+        # a fixed hash seed: safetensors lays out tied tensors in set order, and the engine's digest
+        # should not depend on the process (two clean builds once differed in model.safetensors only)
         proc = subprocess.Popen(
             convert_command(gguf, out, engine.dtype),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
         )  # fmt: skip
         lines = []
         for line in proc.stdout:
