@@ -51,8 +51,6 @@ class LocalExecutor:
     tensorrt_llm: str  # the installed version
     examples: Path
 
-    name = "local"
-
     @property
     def identity(self) -> dict:
         return {"executor": "local", "tensorrt_llm": self.tensorrt_llm}
@@ -125,7 +123,6 @@ class ContainerExecutor:
     examples: Path | None  # a host directory mounted at /trtllm-examples; None: the image's own
     labels: dict
 
-    name = "container"
     EXAMPLES_MOUNT = "/trtllm-examples"
 
     @property
