@@ -94,7 +94,9 @@ class TritonLLMSession:
         self.runtime = self._make_runtime() if self.selected else None
         if self.runtime is not None and options.runtime == "local":
             found, entry = self.runtime.found, self.runtime.entry
-            self.report.record_run("server", {
+            image = f" = image {entry.tag}-trtllm" if entry else ""
+            self.report.record_run("server", {  # its summary is the terminal summary's line
+                "summary": f"{found.binary} ({found.origin}), Triton {found.declared_version or '?'}{image}",
                 "binary": str(found.binary), "origin": found.origin, "declared_version": found.declared_version,
                 "backends": str(found.backends) if found.backends else "wheel",
                 "compat_image": entry.tag if entry else None,

@@ -1,7 +1,9 @@
 """V1 (static) vs in-flight batching of the same engine, side by side in one run.
 
 The throughput ratio goes into the report (`inflight_vs_v1_throughput_ratio`) and the
-terminal summary; the two deployments are measured one after the other, never at once.
+terminal summary; the two deployments are measured one after the other, never at once, in
+interleaved rounds of which each mode's best counts: on a shared machine a busy neighbour only
+ever slows a round down.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ CONCURRENCY = 16
 REQUESTS = 32
 MIN_TOKENS, MAX_TOKENS = 8, 128
 REQUIRED_RATIO = 1.5
+ROUNDS = 2
 
 
 def test_v1_and_inflight_give_identical_greedy_outputs(triton_llm_pair, prompts):
@@ -48,8 +51,11 @@ def _throughput(served, prompts) -> dict:
 def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, prompts, triton_llm_report):
     v1_served, inflight_served = triton_llm_pair
     batch = prompts["completion"]["prompts"]
-    v1 = _throughput(v1_served, batch)
-    inflight = _throughput(inflight_served, batch)
+    rounds: dict[str, list[dict]] = {"v1": [], "inflight": []}
+    for _ in range(ROUNDS):
+        rounds["v1"].append(_throughput(v1_served, batch))
+        rounds["inflight"].append(_throughput(inflight_served, batch))
+    v1, inflight = (max(measured, key=lambda m: m["output_tokens_per_s"]) for measured in rounds.values())
     ratio = inflight["output_tokens_per_s"] / v1["output_tokens_per_s"]
     triton_llm_report.record_run("inflight_vs_v1_throughput_ratio", round(ratio, 3))
     triton_llm_report.record_run(
@@ -58,8 +64,10 @@ def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, p
             "v1": dict(v1, deployment=v1_served.id),
             "inflight": dict(inflight, deployment=inflight_served.id),
             "workload": {"requests": REQUESTS, "concurrency": CONCURRENCY, "output_tokens": [MIN_TOKENS, MAX_TOKENS]},
+            "rounds_output_tokens_per_s": {mode: [m["output_tokens_per_s"] for m in ms] for mode, ms in rounds.items()},
             "summary": f"v1 {v1['output_tokens_per_s']:.1f} tok/s, inflight {inflight['output_tokens_per_s']:.1f} tok/s "
-            f"({REQUESTS} requests of {MIN_TOKENS}..{MAX_TOKENS} tokens at concurrency {CONCURRENCY})",
+            f"({REQUESTS} requests of {MIN_TOKENS}..{MAX_TOKENS} tokens at concurrency {CONCURRENCY}; best of {ROUNDS} "
+            "interleaved rounds)",
         },
     )
     assert ratio >= REQUIRED_RATIO, (

@@ -26,6 +26,8 @@ def test_a_suite_test_is_served_by_the_images_own_tritonserver(cpu_image):
     assert "triton-llm: local runtime: tritonserver /opt/tritonserver/bin/tritonserver (the serving image's; " \
            "Triton 2.51.0), backends /opt/tritonserver/backends" in done.stdout  # fmt: skip
     assert "starting /opt/tritonserver/bin/tritonserver (the serving image's)" in done.stdout + done.stderr
+    assert "server: /opt/tritonserver/bin/tritonserver (the serving image's), Triton 2.51.0 = image 24.10-trtllm" \
+        in done.stdout  # fmt: skip
     assert "1 passed" in done.stdout
 
 
