@@ -5,6 +5,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from pytest_triton_llm.compat import load_compat
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
@@ -68,8 +70,10 @@ def dtype(tensor) -> str:
 # -- every family ------------------------------------------------------------------------------------
 
 
-def test_every_triton_minor_from_24_04_to_25_10_has_a_family():
-    assert [f"2.{m}" for m in range(45, 63)] == [v for v in MAPPED if 45 <= int(v.split(".")[1]) <= 62]
+def test_every_triton_minor_from_24_04_to_the_newest_compat_image_has_a_family():
+    newest = list(load_compat().images.values())[-1]
+    last = int(newest.triton.split(".")[1])
+    assert [f"2.{m}" for m in range(45, last + 1)] == [v for v in MAPPED if 45 <= int(v.split(".")[1]) <= last]
     for version in MAPPED:
         family = template_family(f"{version}.0")
         assert re.fullmatch(r"trtllm-\d+\.\d+", family)
@@ -78,7 +82,8 @@ def test_every_triton_minor_from_24_04_to_25_10_has_a_family():
     assert template_family("2.45.0") == "trtllm-0.9"
     assert template_family("2.50.0") == "trtllm-0.13"
     assert template_family("2.51.0") == "trtllm-0.14"
-    assert template_family("2.61.0") == template_family("2.62.0") == "trtllm-1.0"
+    assert template_family("2.61.0") == template_family("2.62.0") == template_family("2.63.0") == "trtllm-1.0"
+    assert template_family("2.64.0") == template_family("2.71.0") == "trtllm-1.1"
 
 
 @pytest.mark.parametrize("family", sorted(set(FAMILIES.values())))
@@ -210,3 +215,21 @@ def test_reference_backend_serves_an_old_family_with_its_own_model(tmp_path):
     assert params(config)["gpt_model_path"] == str(tmp_path / "engine")
     assert (repo / "tensorrt_llm" / "1" / "model.py").is_file()
     assert (repo / "preprocessing" / "1" / "model.py").is_file()
+
+
+def test_triton_2_71_tensorrt_llm_1_2_the_newest_image(tmp_path):
+    configs = render(tmp_path, "2.71.0", make_ref(lora=True))
+    trt, p = configs["tensorrt_llm"], params(configs["tensorrt_llm"])
+    inputs, outputs = tensors(trt.input), tensors(trt.output)
+    assert trt.backend == "tensorrtllm" and trt.model_transaction_policy.decoupled
+    assert p["gpt_model_type"] == "inflight_fused_batching" and p["gpt_model_path"] == ENGINE_DIR
+    assert p["executor_worker_path"] == EXECUTOR_WORKER and p["tokenizer_dir"] == ENGINE_DIR
+    assert "enable_trt_overlap" not in p  # unset: left out
+    # TensorRT-LLM 1.1 added token counts on request
+    for name in ("return_num_input_tokens", "return_num_output_tokens"):
+        assert inputs[name].optional and dtype(inputs[name]) == "TYPE_BOOL"
+    assert dtype(outputs["num_input_tokens"]) == dtype(outputs["num_output_tokens"]) == "TYPE_INT32"
+    assert {"min_tokens", "seed", "lora_task_id"} <= set(inputs) and not {"min_length", "random_seed"} & set(inputs)
+    ensemble = configs["ensemble"]
+    assert {"return_num_input_tokens", "return_num_output_tokens"} <= {t.name for t in ensemble.input}
+    assert {"num_input_tokens", "num_output_tokens"} <= {t.name for t in ensemble.output}
