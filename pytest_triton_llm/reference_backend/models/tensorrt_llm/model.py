@@ -122,8 +122,9 @@ class TritonPythonModel:
                 repetition_penalty=_scalar(request, "repetition_penalty", row, 1.0, float),
                 presence_penalty=_scalar(request, "presence_penalty", row, 0.0, float),
                 frequency_penalty=_scalar(request, "frequency_penalty", row, 0.0, float),
-                min_length=_scalar(request, "min_length", row, 0, int),
-                seed=_scalar(request, "random_seed", row, 0, int),
+                # TensorRT-LLM 0.20 renamed min_length -> min_tokens and random_seed -> seed
+                min_length=_scalar(request, "min_tokens", row, None, int) or _scalar(request, "min_length", row, 0, int),
+                seed=_scalar(request, "seed", row, None, int) or _scalar(request, "random_seed", row, 0, int),
             )
             gen = GenerationRequest(
                 input_ids=[int(t) for t in input_ids[row, :n]],
