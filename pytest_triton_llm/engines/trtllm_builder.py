@@ -35,6 +35,8 @@ def command_label(argv: list[str]) -> str:
 class TrtllmBuilder:
     def __init__(self, executor, cache_root: Path, progress: Progress, gpu: str | None = None):
         capability = compute_capability(gpu)
+        if capability is None and gpu is not None:
+            raise BuildError(f"nvidia-smi knows no GPU {gpu!r} (from --gpus or CUDA_VISIBLE_DEVICES): name one it lists")
         if capability is None:
             raise BuildError(
                 "tensorrtllm engines are built on the NVIDIA GPU that serves them, and nvidia-smi reports none "

@@ -168,3 +168,6 @@ def test_no_gpu_means_no_tensorrtllm_build(tmp_path, toolchain, monkeypatch):
     executor = LocalExecutor(load_compat().entry("24.09"), "0.13.0", examples)
     with pytest.raises(BuildError, match="nvidia-smi reports none"):
         build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    with pytest.raises(BuildError, match="nvidia-smi knows no GPU '7' \\(from --gpus or CUDA_VISIBLE_DEVICES\\)"):
+        build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
