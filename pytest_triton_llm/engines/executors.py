@@ -12,11 +12,11 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator
 
 from ..compat import ImageEntry
+from ..version_guard import installed_tensorrt_llm
 from .reference import BuildError
 from .tensorrtllm import BuildPaths
 
@@ -86,25 +86,25 @@ def run_local(argv: list[str], on_line: OnLine) -> int:
 
 def local_executor(entry: ImageEntry, examples: str | None) -> LocalExecutor:
     """The local executor, once tensorrt_llm is installed here and its examples are found."""
-    try:
-        version = metadata.version("tensorrt_llm")
-    except metadata.PackageNotFoundError:
+    installed = installed_tensorrt_llm()
+    if installed is None:
         raise ExecutorError(
             "tensorrtllm engines are built with TensorRT-LLM: run pytest inside the serving image (where "
             "tensorrt_llm is installed) or pass --triton-image to build in a container of it"
-        ) from None
-    return LocalExecutor(entry, version, find_local_examples(entry, examples))
+        )
+    version, package = installed
+    return LocalExecutor(entry, version, find_local_examples(entry, examples, package))
 
 
-def find_local_examples(entry: ImageEntry, given: str | None) -> Path:
+def find_local_examples(entry: ImageEntry, given: str | None, package: str) -> Path:
+    """`given`, else the image's examples, else examples/ beside the `package` directory (a source
+    checkout of TensorRT-LLM installed with pip -e)."""
     if given:
         path = Path(given).expanduser()
         if not path.is_dir():
             raise ExecutorError(f"--trtllm-examples {given}: no such directory")
         return path
-    candidates = [*IMAGE_EXAMPLES]
-    dist = metadata.distribution("tensorrt_llm")  # a source checkout installed with pip -e: examples/ beside it
-    candidates.append(str(Path(dist.locate_file("tensorrt_llm")).parent / "examples"))
+    candidates = [*IMAGE_EXAMPLES, str(Path(package).parent / "examples")]
     for candidate in candidates:
         if Path(candidate).is_dir():
             return Path(candidate)

@@ -84,9 +84,9 @@ def test_tensorrt_llm_0_13_and_the_newest_convert_then_trtllm_build_locally(tag,
 
 def test_examples_are_found_where_given_or_named_in_the_error(tmp_path):
     entry = load_compat().entry("24.09")
-    assert find_local_examples(entry, str(tmp_path)) == tmp_path
+    assert find_local_examples(entry, str(tmp_path), "/site/tensorrt_llm") == tmp_path
     with pytest.raises(ExecutorError, match="--trtllm-examples /nope: no such directory"):
-        find_local_examples(entry, "/nope")
+        find_local_examples(entry, "/nope", "/site/tensorrt_llm")
 
 
 # --- the builder, with TensorRT-LLM's scripts faked: each records its argv; trtllm-build writes an engine
