@@ -38,10 +38,9 @@ def _llama_example(entry: ImageEntry, paths: BuildPaths, script: str) -> str:
     return f"{paths.examples}/{folder}/{script}"
 
 
-def trtllm_build_options(engine: Engine, entry: ImageEntry | None = None) -> list[str]:
-    """Flags for `trtllm-build --checkpoint_dir ... --output_dir ...` (the newest flags without `entry`)."""
-    seq_flag = entry.seq_len_flag if entry else "max_seq_len"
-    kv_flag = entry.kv_cache_flag if entry else "kv_cache_type"
+def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
+    """Flags for `trtllm-build --checkpoint_dir ... --output_dir ...` as `entry`'s TensorRT-LLM names them."""
+    seq_flag, kv_flag = entry.seq_len_flag, entry.kv_cache_flag
     seq_len = engine.max_output_len if seq_flag == "max_output_len" else engine.max_input_len + engine.max_output_len
     options = [
         "--max_batch_size", str(engine.max_batch_size),
@@ -54,7 +53,7 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry | None = None) -> lis
         *(["--kv_cache_type", "paged"] if kv_flag == "kv_cache_type" else ["--paged_kv_cache", "enable"]),
     ]  # fmt: skip
     if engine.lora is not None:
-        if entry is not None and _version(entry.tensorrt_llm) < (0, 9):
+        if _version(entry.tensorrt_llm) < (0, 9):
             raise UnsupportedRecipe(
                 f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) cannot build LoRA into llama engines "
                 "with target modules and a max rank (trtllm-build has them from 0.9, image 24.04)"
@@ -76,7 +75,7 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[
         )
     dtype = engine.dtype
     build = [
-        paths.python, f"{paths.examples}/llama/build.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
+        paths.python, _llama_example(entry, paths, "build.py"), "--model_dir", paths.checkpoint, "--dtype", dtype,
         "--use_gpt_attention_plugin", dtype, "--use_gemm_plugin", dtype,
         "--remove_input_padding", "--paged_kv_cache", "--enable_context_fmha", "--use_inflight_batching",
         "--max_batch_size", str(engine.max_batch_size), "--max_input_len", str(engine.max_input_len),
@@ -87,7 +86,7 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[
     if engine.quantization is None:
         return [build]
     quantize = [
-        paths.python, f"{paths.examples}/llama/quantize.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
+        paths.python, _llama_example(entry, paths, "quantize.py"), "--model_dir", paths.checkpoint, "--dtype", dtype,
         "--qformat", engine.quantization, "--export_path", paths.work,
         "--calib_size", "32" if engine.quantization == "int4_awq" else "512",
     ]  # fmt: skip

@@ -5,6 +5,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from pytest_triton_llm.cache import BuiltEngine
+from pytest_triton_llm.compat import load_compat
 from pytest_triton_llm.engines.tensorrtllm import trtllm_build_options
 from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.repository import MODELS, render_repository, template_family
@@ -13,6 +14,7 @@ from pytest_triton_llm.schema import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 TRITON = "2.51.0"
+NEWEST_IMAGE = list(load_compat().images.values())[-1]
 
 
 @pytest.fixture
@@ -100,7 +102,7 @@ def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp
     )
     (tmp_path / "engines.lock").write_text(text)
     ref = load_lock(tmp_path / "engines.lock").deployments()["smollm2-135m:inflight"]
-    options = trtllm_build_options(ref.engine)
+    options = trtllm_build_options(ref.engine, NEWEST_IMAGE)
     assert options[options.index("--lora_plugin") :] == [
         "--lora_plugin", "float32",
         "--lora_target_modules", "attn_q", "attn_v", "attn_dense",
@@ -123,7 +125,7 @@ def test_an_engine_without_lora_gets_no_lora_options(tmp_path):
     start = text.index("[engines.smollm2-135m.lora]")
     (tmp_path / "engines.lock").write_text(text[:start] + text[text.index("[engines.smollm2-135m.deployments.v1]") :])
     engine = load_lock(tmp_path / "engines.lock").engines["smollm2-135m"]
-    assert "--lora_plugin" not in trtllm_build_options(engine)
+    assert "--lora_plugin" not in trtllm_build_options(engine, NEWEST_IMAGE)
     ref = load_lock(tmp_path / "engines.lock").deployments()["smollm2-135m:v1"]
     repo = render_repository(ref, BuiltEngine("e", tmp_path / "e", {"digest": "0" * 64}, True, 0.0), tmp_path / "r", TRITON)
     assert not [k for k in parse(repo, "tensorrt_llm").parameters if k.startswith("lora_")]
