@@ -129,15 +129,17 @@ _SERVING = {
 def serving_environment(base: dict[str, str]) -> dict[str, str]:
     """A local server's environment: this one without credentials, plus the serving settings."""
     env = {k: v for k, v in base.items() if k not in _SECRETS}
-    env.update(_SERVING)
-    if "OMP_NUM_THREADS" not in env:  # the user's choice wins
-        env["OMP_NUM_THREADS"] = str(cpu_share(base))
-    return env
+    return {**env, **_SERVING, "OMP_NUM_THREADS": omp_threads(base)}
 
 
 def container_environment(base: dict[str, str]) -> dict[str, str]:
     """A server container's environment: only the serving settings (the image brings the rest)."""
-    return {"OMP_NUM_THREADS": base.get("OMP_NUM_THREADS") or str(cpu_share(base)), **_SERVING}
+    return {**_SERVING, "OMP_NUM_THREADS": omp_threads(base)}
+
+
+def omp_threads(base: dict[str, str]) -> str:
+    """The user's OMP_NUM_THREADS, else this worker's share of the cores."""
+    return base.get("OMP_NUM_THREADS") or str(cpu_share(base))
 
 
 def cpu_share(base: dict[str, str]) -> int:
