@@ -118,6 +118,33 @@ def test_stop_signal_ends_only_its_request(slow_engine, engine):
     assert collector.final["other"].tokens == engine.generate_static([requests()[1]])[0].tokens
 
 
+def test_a_stop_that_arrives_during_the_context_phase_is_not_lost(engine):
+    """The request has left the queue but has not joined the batch yet (a slow prefill on a busy CPU)."""
+    in_prefill, release = threading.Event(), threading.Event()
+    model = engine.model
+
+    def gated(**kwargs):
+        if kwargs["input_ids"].shape[1] > 1:  # the context phase: hold it until the stop was sent
+            in_prefill.set()
+            assert release.wait(30)
+        return model(**kwargs)
+
+    gated_engine = ReferenceEngine.__new__(ReferenceEngine)
+    gated_engine.__dict__.update(engine.__dict__, model=gated)
+    collector = Collector(1)
+    scheduler = InflightScheduler(lambda: gated_engine)
+    try:
+        scheduler.submit(Job(Sequence(GenerationRequest([3, 5], 60, -1)), "victim", collector.emit, streaming=True))
+        assert in_prefill.wait(30)
+        assert scheduler.request_stop("victim"), "the stop did not find a request in its context phase"
+        release.set()
+        assert collector.done.wait(60)
+    finally:
+        release.set()
+        scheduler.close()
+    assert collector.final["victim"].finish_reason == "cancelled" and len(collector.final["victim"].tokens) < 60
+
+
 def test_a_cancelled_client_frees_its_slot(slow_engine):
     gone = threading.Event()
     collector, stats = Collector(2), []

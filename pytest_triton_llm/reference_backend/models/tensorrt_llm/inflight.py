@@ -102,6 +102,7 @@ class InflightScheduler:
     def __init__(self, load_engine: Callable[[], ReferenceEngine], on_stats: Callable[[dict], None] | None = None):
         self.on_stats = on_stats or (lambda stats: None)
         self._waiting: deque[Job] = deque()
+        self._admitting: list[Job] = []  # taken from the queue, in their context phase, not yet in the batch
         self._batch = _Batch()
         self._wake = threading.Condition()
         self._closed = False
@@ -124,7 +125,7 @@ class InflightScheduler:
     def request_stop(self, request_id: str) -> bool:
         """The `stop` input: end the request with this id early. False if none is in flight."""
         with self._wake:
-            found = [j for j in (*self._waiting, *self._batch.jobs) if j.request_id == request_id]
+            found = [j for j in (*self._waiting, *self._admitting, *self._batch.jobs) if j.request_id == request_id]
             for job in found:
                 job.stop_requested = True
             self._wake.notify()
@@ -154,6 +155,7 @@ class InflightScheduler:
                 newcomers = []
                 while self._waiting and len(self._batch) + len(newcomers) < self.max_active:
                     newcomers.append(self._waiting.popleft())
+                self._admitting = newcomers  # a stop that arrives during their context phase must find them
                 waiting = list(self._waiting)
             try:
                 self._iteration(newcomers, waiting)
