@@ -36,13 +36,18 @@ def mixed_lengths(count: int, low: int, high: int, seed: int = 0) -> list[int]:
     return [rng.randint(low, high) for _ in range(count)]
 
 
-def closed_loop(send: Callable[[object], int], jobs: Sequence, concurrency: int) -> LoadResult:
-    """Run `send(job)` (returns the output tokens it got) for every job with `concurrency` clients."""
+def closed_loop(send: Callable[[object], int], jobs: Sequence, concurrency: int, stagger_s: float = 0.0) -> LoadResult:
+    """Run `send(job)` (returns the output tokens it got) for every job with `concurrency` clients.
+
+    stagger_s: client i sends its first request i * stagger_s after the start (a ramp-up), so
+    requests do not arrive in lockstep.
+    """
     pending = iter(jobs)
     lock = threading.Lock()
     result = LoadResult()
 
-    def client() -> None:
+    def client(index: int) -> None:
+        time.sleep(index * stagger_s)
         while True:
             with lock:
                 job = next(pending, None)
@@ -57,7 +62,7 @@ def closed_loop(send: Callable[[object], int], jobs: Sequence, concurrency: int)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        for future in [pool.submit(client) for _ in range(concurrency)]:
+        for future in [pool.submit(client, i) for i in range(concurrency)]:
             future.result()
     result.duration_s = time.perf_counter() - start
     return result

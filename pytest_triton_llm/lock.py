@@ -78,7 +78,7 @@ class Deployment:
     batching: Literal["v1", "inflight"]
     decoupled: bool = False  # responses through a response sender: streaming and cancellation
     exclude_input_in_output: bool = True
-    max_queue_delay_us: int = 2000  # how long Triton's dynamic batcher waits to fill a V1 batch
+    max_queue_delay_us: int = 0  # how long Triton's dynamic batcher waits to fill a V1 batch (Triton's default)
     preprocessing_instances: int = 1
     postprocessing_instances: int = 1
 

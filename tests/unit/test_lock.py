@@ -61,7 +61,9 @@ def test_not_toml_and_missing_file(tmp_path):
 
 def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
     base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
-    served_differently = load_lock(write(tmp_path, lock_text.replace("max_queue_delay_us = 2000", "max_queue_delay_us = 10")))
+    assert "max_queue_delay_us = 0" in lock_text
+    served_differently = load_lock(write(tmp_path, lock_text.replace("max_queue_delay_us = 0", "max_queue_delay_us = 10")))
+    assert served_differently.deployments()["smollm2-135m:v1"].options.max_queue_delay_us == 10
     built_differently = load_lock(write(tmp_path, lock_text.replace('dtype = "float32"', 'dtype = "bfloat16"')))
     assert served_differently.engines["smollm2-135m"].recipe() == base.recipe()
     assert built_differently.engines["smollm2-135m"].recipe() != base.recipe()

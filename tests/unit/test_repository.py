@@ -44,7 +44,7 @@ def test_reference_tensorrt_llm_config_carries_the_deployment(rendered, tmp_path
     assert config.backend == "python"
     assert config.max_batch_size == ref.engine.max_batch_size == 16
     assert not config.model_transaction_policy.decoupled
-    assert config.dynamic_batching.max_queue_delay_microseconds == 2000
+    assert config.dynamic_batching.max_queue_delay_microseconds == ref.options.max_queue_delay_us
     assert params["gpt_model_type"] == "V1"
     assert params["gpt_model_path"] == str(tmp_path / "engine")
     assert params["exclude_input_in_output"] == "true"
