@@ -91,7 +91,12 @@ def test_wait(triton_llm):
             time.sleep(0.2)
         assert [p for p in processes_mentioning(str(project.path)) if "triton_python_backend_stub" in p]
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=120)
+        try:
+            output, _ = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:  # SIGABRT: pytest's faulthandler prints where every thread is stuck
+            proc.send_signal(signal.SIGABRT)
+            output, _ = proc.communicate(timeout=60)
+            pytest.fail(f"pytest was still running 240 s after Ctrl-C; its output and threads:\n{output[-20000:]}")
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
