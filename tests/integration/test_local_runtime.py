@@ -82,7 +82,9 @@ def test_wait(triton_llm):
     )
     basetemp = project.path / "basetemp"  # repositories and logs: every server process names it
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={basetemp}", *V1_ONLY]
-    proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a terminal's Ctrl-C: SIGINT must not be inherited as ignored (as in jobs a script sends to the background)
+    proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         while not started.exists():
