@@ -225,6 +225,11 @@ class LLMClient:
                 sizes[int(entry["batch_size"])] = sizes.get(int(entry["batch_size"]), 0) + count
         return sizes
 
+    def batch_sizes_since(self, before: dict[int, int], model: str | None = None) -> dict[int, int]:
+        """Executions per batch size since `before` (an earlier executed_batch_sizes()), sizes that ran only."""
+        after = self.executed_batch_sizes(model)
+        return {size: after[size] - before.get(size, 0) for size in sorted(after) if after[size] > before.get(size, 0)}
+
     def metrics(self) -> str:
         """The server's Prometheus metrics text."""
         with urllib.request.urlopen(f"http://{self.endpoints.metrics}/metrics", timeout=10) as resp:  # noqa: S310

@@ -57,8 +57,7 @@ def _throughput(served, prompts) -> dict:
     before = served.client.executed_batch_sizes()
     measured = closed_loop(send, jobs, CONCURRENCY, stagger_s=RAMP_S).as_dict()
     if served.ref.options.batching == "v1":  # Triton's statistics: how many static batches of each size ran
-        after = served.client.executed_batch_sizes()
-        measured["batches_by_size"] = {n: after[n] - before.get(n, 0) for n in sorted(after) if after[n] > before.get(n, 0)}
+        measured["batches_by_size"] = served.client.batch_sizes_since(before)
     return measured
 
 

@@ -70,8 +70,7 @@ def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapt
         together = list(pool.map(lambda job: generate(triton_llm, job[0], job[1], send_weights=False), jobs))
     assert together == solo
     if triton_llm.ref.options.batching == "v1":  # adapters and base really shared static batches
-        after = triton_llm.client.executed_batch_sizes()
-        assert max(size for size, count in after.items() if count > before.get(size, 0)) > 1
+        assert max(triton_llm.client.batch_sizes_since(before)) > 1
 
 
 def test_unknown_task_id_is_an_error_and_the_server_keeps_serving(triton_llm, registered, prompts):
