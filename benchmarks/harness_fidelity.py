@@ -2,7 +2,7 @@
 
 One tritonserver (the embedded runtime) serves `echo`, a model that does no work, on loopback.
 The same closed-loop workload is sent by aiperf (an independent tool, HTTP generate through its
-template endpoint) and by pytest_triton_llm.perf.loadgen (HTTP generate, and gRPC streams), one
+template endpoint) and by pytest_triton_llm.load, the perf suite's load engine (HTTP generate, and gRPC streams), one
 client after the other, at each concurrency. The highest request rate each client reaches is its
 ceiling; ours must not be below the independent tool's.
 
@@ -29,14 +29,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_triton_llm.cache import EngineCache  # noqa: E402
-from pytest_triton_llm.engines import build_engine  # noqa: E402
+from pytest_triton_llm.engines import backend_of  # noqa: E402
 from pytest_triton_llm.files import write_json  # noqa: E402
+from pytest_triton_llm.load import Target, run_load  # noqa: E402
 from pytest_triton_llm.lock import load_lock  # noqa: E402
-from pytest_triton_llm.perf.loadgen import Target, run_load_point  # noqa: E402
 from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
-from pytest_triton_llm.perf.workload import PerfRequest  # noqa: E402
 from pytest_triton_llm.progress import Progress  # noqa: E402
-from pytest_triton_llm.runtimes.local import start_local_server  # noqa: E402
+from pytest_triton_llm.runtimes import Launch, ServerOptions  # noqa: E402
+from pytest_triton_llm.runtimes.local import LocalRuntime  # noqa: E402
+from pytest_triton_llm.tensor_contract import ensemble_inputs  # noqa: E402
 from pytest_triton_llm.terminal import table  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
@@ -50,10 +51,10 @@ def served_requests(server) -> int:
 
 
 def ours(server, protocol: str, concurrency: int, requests: int) -> dict:
-    target = Target(server.endpoints.grpc, server.endpoints.http, decoupled=False, model="echo", protocol=protocol,
-                    contract="text", fixed_output=False)  # fmt: skip
-    work = [PerfRequest([], 8, PROMPT) for _ in range(requests)]
-    records, seconds = run_load_point(target, work, work[: min(50, requests)], concurrency=concurrency)
+    """The load engine against echo's text contract (text_input, max_tokens); each answer counts as one token."""
+    target = Target(server.endpoints.grpc, server.endpoints.http, "echo", protocol)
+    work = [ensemble_inputs(PROMPT, 8) for _ in range(requests)]
+    records, seconds = run_load(target, work, work[: min(50, requests)], concurrency=concurrency)
     result = summarize(records, seconds)
     return {"requests": result["requests"], "errors": result["errors"], "rps": result["throughput_rps"]}
 
@@ -90,23 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aiperf", required=True, help="the aiperf executable (installed in its own environment)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--requests", type=int, default=2000, help="measured requests per client and concurrency")
-    parser.add_argument("--engine-cache", default="~/.cache/pytest-triton-llm")
+    parser.add_argument("--engines-cache", default="~/.cache/pytest-triton-llm")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "harness_fidelity.json")
     args = parser.parse_args(argv)
 
     progress = Progress()
-    cache = EngineCache(args.engine_cache, progress)
+    cache = EngineCache(args.engines_cache, progress)
     lock = load_lock(ROOT / "engines.lock")
-    engine = build_engine(cache, "smollm2-135m", lock.engines["smollm2-135m"])  # its tokenizer counts aiperf's tokens
+    recipe = lock.engines["smollm2-135m"]  # its tokenizer counts aiperf's tokens
+    engine = backend_of(recipe.backend).build(cache, "smollm2-135m", recipe, False, site=lambda: None)
+    runtime = LocalRuntime.create(ServerOptions(), cache.root, progress)  # the embedded tritonserver
     with tempfile.TemporaryDirectory() as work:
-        server = start_local_server("echo", ROOT / "benchmarks" / "echo_repository", cache.root, Path(work) / "tritonserver.log",
-                                    progress, timeout_s=120)  # fmt: skip
+        repository = ROOT / "benchmarks" / "echo_repository"
+        server = runtime.start(Launch("echo", repository, repository, "echo", Path(work) / "tritonserver.log", 120.0))
         rows, results = [], []
         try:
             for concurrency in args.concurrency:
                 for client, protocol, run in (
                     ("aiperf 0.13", "http generate", lambda c: aiperf(args.aiperf, server, engine.path, c, args.requests)),
-                    ("pytest-triton-llm loadgen", "http generate", lambda c: ours(server, "http", c, args.requests)),
+                    ("pytest-triton-llm loadgen", "http generate", lambda c: ours(server, "generate", c, args.requests)),
                     ("pytest-triton-llm loadgen", "grpc stream", lambda c: ours(server, "grpc", c, args.requests)),
                 ):
                     progress.say(f"{client} ({protocol}), concurrency {concurrency}: {args.requests} requests ...")

@@ -19,4 +19,4 @@ mkdir -p out "$cache"
 exec docker run --rm --network none --shm-size=2g ${DOCKER_RUN_ARGS:-} \
   --volume "$PWD:/src:ro" --volume "$PWD/out:/src/out:rw" --volume "$cache:/cache:rw" \
   --env PYTHONPATH=/src --env PYTHONDONTWRITEBYTECODE=1 --workdir /src \
-  "$image" python3 -m pytest -p no:cacheprovider --engine-cache /cache --basetemp /src/out/in-image-tmp "$@"
+  "$image" python3 -m pytest -p no:cacheprovider --engines-cache /cache --basetemp /src/out/in-image-tmp "$@"

@@ -19,7 +19,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Sequence
@@ -29,9 +28,12 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from .reference_backend.models.preprocessing.words import pack_word_ids
-from .runtimes.server import Endpoints
+from .endpoints import Endpoints
+from .load import Target, json_body, run_load
 from .streaming import StreamError, StreamResult, grpc_stream, sse_stream
+from .tensor_contract import STOP_SIGNAL, Inputs, RequestError, Sampling, batched, core_inputs, ensemble_inputs, returned_ids
+
+__all__ = ["GenerationError", "Generation", "LLMClient", "Sampling"]
 
 PROTOCOLS = ("grpc", "http", "generate")
 STREAM_PROTOCOLS = ("grpc", "sse")
@@ -39,34 +41,6 @@ STREAM_PROTOCOLS = ("grpc", "sse")
 
 class GenerationError(RuntimeError):
     """The server answered the request with an error."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Optional sampling inputs; None leaves the server default (greedy)."""
-
-    top_k: int | None = None
-    top_p: float | None = None
-    temperature: float | None = None
-    random_seed: int | None = None
-    min_length: int | None = None
-    repetition_penalty: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-
-
-# ensemble input name -> tensorrt_llm input name, with the Triton dtype
-_SAMPLING_INPUTS = {
-    "top_k": ("runtime_top_k", "INT32"),
-    "top_p": ("runtime_top_p", "FP32"),
-    "temperature": ("temperature", "FP32"),
-    "random_seed": ("random_seed", "UINT64"),
-    "min_length": ("min_length", "INT32"),
-    "repetition_penalty": ("repetition_penalty", "FP32"),
-    "presence_penalty": ("presence_penalty", "FP32"),
-    "frequency_penalty": ("frequency_penalty", "FP32"),
-}
-_NP = {"INT32": np.int32, "UINT64": np.uint64, "FP16": np.float16, "FP32": np.float32, "BOOL": np.bool_, "BYTES": np.object_}
 
 
 @dataclass
@@ -81,86 +55,14 @@ class Generation:
     raw: dict = field(default_factory=dict, repr=False)
 
 
-def ensemble_inputs(
-    text: str | bytes,
-    max_tokens: int,
-    *,
-    end_id: int | None = None,
-    pad_id: int | None = None,
-    stop_words: Sequence[str] | None = None,
-    bad_words: Sequence[str] | None = None,
-    sampling: Sampling | None = None,
-    return_log_probs: bool = False,
-    stream: bool | None = None,
-) -> dict:
-    """Ensemble inputs as name -> (value, Triton dtype)."""
-    inputs = {"text_input": (_bytes(text), "BYTES"), "max_tokens": (max_tokens, "INT32")}
-    optional = {"end_id": (end_id, "INT32"), "pad_id": (pad_id, "INT32"), "stream": (stream, "BOOL")}
-    inputs.update((k, v) for k, v in optional.items() if v[0] is not None)
-    if stop_words is not None:
-        inputs["stop_words"] = ([_bytes(w) for w in stop_words], "BYTES")
-    if bad_words is not None:
-        inputs["bad_words"] = ([_bytes(w) for w in bad_words], "BYTES")
-    if return_log_probs:
-        inputs["return_log_probs"] = (True, "BOOL")
-    for name, value in _sampling_items(sampling):
-        inputs[name] = (value, _SAMPLING_INPUTS[name][1])
-    return inputs
-
-
-def core_inputs(
-    input_ids: Sequence[int],
-    max_tokens: int,
-    *,
-    end_id: int | None = None,
-    pad_id: int | None = None,
-    stop_words_ids: Sequence[Sequence[int]] | None = None,
-    bad_words_ids: Sequence[Sequence[int]] | None = None,
-    exclude_input_in_output: bool | None = None,
-    sampling: Sampling | None = None,
-    return_log_probs: bool = False,
-    streaming: bool | None = None,
-    lora_task_id: int | None = None,
-    lora_weights: np.ndarray | None = None,
-    lora_config: np.ndarray | None = None,
-) -> dict:
-    """tensorrt_llm inputs as name -> (value, Triton dtype). LoRA as TensorRT-LLM takes it: the first
-    request of a task sends lora_task_id with lora_weights [1, rows, size] and lora_config [1, rows, 3];
-    later ones may send the id alone."""
-    inputs = {
-        "input_ids": (np.asarray([list(input_ids)], dtype=np.int32), "INT32"),
-        "input_lengths": (len(input_ids), "INT32"),
-        "request_output_len": (max_tokens, "INT32"),
-    }
-    optional = {
-        "end_id": (end_id, "INT32"),
-        "pad_id": (pad_id, "INT32"),
-        "exclude_input_in_output": (exclude_input_in_output, "BOOL"),
-        "streaming": (streaming, "BOOL"),
-        "lora_task_id": (lora_task_id, "UINT64"),
-        "lora_weights": (None if lora_weights is None else np.asarray(lora_weights, dtype=np.float16), "FP16"),
-        "lora_config": (None if lora_config is None else np.asarray(lora_config, dtype=np.int32), "INT32"),
-    }
-    inputs.update((k, v) for k, v in optional.items() if v[0] is not None)
-    if stop_words_ids:
-        inputs["stop_words_list"] = (pack_word_ids([list(stop_words_ids)]), "INT32")
-    if bad_words_ids:
-        inputs["bad_words_list"] = (pack_word_ids([list(bad_words_ids)]), "INT32")
-    if return_log_probs:
-        inputs["return_log_probs"] = (True, "BOOL")
-    for name, value in _sampling_items(sampling):
-        core_name, dtype = _SAMPLING_INPUTS[name]
-        inputs[core_name] = (value, dtype)
-    return inputs
-
-
-# upstream client's stop signal: an empty request with the same request id and stop=true
-STOP_SIGNAL = {
-    "input_ids": (np.zeros((1, 1), dtype=np.int32), "INT32"),
-    "input_lengths": (0, "INT32"),
-    "request_output_len": (0, "INT32"),
-    "stop": (True, "BOOL"),
-}
+def _ensemble_generation(outputs: dict, protocol: str) -> Generation:
+    return Generation(
+        text=outputs["text_output"].reshape(-1)[0].decode("utf-8"),
+        cum_log_prob=float(outputs["cum_log_probs"].reshape(-1)[0]),
+        output_log_probs=outputs["output_log_probs"].reshape(-1).tolist(),
+        protocol=protocol,
+        raw=outputs,
+    )
 
 
 class LLMClient:
@@ -178,6 +80,7 @@ class LLMClient:
         self.timeout_s = timeout_s
         self.decode = decode  # token ids -> text, for generate_ids
         self._local = threading.local()
+        self._declared: dict[str, frozenset[str]] = {}
 
     # -- connections (one per thread) --------------------------------------------------------
     def grpc(self) -> grpcclient.InferenceServerClient:
@@ -204,6 +107,26 @@ class LLMClient:
 
     def model_config(self, model: str | None = None) -> dict:
         return self.grpc().get_model_config(model or self.ensemble, as_json=True)["config"]
+
+    def declared_inputs(self, model: str) -> frozenset[str]:
+        """The input names `model` declares (min_length or min_tokens, ...), asked once."""
+        if model not in self._declared:
+            self._declared[model] = frozenset(t["name"] for t in self.model_metadata(model)["inputs"])
+        return self._declared[model]
+
+    def ensemble_inputs(self, text: str | bytes, max_tokens: int, **options) -> Inputs:
+        """The ensemble's inputs (tensor_contract.ensemble_inputs), named as the served ensemble has them."""
+        return self._encode(ensemble_inputs, self.ensemble, text, max_tokens, options)
+
+    def core_inputs(self, input_ids: Sequence[int], max_tokens: int, **options) -> Inputs:
+        """tensorrt_llm's inputs (tensor_contract.core_inputs), named as the served tensorrt_llm has them."""
+        return self._encode(core_inputs, self.core_model, input_ids, max_tokens, options)
+
+    def _encode(self, encoder, model: str, prompt, max_tokens: int, options: dict) -> Inputs:
+        try:
+            return encoder(prompt, max_tokens, declared=self.declared_inputs(model), **options)
+        except RequestError as exc:
+            raise GenerationError(f"{model}: {exc}") from None
 
     @cached_property
     def decoupled(self) -> bool:
@@ -240,7 +163,7 @@ class LLMClient:
         """One non-streamed request to the ensemble; `options` as `ensemble_inputs`."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, not {protocol!r}")
-        inputs = ensemble_inputs(text, max_tokens, **options)
+        inputs = self.ensemble_inputs(text, max_tokens, **options)
         start = time.perf_counter()
         if protocol == "generate":
             body = self._post_generate(inputs)
@@ -248,14 +171,7 @@ class LLMClient:
             result = Generation(text=text_out[0] if isinstance(text_out, list) else text_out,
                                 cum_log_prob=_first(body.get("cum_log_probs")), protocol=protocol, raw=body)  # fmt: skip
         else:
-            outputs = self.request(self.ensemble, inputs, protocol)
-            result = Generation(
-                text=outputs["text_output"].reshape(-1)[0].decode("utf-8"),
-                cum_log_prob=float(outputs["cum_log_probs"].reshape(-1)[0]),
-                output_log_probs=outputs["output_log_probs"].reshape(-1).tolist(),
-                protocol=protocol,
-                raw=outputs,
-            )
+            result = _ensemble_generation(self.request(self.ensemble, inputs, protocol), protocol)
         result.latency_s = time.perf_counter() - start
         return result
 
@@ -263,11 +179,11 @@ class LLMClient:
         """The ensemble with stream=true; one event per response, text pieces in order."""
         if protocol not in STREAM_PROTOCOLS:
             raise ValueError(f"protocol must be one of {STREAM_PROTOCOLS}, not {protocol!r}")
-        inputs = ensemble_inputs(text, max_tokens, stream=True, **options)
+        inputs = self.ensemble_inputs(text, max_tokens, stream=True, **options)
         try:
             if protocol == "sse":
                 url = f"http://{self.endpoints.http}/v2/models/{self.ensemble}/generate_stream"
-                return sse_stream(url, _json_body(inputs), self.timeout_s)
+                return sse_stream(url, json_body(inputs), self.timeout_s)
             return grpc_stream(self.endpoints.grpc, self.ensemble, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
@@ -276,13 +192,12 @@ class LLMClient:
     def generate_ids(self, input_ids: Sequence[int], max_tokens: int, *, protocol: str = "grpc", **options) -> Generation:
         """One non-streamed request to tensorrt_llm; `options` as `core_inputs`."""
         start = time.perf_counter()
-        outputs = self.request(self.core_model, core_inputs(input_ids, max_tokens, **options), protocol)
-        length = int(outputs["sequence_length"].reshape(-1)[0])
-        ids = outputs["output_ids"].reshape(-1)[:length].tolist()
+        outputs = self.request(self.core_model, self.core_inputs(input_ids, max_tokens, **options), protocol)
+        ids = returned_ids(outputs)
         return Generation(
             text=self.decode(ids) if self.decode else None,
             token_ids=ids,
-            sequence_length=length,
+            sequence_length=int(outputs["sequence_length"].reshape(-1)[0]),
             cum_log_prob=float(outputs["cum_log_probs"].reshape(-1)[0]),
             output_log_probs=outputs["output_log_probs"].reshape(-1).tolist(),
             latency_s=time.perf_counter() - start,
@@ -302,7 +217,7 @@ class LLMClient:
         **options,
     ) -> StreamResult:
         """tensorrt_llm on a gRPC stream (decoupled deployments), optionally stopped or cancelled early."""
-        inputs = core_inputs(input_ids, max_tokens, streaming=streaming, **options)
+        inputs = self.core_inputs(input_ids, max_tokens, streaming=streaming, **options)
         if stop_after_s is not None and not request_id:
             raise ValueError("stop_after_s needs a request_id: the stop signal names the request it stops")
         try:
@@ -327,22 +242,23 @@ class LLMClient:
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
 
-    def generate_many(self, prompts: Sequence, max_tokens: int, concurrency: int | None = None,
-                      call: Callable[..., Generation] | None = None, **kwargs) -> list[Generation]:  # fmt: skip
-        """Send every prompt at once (up to `concurrency` in flight); results in prompt order."""
-        call = call or self.generate
-        workers = concurrency or len(prompts)
-        barrier = threading.Barrier(min(workers, len(prompts)))
-
-        def one(prompt):
-            try:
-                barrier.wait(timeout=30)  # release the first wave together so they meet in the server
-            except threading.BrokenBarrierError:
-                pass
-            return call(prompt, max_tokens, **kwargs)
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(one, prompts))
+    def generate_many(self, prompts: Sequence[str | bytes], max_tokens: int, concurrency: int | None = None,
+                      **options) -> list[Generation]:  # fmt: skip
+        """Non-streamed ensemble requests for every prompt, up to `concurrency` in flight at once (all by
+        default), over gRPC streams by the load engine; results in prompt order."""
+        requests = [self.ensemble_inputs(p, max_tokens, **options) for p in prompts]
+        target = Target(self.endpoints.grpc, self.endpoints.http, self.ensemble)
+        records, _ = run_load(target, requests, concurrency=concurrency or len(prompts), keep_outputs=True)
+        results = []
+        for record in sorted(records, key=lambda r: r.index):
+            if record.error is not None:
+                raise GenerationError(f"{self.ensemble}: {record.error}")
+            if len(record.responses) != 1:
+                raise GenerationError(f"{self.ensemble}: expected one response to a non-streamed request, "
+                                      f"got {len(record.responses)}")  # fmt: skip
+            results.append(_ensemble_generation(record.responses[0], "grpc"))
+            results[-1].latency_s = record.latency_s
+        return results
 
     # -- transport -------------------------------------------------------------------------------
     def request(self, model: str, inputs: dict, protocol: str = "grpc") -> dict[str, np.ndarray]:
@@ -375,7 +291,7 @@ class LLMClient:
     def _post_generate(self, inputs: dict) -> dict:
         url = f"http://{self.endpoints.http}/v2/models/{self.ensemble}/generate"
         request = urllib.request.Request(
-            url, data=json.dumps(_json_body(inputs)).encode(), headers={"Content-Type": "application/json"}
+            url, data=json.dumps(json_body(inputs)).encode(), headers={"Content-Type": "application/json"}
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:  # noqa: S310 (loopback URL)
@@ -389,50 +305,17 @@ class LLMClient:
             raise GenerationError(f"{self.ensemble} generate: HTTP {exc.code}: {detail}") from None
 
 
-def _bytes(text: str | bytes) -> bytes:
-    return text if isinstance(text, bytes) else text.encode("utf-8")
-
-
 def _first(value):
     while isinstance(value, list):
         value = value[0] if value else None
     return value
 
 
-def _sampling_items(sampling: Sampling | None):
-    if sampling is None:
-        return []
-    return [(name, getattr(sampling, name)) for name in _SAMPLING_INPUTS if getattr(sampling, name) is not None]
-
-
-def _batched(value, dtype: str) -> np.ndarray:
-    """A request of batch size 1: scalars -> [1, 1], lists -> [1, N], arrays get a batch dimension."""
-    if isinstance(value, np.ndarray):
-        return value if value.ndim >= 2 else value.reshape(1, -1)
-    if isinstance(value, list):
-        return np.array([value], dtype=_NP[dtype])
-    return np.array([[value]], dtype=_NP[dtype])
-
-
-def _tensors(module, inputs: dict) -> list:
+def _tensors(module, inputs: Inputs) -> list:
     tensors = []
     for name, (value, dtype) in inputs.items():
-        array = _batched(value, dtype)
+        array = batched(value, dtype)
         tensor = module.InferInput(name, list(array.shape), dtype)
         tensor.set_data_from_numpy(array)
         tensors.append(tensor)
     return tensors
-
-
-def _json_body(inputs: dict) -> dict:
-    """Inputs for HTTP generate: JSON values, byte strings as text."""
-    body = {}
-    for name, (value, dtype) in inputs.items():
-        if dtype == "BYTES":
-            value = (
-                [v.decode("utf-8", errors="surrogateescape") for v in value]
-                if isinstance(value, list)
-                else value.decode("utf-8", errors="surrogateescape")
-            )
-        body[name] = value
-    return body

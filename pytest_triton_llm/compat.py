@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
-from .runtimes.images import short_tag
+from .images import short_tag
 from .schema import load_toml
 
 COMPAT_FILE = Path(str(resources.files(__package__) / "compat.toml"))
@@ -65,3 +65,13 @@ def load_compat(path: Path = COMPAT_FILE) -> Compat:
             features=frozenset(e["features"]),
         )  # fmt: skip
     return Compat(images, dict(data["capabilities"]), dict(data["features"]))
+
+
+def installed_tensorrt_llm() -> tuple[str, str] | None:
+    """(version, location) of the tensorrt_llm distribution here; read from its metadata, as importing it
+    takes seconds and initialises CUDA. Its __version__ is the same string."""
+    try:
+        dist = metadata.distribution("tensorrt_llm")
+    except metadata.PackageNotFoundError:
+        return None
+    return dist.version, str(dist.locate_file("tensorrt_llm"))

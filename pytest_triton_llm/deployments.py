@@ -9,11 +9,11 @@ from pathlib import Path
 
 from .cache import BuiltEngine, EngineCache
 from .client import LLMClient
-from .engines import build_engine
+from .engines import backend_of
+from .hf_tokenizer import load_tokenizer
 from .lock import DeploymentRef
 from .progress import Progress
-from .reference_backend.models.common.hf_tokenizer import load_tokenizer
-from .repository import render_repository
+from .runtimes import Launch, Runtime
 from .runtimes.server import TritonServer
 
 
@@ -26,6 +26,8 @@ class ServedDeployment:
     server: TritonServer
     repository: Path
     client: LLMClient
+    image: str  # what serves it: "local" or the image reference
+    hardware: str  # the GPU name, or cpu
     _tokenizer: object = field(default=None, repr=False)
 
     @property
@@ -60,10 +62,10 @@ class DeploymentManager:
     """Serves deployments on demand (shared by every fixture that asks for one, stopped when the
     last of them releases it); keeps what was served for the summary and the report."""
 
-    def __init__(self, cache: EngineCache, runtime, workdir: Path, progress: Progress, rebuild: bool,
+    def __init__(self, cache: EngineCache, runtime: Runtime, workdir: Path, progress: Progress, rebuild: bool,
                  start_timeout_s: float):  # fmt: skip
         self.cache = cache
-        self.runtime = runtime  # LocalRuntime or ContainerRuntime
+        self.runtime = runtime
         self.workdir = workdir
         self.progress = progress
         self.rebuild = rebuild
@@ -75,8 +77,9 @@ class DeploymentManager:
 
     def engine_for(self, ref: DeploymentRef) -> BuiltEngine:
         if ref.engine_name not in self.engines:  # --rebuild-engines rebuilds once per session
-            self.engines[ref.engine_name] = build_engine(self.cache, ref.engine_name, ref.engine, self.rebuild,
-                                                         self.runtime.trtllm_executor)  # fmt: skip
+            backend = backend_of(ref.engine.backend)
+            self.engines[ref.engine_name] = backend.build(self.cache, ref.engine_name, ref.engine, self.rebuild,
+                                                          self.runtime.build_site)  # fmt: skip
         return self.engines[ref.engine_name]
 
     def serve(self, ref: DeploymentRef) -> ServedDeployment:
@@ -91,13 +94,13 @@ class DeploymentManager:
             if not base.exists():
                 break
             base = self.workdir / f"{_slug(ref.id)}-{restart}"
-        runtime = self.runtime
-        repository = render_repository(ref, engine, base / "model_repository", runtime.triton_version,
-                                       runtime.engine_dir_in_server(engine.name))  # fmt: skip
-        server = runtime.start(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
-                               self.start_timeout_s, ref.engine.world_size,
-                               gpu=ref.engine.backend == "tensorrtllm")  # fmt: skip
-        served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints))
+        runtime, backend = self.runtime, backend_of(ref.engine.backend)
+        repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
+                                    runtime.engine_dir_in_server(engine.name))  # fmt: skip
+        server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
+                                      self.start_timeout_s, ref.engine.world_size, gpu=backend.needs_gpu))  # fmt: skip
+        served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints), runtime.reference,
+                                  runtime.hardware)  # fmt: skip
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
         self.progress.say(
             f"server {ref.id}: ready in {server.ready_seconds:.1f} s (Triton {server.version}, "

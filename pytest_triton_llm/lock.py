@@ -139,7 +139,7 @@ class Accuracy:
 class Engine:
     """A build recipe: identical recipes share one cached engine."""
 
-    backend: Literal["reference", "tensorrtllm"]
+    backend: str  # a name of the engine backend registry (engines/__init__.py), which checks the recipe
     source: Source
     dtype: Literal["float32", "float16", "bfloat16"]
     max_batch_size: int
@@ -156,8 +156,6 @@ class Engine:
 
     def __post_init__(self):
         _positive(self, "max_batch_size", "max_input_len", "max_output_len", "tp_size", "pp_size")
-        if self.backend == "reference" and (self.world_size != 1 or self.quantization):
-            raise ValueError("fields 'tp_size', 'pp_size', 'quantization': only the tensorrtllm backend has them")
         for name in self.deployments:
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")

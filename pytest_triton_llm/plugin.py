@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 
-from . import distributed
-from .accuracy.drift import DriftError, check_paths
+from . import distributed, options
+from .accuracy import options as accuracy_options
+from .accuracy.drift import DriftError
 from .lock import LockError
-from .perf.baseline import BaselineError, FailRule, load_baseline
+from .perf import options as perf_options
+from .perf.baseline import BaselineError
 from .progress import Progress
-from .session import DEFAULT_CACHE, DEFAULT_LOCK, OptionError, Options, TritonLLMSession
+from .session import TritonLLMSession
 from .terminal import summary_lines
+from .usage import OptionError
 
 MARKERS = {
     "functional": "ensemble contract and generation semantics",
@@ -31,100 +33,16 @@ MARKERS = {
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 _SESSION = pytest.StashKey[TritonLLMSession]()
-PERF_FAIL_RULES = pytest.StashKey[list]()
+_ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
+_PERF = pytest.StashKey[perf_options.PerfOptions]()
 LOG_TAIL_LINES = 40
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-llm", "Triton + TensorRT-LLM suites (pytest-triton-llm)")
-    group.addoption(
-        "--triton-image",
-        metavar="TAG",
-        help="run tritonserver in containers of this image: YY.MM-trtllm (NGC tritonserver:YY.MM-trtllm-python-py3) "
-        "or a full image reference",
-    )
-    group.addoption(
-        "--gpus", metavar="IDS", default=None,
-        help="GPUs for server and build containers: 'all' or ids such as 0,1 (default: all for tensorrtllm engines, "
-        "none for reference ones)",
-    )  # fmt: skip
-    group.addoption(
-        "--triton-runtime", choices=("container", "local"), default=None,
-        help="container: start --triton-image from this host (the default with --triton-image); local: start "
-        "tritonserver here, e.g. inside the serving image, checked against --triton-image's versions when given",
-    )  # fmt: skip
-    group.addoption(
-        "--tritonserver", metavar="PATH",
-        help="the local runtime's tritonserver (default: $TRITONSERVER, then /opt/tritonserver/bin/tritonserver, "
-        "then the nvidia-pytriton wheel's)",
-    )  # fmt: skip
-    group.addoption(
-        "--trtllm-examples", metavar="DIR",
-        help="TensorRT-LLM's examples/ for tensorrtllm engine builds (default: the image's /app/examples or beside "
-        "the installed tensorrt_llm)",
-    )  # fmt: skip
-    group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
-    group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
-    group.addoption(
-        "--engine-cache", metavar="DIR", default=DEFAULT_CACHE, help=f"where built engines are kept (default: {DEFAULT_CACHE})"
-    )
-    group.addoption("--rebuild-engines", action="store_true", help="rebuild the engines of this run even if cached")
-    group.addoption(
-        "--deployment",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)",
-    )
-    group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
-    group.addoption(
-        "--triton-start-timeout",
-        metavar="SECONDS",
-        type=float,
-        default=300.0,
-        help="how long a server may take to become ready (default: 300)",
-    )
-    # accuracy suite
-    group.addoption(
-        "--cnn-dataset",
-        metavar="PATH",
-        help="local CNN/DailyMail: MLPerf cnn_eval.json, or JSONL/parquet with article/highlights "
-        "(default: the Hub's cnn_dailymail 3.0.0)",
-    )
-    group.addoption("--cnn-split", metavar="NAME", default="validation", help="Hub split (default: validation)")
-    group.addoption(
-        "--cnn-samples", metavar="N", type=int, help="use the first N articles (default: all of a local file, 100 from the Hub)"
-    )
-    group.addoption("--accuracy-save", metavar="PATH", help="save every article's output with engine and server identity")
-    group.addoption("--accuracy-baseline", metavar="PATH", help="compare outputs with a file saved by --accuracy-save")
-    group.addoption(
-        "--accuracy-min-exact-match",
-        metavar="PCT",
-        type=float,
-        default=90.0,
-        help="least share of articles identical to the baseline (default: 90)",
-    )
-    # perf suite
-    group.addoption(
-        "--perf-workload", metavar="NAME", default="default", help="workload of fixtures/perf_workloads.toml (default: default)"
-    )
-    group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
-    group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
-    group.addoption(
-        "--perf-compare-fail",
-        metavar="METRIC:PCT",
-        action="append",
-        default=[],
-        help="fail a load point whose METRIC got worse than the baseline by more than PCT percent "
-        "(e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
-    )
-    group.addoption(
-        "--accuracy-min-rouge-l",
-        metavar="PCT",
-        type=float,
-        default=90.0,
-        help="least mean ROUGE-L between outputs and baseline outputs (default: 90)",
-    )
+    options.add_options(group)
+    accuracy_options.add_options(group)
+    perf_options.add_options(group)
 
 
 def _progress_writer(config: pytest.Config):
@@ -147,34 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{REQUIRES}(*capabilities): run only on deployments that have them (v1, inflight, streaming, cancellation)"
     )
-    opt = config.option
-    options = Options(
-        engines_lock=opt.engines_lock,
-        engine_cache=opt.engine_cache,
-        rebuild_engines=opt.rebuild_engines,
-        deployments=tuple(opt.deployment),
-        report=opt.triton_llm_report,
-        perf_save=opt.perf_save,
-        triton_image=opt.triton_image,
-        gpus=opt.gpus,
-        triton_runtime=opt.triton_runtime,
-        tritonserver=opt.tritonserver,
-        trtllm_examples=opt.trtllm_examples,
-        triton_url=opt.triton_url,
-        start_timeout_s=opt.triton_start_timeout,
-    )
     try:
-        session = TritonLLMSession(options, Progress(_progress_writer(config)))
-        check_paths(opt.accuracy_save, opt.accuracy_baseline)
-        config.stash[PERF_FAIL_RULES] = [FailRule.parse(rule) for rule in opt.perf_compare_fail]
-        if opt.perf_compare:
-            load_baseline(opt.perf_compare)
-            if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
-                raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
-        elif opt.perf_compare_fail:
-            raise OptionError("--perf-compare-fail needs --perf-compare BASELINE")
-        if opt.cnn_samples is not None and opt.cnn_samples <= 0:
-            raise OptionError("--cnn-samples must be > 0")
+        core = options.Options.from_config(config)
+        config.stash[_ACCURACY] = accuracy_options.AccuracyOptions.from_config(config)
+        config.stash[_PERF] = perf_options.PerfOptions.from_config(config)
+        session = TritonLLMSession(core, Progress(_progress_writer(config)))
     except (LockError, OptionError, DriftError, BaselineError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
@@ -223,10 +118,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(state.missing_lock_message(), pytrace=False)
     needs = {cap for mark in metafunc.definition.iter_markers(REQUIRES) for cap in mark.args}
     for name in wanted:
-        params, ids, missing = state.parameters(name, needs)
+        chosen, missing = state.choices(name, needs)
+        params = [pytest.param(c.value, marks=[pytest.mark.skip(reason=c.skip)] if c.skip else []) for c in chosen]
+        ids = [c.id for c in chosen]
         if not params:  # an honest skip that says which deployments were selected
             params, ids = [pytest.param(None, marks=pytest.mark.skip(reason=missing))], ["no-deployment"]
         metafunc.parametrize(name, params, ids=ids, indirect=True, scope="session")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the chosen runtime lacks here (the docker SDK, a tritonserver) is one line and exit 4 as soon as a
+    collected test needs a served deployment; runs that need none (or only collect) go on."""
+    state = session.config.stash[_SESSION]
+    if state.runtime_missing is None or session.config.option.collectonly:
+        return
+    if any(name in getattr(item, "fixturenames", ()) for item in session.items for name in DEPLOYMENT_FIXTURES):
+        raise pytest.UsageError(state.runtime_missing)
 
 
 def _serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
@@ -271,9 +178,20 @@ def triton_llm_progress(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def triton_llm_perf_fail_rules(request: pytest.FixtureRequest) -> list:
-    """The parsed --perf-compare-fail METRIC:PCT rules."""
-    return request.config.stash[PERF_FAIL_RULES]
+def triton_llm_accuracy_options(request: pytest.FixtureRequest) -> accuracy_options.AccuracyOptions:
+    """The --accuracy-* options, checked."""
+    return request.config.stash[_ACCURACY]
+
+
+@pytest.fixture(scope="session")
+def triton_llm_perf_options(request: pytest.FixtureRequest) -> perf_options.PerfOptions:
+    """The --perf-* options, checked (the --perf-compare baseline read)."""
+    return request.config.stash[_PERF]
+
+
+def perf_settings(config: pytest.Config) -> perf_options.PerfOptions:
+    """The --perf-* options where no fixture reaches (a conftest's pytest_generate_tests)."""
+    return config.stash[_PERF]
 
 
 @pytest.fixture(scope="session")
@@ -330,7 +248,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if distributed.is_worker(session.config):  # the controller writes the one report
         distributed.send_to_controller(session.config, state.report.document(state.startup_s, state.first_test_s))
     else:
-        state.publish()
+        state.publish(session.config.stash[_PERF].save)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+from .tensor_contract import returned_ids
+
 
 class StreamError(RuntimeError):
     pass
@@ -37,10 +39,7 @@ class StreamEvent:
         return "".join(value) if isinstance(value, list) else str(value)
 
     def token_ids(self) -> list[int]:
-        if "output_ids" not in self.outputs:
-            return []
-        length = int(np.asarray(self.outputs["sequence_length"]).reshape(-1)[0])
-        return np.asarray(self.outputs["output_ids"]).reshape(-1)[:length].tolist()
+        return returned_ids(self.outputs)
 
 
 @dataclass
@@ -118,6 +117,18 @@ def grpc_stream(
     return result
 
 
+def sse_payload(raw: bytes | str) -> dict | None:
+    """One line of Triton's generate_stream: the event's JSON for a `data:` line, else None; an event
+    that reports an error raises StreamError."""
+    line = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()
+    if not line.startswith("data:"):
+        return None
+    payload = json.loads(line[len("data:") :])
+    if "error" in payload:
+        raise StreamError(f"generate_stream: {payload['error']}")
+    return payload
+
+
 def sse_stream(url: str, body: dict, timeout_s: float = 300.0) -> StreamResult:
     """POST to Triton's generate_stream and read its `data:` events until the server closes the stream."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
@@ -126,13 +137,9 @@ def sse_stream(url: str, body: dict, timeout_s: float = 300.0) -> StreamResult:
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:  # noqa: S310 (loopback URL we built)
             for raw in resp:
-                line = raw.decode("utf-8").strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = json.loads(line[len("data:") :])
-                if "error" in payload:
-                    raise StreamError(f"generate_stream: {payload['error']}")
-                result.events.append(StreamEvent(time.perf_counter() - start, payload, False))
+                payload = sse_payload(raw)
+                if payload is not None:
+                    result.events.append(StreamEvent(time.perf_counter() - start, payload, False))
     except urllib.error.HTTPError as exc:
         raise StreamError(f"generate_stream: HTTP {exc.code}: {exc.read().decode('utf-8', errors='replace')}") from None
     if result.events:

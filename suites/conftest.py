@@ -1,22 +1,42 @@
-"""Shared data for the suites: prompts and the upstream tensor contract."""
+"""Shared data for the suites: prompts, the upstream tensor contract, adapters, datasets and perf workloads."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
+from pytest_triton_llm.accuracy.drift import OutputsWriter
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
+from pytest_triton_llm.perf.budgets import load_budgets
+from pytest_triton_llm.perf.workload import load_workloads
+from pytest_triton_llm.plugin import perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
+@dataclass(frozen=True)
+class Prompts:
+    """fixtures/prompts.toml: completion prompts by name, and the chat question with its expected answer."""
+
+    completion: dict[str, str]
+    chat_question: str
+    chat_expected: str
+
+    def batch(self, count: int | None = None) -> list[str]:
+        """The first `count` completion prompts (all by default), in the file's order."""
+        return list(self.completion.values())[:count]
+
+
 @pytest.fixture(scope="session")
-def prompts() -> dict:
-    return load_toml(FIXTURES / "prompts.toml")
+def prompts() -> Prompts:
+    data = load_toml(FIXTURES / "prompts.toml")
+    return Prompts(data["completion"], data["chat"]["question"], data["chat"]["expected_substring"])
 
 
 @pytest.fixture(scope="session")
@@ -35,34 +55,25 @@ def lora_adapters(triton_llm, triton_llm_engine_cache) -> dict:
 
 
 @pytest.fixture(scope="session")
-def cnn(pytestconfig, triton_llm_progress):
-    """CNN/DailyMail articles: --cnn-dataset PATH, else the Hub's cnn_dailymail 3.0.0 (100 by default)."""
-    from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
-
-    path, split, samples = (pytestconfig.getoption(o) for o in ("cnn_dataset", "cnn_split", "cnn_samples"))
-    if path is None and samples is None:
-        samples = 100
+def cnn(triton_llm_accuracy_options, triton_llm_progress):
+    """CNN/DailyMail articles: --accuracy-dataset PATH, else the Hub's cnn_dailymail 3.0.0 (100 by default)."""
+    options = triton_llm_accuracy_options
     try:
-        with triton_llm_progress.step(f"accuracy: loading CNN/DailyMail from {path or 'the Hugging Face Hub'}"):
-            return load_cnn_dailymail(path, split, samples)
+        with triton_llm_progress.step(f"accuracy: loading CNN/DailyMail from {options.dataset or 'the Hugging Face Hub'}"):
+            return load_cnn_dailymail(options.dataset, options.split, options.articles)
     except DatasetError as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def accuracy_outputs(pytestconfig):
+def accuracy_outputs(triton_llm_accuracy_options):
     """Where --accuracy-save writes each deployment's outputs (None without the option)."""
-    from pytest_triton_llm.accuracy.drift import OutputsWriter
-
-    path = pytestconfig.getoption("accuracy_save")
+    path = triton_llm_accuracy_options.save
     return OutputsWriter(path) if path else None
 
 
-def _perf_workload(config):
-    from pytest_triton_llm.perf.workload import load_workloads
-
+def _perf_workload(name: str):
     workloads = load_workloads(FIXTURES / "perf_workloads.toml")
-    name = config.getoption("perf_workload")
     if name not in workloads:
         raise pytest.UsageError(f"--perf-workload {name}: fixtures/perf_workloads.toml has {', '.join(sorted(workloads))}")
     return name, workloads[name]
@@ -70,18 +81,16 @@ def _perf_workload(config):
 
 def pytest_generate_tests(metafunc):
     if "load_point" in metafunc.fixturenames:  # the perf suite: one test per load point of the workload
-        _, workload = _perf_workload(metafunc.config)
+        _, workload = _perf_workload(perf_settings(metafunc.config).workload)
         points = workload.load_points()
         metafunc.parametrize("load_point", points, ids=[name for name, _ in points])
 
 
 @pytest.fixture(scope="session")
-def perf_workload(pytestconfig):
-    return _perf_workload(pytestconfig)
+def perf_workload(triton_llm_perf_options):
+    return _perf_workload(triton_llm_perf_options.workload)
 
 
 @pytest.fixture(scope="session")
 def perf_budgets():
-    from pytest_triton_llm.perf.budgets import load_budgets
-
     return load_budgets(FIXTURES / "perf_budgets.toml")

@@ -73,8 +73,9 @@ def test_rouge_meets_the_engines_thresholds(triton_llm_per_engine, settings, cnn
                     f"({len(outputs)} articles from {cnn.source}):\n{report}", pytrace=False)  # fmt: skip
 
 
-def test_outputs_match_the_baseline(triton_llm_per_engine, summaries, pytestconfig, triton_llm_report):
-    path = pytestconfig.getoption("accuracy_baseline")
+def test_outputs_match_the_baseline(triton_llm_per_engine, summaries, triton_llm_accuracy_options, triton_llm_report):
+    options = triton_llm_accuracy_options
+    path = options.baseline
     if path is None:
         pytest.skip("no --accuracy-baseline given: output drift not checked (save a baseline with --accuracy-save)")
     baseline = baseline_entry(load_outputs(path), triton_llm_per_engine.id)
@@ -82,8 +83,7 @@ def test_outputs_match_the_baseline(triton_llm_per_engine, summaries, pytestconf
         pytest.fail(f"{path} has no outputs for {triton_llm_per_engine.id}", pytrace=False)
     drift = compare(baseline, summaries)
     triton_llm_report.record(triton_llm_per_engine.id, "accuracy_drift", dict(drift.as_dict(), baseline=str(path)))
-    min_exact = pytestconfig.getoption("accuracy_min_exact_match")
-    min_rouge_l = pytestconfig.getoption("accuracy_min_rouge_l")
+    min_exact, min_rouge_l = options.min_exact_match, options.min_rouge_l
     problems = []
     if drift.exact_match_pct < min_exact:
         problems.append(f"{drift.exact_match_pct:.1f}% of outputs identical to the baseline < {min_exact:.1f}%")

@@ -21,11 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_triton_llm.load import closed_loop, mixed_lengths
+from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.perf.workload import mixed_lengths
+from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = pytest.mark.batching
 
-NO_END = -1
 CONCURRENCY = 16
 REQUESTS = 48
 MIN_TOKENS, MAX_TOKENS = 8, 128
@@ -35,7 +36,7 @@ RAMP_S = 0.02  # between client starts
 
 
 def test_v1_and_inflight_give_identical_greedy_outputs(triton_llm_pair, prompts):
-    batch = prompts["completion"]["prompts"][:16]
+    batch = prompts.batch(16)
     outputs = [[g.text for g in served.client.generate_many(batch, 32, concurrency=16)] for served in triton_llm_pair]
     v1, inflight = outputs
     assert all(v1), "empty outputs"
@@ -45,17 +46,17 @@ def test_v1_and_inflight_give_identical_greedy_outputs(triton_llm_pair, prompts)
 def _throughput(served, prompts) -> dict:
     encoded = [served.encode(p) for p in prompts]
     lengths = mixed_lengths(REQUESTS, MIN_TOKENS, MAX_TOKENS)
-    jobs = [(encoded[i % len(encoded)], max_tokens) for i, max_tokens in enumerate(lengths)]
-
-    def send(job):
-        ids, max_tokens = job
-        tokens = served.client.generate_ids(ids, max_tokens, end_id=NO_END).token_ids
-        assert len(tokens) == max_tokens
-        return len(tokens)
-
-    send(jobs[0])  # warm-up outside the measurement
+    requests = [served.client.core_inputs(encoded[i % len(encoded)], n, end_id=NO_END) for i, n in enumerate(lengths)]
+    target = Target(served.server.endpoints.grpc, served.server.endpoints.http, "tensorrt_llm")
+    run_load(target, requests[:1], concurrency=1)  # warm-up outside the measurement
     before = served.client.executed_batch_sizes()
-    measured = closed_loop(send, jobs, CONCURRENCY, stagger_s=RAMP_S).as_dict()
+    records, seconds = run_load(target, requests, concurrency=CONCURRENCY, stagger_s=RAMP_S)
+    errors = [r.error for r in records if r.error]
+    assert not errors, f"{len(errors)} requests failed: {errors[:3]}"
+    assert sorted(r.tokens for r in records) == sorted(lengths), "requests did not yield their lengths"
+    tokens = sum(r.tokens for r in records)
+    measured = {"requests": len(records), "output_tokens": tokens, "duration_s": round(seconds, 2),
+                "output_tokens_per_s": round(tokens / seconds, 2)}  # fmt: skip
     if served.ref.options.batching == "v1":  # Triton's statistics: how many static batches of each size ran
         measured["batches_by_size"] = served.client.batch_sizes_since(before)
     return measured
@@ -63,7 +64,7 @@ def _throughput(served, prompts) -> dict:
 
 def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, prompts, triton_llm_report):
     v1_served, inflight_served = triton_llm_pair
-    batch = prompts["completion"]["prompts"]
+    batch = prompts.batch()
     rounds: dict[str, list[dict]] = {"v1": [], "inflight": []}
     for _ in range(ROUNDS):
         rounds["v1"].append(_throughput(v1_served, batch))
@@ -95,8 +96,8 @@ def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, p
 
 def test_a_short_request_overtakes_long_ones_on_inflight(triton_llm_pair, prompts):
     _, inflight = triton_llm_pair
-    long_ids = inflight.encode(prompts["completion"]["prompts"][1])
-    short_ids = inflight.encode(prompts["completion"]["prompts"][2])
+    long_ids = inflight.encode(prompts.completion["village"])
+    short_ids = inflight.encode(prompts.completion["columbus"])
     finished = {}
 
     def run(name, ids, max_tokens, delay_s):

@@ -12,9 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pytest_triton_llm.tensor_contract import NO_END
+
 pytestmark = [pytest.mark.early_stop, pytest.mark.triton_llm_requires("cancellation")]
 
-NO_END = -1
 LONG = 256  # far more tokens than are generated before the stop arrives
 
 
@@ -35,7 +36,7 @@ def wait_until_idle(triton_llm, timeout_s: float = 15.0) -> float:
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "non-streaming"])
 def test_stop_after_ms_returns_fewer_tokens_than_requested(triton_llm, prompts, streaming):
-    ids = triton_llm.encode(prompts["completion"]["prompts"][1])
+    ids = triton_llm.encode(prompts.completion["village"])
     result = triton_llm.client.stream_ids(
         ids, LONG, end_id=NO_END, streaming=streaming, request_id=f"stop-{streaming}", stop_after_s=0.5
     )
@@ -46,7 +47,7 @@ def test_stop_after_ms_returns_fewer_tokens_than_requested(triton_llm, prompts, 
 
 
 def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts):
-    ids = triton_llm.encode(prompts["completion"]["prompts"][2])
+    ids = triton_llm.encode(prompts.completion["columbus"])
     expected = triton_llm.client.generate_ids(ids, 12, end_id=NO_END).token_ids
     slots = triton_llm.ref.engine.max_batch_size
     with ThreadPoolExecutor(slots) as pool:  # fill every slot, then walk away from all of them
@@ -61,9 +62,9 @@ def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts):
 
 
 def test_stopping_one_request_leaves_concurrent_ones_unchanged(triton_llm, prompts):
-    others = [triton_llm.encode(p) for p in prompts["completion"]["prompts"][3:6]]
+    others = [triton_llm.encode(p) for p in [prompts.completion[n] for n in ("fibonacci", "colors", "machine_learning")]]
     solo = [triton_llm.client.generate_ids(ids, 24, end_id=NO_END).token_ids for ids in others]
-    victim = triton_llm.encode(prompts["completion"]["prompts"][0])
+    victim = triton_llm.encode(prompts.completion["fox"])
     with ThreadPoolExecutor(4) as pool:
         stopped = pool.submit(triton_llm.client.stream_ids, victim, LONG, end_id=NO_END, request_id="victim", stop_after_s=0.4)
         together = [pool.submit(triton_llm.client.generate_ids, ids, 24, end_id=NO_END) for ids in others]
@@ -75,6 +76,6 @@ def test_stopping_one_request_leaves_concurrent_ones_unchanged(triton_llm, promp
 def test_a_stop_signal_for_an_unknown_request_is_harmless(triton_llm, prompts):
     answer = triton_llm.client.send_stop("no-such-request")
     assert answer.finals == 1 and not answer.content_events
-    ids = triton_llm.encode(prompts["completion"]["prompts"][4])
+    ids = triton_llm.encode(prompts.completion["colors"])
     assert len(triton_llm.client.generate_ids(ids, 8, end_id=NO_END).token_ids) == 8
     assert wait_until_idle(triton_llm) == 0

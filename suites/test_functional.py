@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = pytest.mark.functional
 
 MAX_TOKENS = 24
-NO_END = -1  # an end_id no token has: nothing can stop generation early
 
 
 def _triton_dtype(config_dtype: str) -> str:
@@ -29,7 +29,7 @@ def _contains(sequence: list[int], word: list[int]) -> bool:
 @pytest.fixture(scope="session")
 def baseline(triton_llm, prompts):
     """Greedy ids of the first completion prompt, with nothing to stop them early."""
-    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    ids = triton_llm.encode(prompts.completion["fox"])
     return ids, triton_llm.client.generate_ids(ids, MAX_TOKENS, end_id=NO_END).token_ids
 
 
@@ -58,7 +58,7 @@ def test_outputs_match_upstream_contract(triton_llm, contract, model):
 
 # -- greedy determinism and batching invariance ------------------------------------------------
 def test_greedy_output_is_deterministic(triton_llm, prompts):
-    prompt = prompts["completion"]["prompts"][1]
+    prompt = prompts.completion["village"]
     first = triton_llm.client.generate(prompt, MAX_TOKENS)
     second = triton_llm.client.generate(prompt, MAX_TOKENS)
     assert first.text, "the model generated nothing"
@@ -66,7 +66,7 @@ def test_greedy_output_is_deterministic(triton_llm, prompts):
 
 
 def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts):
-    batch = prompts["completion"]["prompts"][:8]
+    batch = prompts.batch(8)
     alone = [triton_llm.client.generate(p, MAX_TOKENS).text for p in batch]
     before = triton_llm.client.executed_batch_sizes()
     together = [g.text for g in triton_llm.client.generate_many(batch, MAX_TOKENS, concurrency=8)]
@@ -79,14 +79,14 @@ def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts):
 # -- length control ------------------------------------------------------------------------
 @pytest.mark.parametrize("max_tokens", [1, 17])
 def test_max_tokens_is_exact_when_nothing_stops_early(triton_llm, prompts, max_tokens):
-    ids = triton_llm.encode(prompts["completion"]["prompts"][2])
+    ids = triton_llm.encode(prompts.completion["columbus"])
     result = triton_llm.client.generate_ids(ids, max_tokens, end_id=NO_END)
     assert len(result.token_ids) == max_tokens
     assert result.sequence_length == max_tokens
 
 
 def test_max_tokens_is_never_exceeded(triton_llm, prompts):
-    for prompt in prompts["completion"]["prompts"][:3]:
+    for prompt in prompts.batch(3):
         ids = triton_llm.encode(prompt)
         result = triton_llm.client.generate_ids(ids, 8, end_id=triton_llm.end_id)
         assert 0 < len(result.token_ids) <= 8
@@ -94,7 +94,7 @@ def test_max_tokens_is_never_exceeded(triton_llm, prompts):
 
 def test_ensemble_text_is_the_detokenized_core_output(triton_llm, prompts, baseline):
     _, ids = baseline
-    text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END).text
+    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END).text
     assert text == triton_llm.tokenizer.decode(ids, skip_special_tokens=True)
 
 
@@ -115,7 +115,7 @@ def test_stop_words_truncate_after_the_stop_word(triton_llm, prompts, baseline):
     )
     word = ids[start : start + 2]
     expected = tok.decode(ids[: start + 2], skip_special_tokens=True)
-    text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END,
+    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END,
                                       stop_words=[tok.decode(word)]).text  # fmt: skip
     assert text == expected
     assert len(text) < len(tok.decode(ids, skip_special_tokens=True))
@@ -129,7 +129,7 @@ def test_bad_words_never_appear(triton_llm, prompts, baseline):
     core = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, bad_words_ids=[word])
     assert not _contains(core.token_ids, word)
     assert core.token_ids != ids, "banning a word of the greedy output must change it"
-    text = triton_llm.client.generate(prompts["completion"]["prompts"][0], MAX_TOKENS, end_id=NO_END,
+    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END,
                                       bad_words=[word_text]).text  # fmt: skip
     assert text == tok.decode(core.token_ids, skip_special_tokens=True)
 
@@ -145,7 +145,7 @@ def test_exclude_input_in_output(triton_llm, baseline):
 
 
 def test_ensemble_excludes_the_prompt_as_deployed(triton_llm, prompts):
-    prompt = prompts["completion"]["prompts"][0]
+    prompt = prompts.completion["fox"]
     text = triton_llm.client.generate(prompt, MAX_TOKENS).text
     assert triton_llm.ref.options.exclude_input_in_output == (not text.startswith(prompt))
 
@@ -161,7 +161,7 @@ def test_log_probs_are_returned_per_token(triton_llm, baseline):
 
 
 def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
-    prompt = prompts["completion"]["prompts"][4]
+    prompt = prompts.completion["colors"]
 
     def sample(seed):
         return triton_llm.client.generate(prompt, MAX_TOKENS, end_id=NO_END,
@@ -173,7 +173,7 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts)
 
 # -- protocols and the end-to-end answer -------------------------------------------------------
 def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
-    prompt = prompts["completion"]["prompts"][5]
+    prompt = prompts.completion["machine_learning"]
     protocols = triton_llm.client.protocols  # a decoupled ensemble takes no unary HTTP infer
     texts = {p: triton_llm.client.generate(prompt, MAX_TOKENS, protocol=p).text for p in protocols}
     assert texts["grpc"] and {"grpc", "generate"} <= set(texts)
@@ -181,9 +181,8 @@ def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
 
 
 def test_chat_answer_contains_paris(triton_llm, prompts):
-    chat = prompts["chat"]
-    answer = triton_llm.client.generate(triton_llm.chat_prompt(chat["question"]), 32).text
-    assert chat["expected_substring"] in answer, answer
+    answer = triton_llm.client.generate(triton_llm.chat_prompt(prompts.chat_question), 32).text
+    assert prompts.chat_expected in answer, answer
 
 
 def test_prompt_over_max_input_len_is_refused_and_server_keeps_serving(triton_llm, prompts):
@@ -191,4 +190,4 @@ def test_prompt_over_max_input_len_is_refused_and_server_keeps_serving(triton_ll
     with pytest.raises(GenerationError, match=r"exceeds maximum input length"):
         triton_llm.client.generate_ids([42] * (limit + 1), 4)
     assert triton_llm.server.ready()
-    assert triton_llm.client.generate(prompts["completion"]["prompts"][0], 4).text
+    assert triton_llm.client.generate(prompts.completion["fox"], 4).text

@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_triton_llm.client import GenerationError
+from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora")]
 
 TOKENS = 16
-NO_END = -1
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +40,12 @@ def generate(triton_llm, ids, lora=None, send_weights=True):
 @pytest.fixture(scope="session")
 def registered(triton_llm, adapters, prompts):
     """Every adapter sent once with its weights, so the server holds it under its task id."""
-    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    ids = triton_llm.encode(prompts.completion["fox"])
     return {name: generate(triton_llm, ids, lora) for name, lora in adapters.items()}
 
 
 def test_adapters_change_the_output(triton_llm, adapters, registered, prompts):
-    batch = [triton_llm.encode(p) for p in prompts["completion"]["prompts"][:3]]
+    batch = [triton_llm.encode(p) for p in prompts.batch(3)]
     outputs = {None: tuple(tuple(generate(triton_llm, ids)) for ids in batch)}
     for name, lora in adapters.items():
         outputs[name] = tuple(tuple(generate(triton_llm, ids, lora, send_weights=False)) for ids in batch)
@@ -54,7 +54,7 @@ def test_adapters_change_the_output(triton_llm, adapters, registered, prompts):
 
 
 def test_task_id_alone_equals_sending_the_weights(triton_llm, adapters, registered, prompts):
-    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    ids = triton_llm.encode(prompts.completion["fox"])
     for name, lora in adapters.items():
         assert generate(triton_llm, ids, lora, send_weights=False) == registered[name], name
         assert generate(triton_llm, ids, lora, send_weights=True) == registered[name], name
@@ -62,7 +62,7 @@ def test_task_id_alone_equals_sending_the_weights(triton_llm, adapters, register
 
 def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapters, registered, prompts):
     loras = [None, *adapters.values()]
-    jobs = [(triton_llm.encode(p), lora) for p in prompts["completion"]["prompts"][:6] for lora in loras]
+    jobs = [(triton_llm.encode(p), lora) for p in prompts.batch(6) for lora in loras]
     assert len(jobs) == 24
     solo = [generate(triton_llm, ids, lora, send_weights=False) for ids, lora in jobs]
     before = triton_llm.client.executed_batch_sizes()
@@ -74,7 +74,7 @@ def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapt
 
 
 def test_unknown_task_id_is_an_error_and_the_server_keeps_serving(triton_llm, registered, prompts):
-    ids = triton_llm.encode(prompts["completion"]["prompts"][1])
+    ids = triton_llm.encode(prompts.completion["village"])
     with pytest.raises(GenerationError, match="LoRA task 424242 not found in cache. Please send LoRA weights with request"):
         triton_llm.client.generate_ids(ids, TOKENS, lora_task_id=424242)
     assert triton_llm.server.ready()
@@ -85,7 +85,7 @@ def test_an_adapter_for_a_module_the_engine_has_no_lora_for_is_refused(triton_ll
     _, adapter = next(iter(adapters.values()))
     config = adapter.lora_config.copy()
     config[0, :, 0] = 4  # attn_dense: not among the engine's lora_target_modules
-    ids = triton_llm.encode(prompts["completion"]["prompts"][1])
+    ids = triton_llm.encode(prompts.completion["village"])
     with pytest.raises(GenerationError, match="not among the engine's lora_target_modules"):
         triton_llm.client.generate_ids(ids, TOKENS, lora_task_id=7, lora_weights=adapter.lora_weights, lora_config=config)
     assert len(generate(triton_llm, ids)) == TOKENS

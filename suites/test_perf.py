@@ -12,32 +12,31 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_llm.hardware import hardware
-from pytest_triton_llm.perf.baseline import load_baseline
+from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.budgets import find_budget
-from pytest_triton_llm.perf.loadgen import Target, run_load_point
 from pytest_triton_llm.perf.metrics import summarize
-from pytest_triton_llm.perf.workload import synthetic_requests
+from pytest_triton_llm.perf.workload import encode, synthetic_requests
 from pytest_triton_llm.terminal import table
 
 pytestmark = pytest.mark.perf
-IMAGE = "local"  # the embedded runtime; container runs name their image
 
 
-def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_llm_report, triton_llm_perf_fail_rules,
-                    pytestconfig, record_property, triton_llm_progress):  # fmt: skip
+def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_llm_report, triton_llm_perf_options,
+                    record_property, triton_llm_progress):  # fmt: skip
     point_name, point = load_point
     workload_name, workload = perf_workload
     engine = triton_llm.ref.engine
     vocab = range(100, triton_llm.tokenizer.vocab_size)  # clear of the special tokens at the start
     requests = synthetic_requests(workload, workload.requests, vocab, engine.max_input_len, engine.max_output_len)
     warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, seed_offset=1)
-    target = Target(triton_llm.server.endpoints.grpc, triton_llm.server.endpoints.http, triton_llm.client.decoupled,
-                    fixed_output=workload.fixed_output)  # fmt: skip
+    streaming = triton_llm.client.decoupled  # token by token wherever the model can
+    target = Target(triton_llm.server.endpoints.grpc, triton_llm.server.endpoints.http)
     with triton_llm_progress.step(f"perf: {triton_llm.id} {point_name} ({len(requests)} requests, workload {workload_name})"):
-        records, seconds = run_load_point(target, requests, warmup, seed=workload.seed, **point)
+        records, seconds = run_load(target, encode(requests, triton_llm.client, workload.fixed_output, streaming),
+                                    encode(warmup, triton_llm.client, workload.fixed_output, streaming), seed=workload.seed,
+                                    **point)  # fmt: skip
     result = summarize(records, seconds)
-    result.update(load_point=point_name, workload=workload_name, streamed=target.streaming)
+    result.update(load_point=point_name, workload=workload_name, streamed=streaming)
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
     for key in ("throughput_rps", "output_tokens_per_s"):
         record_property(f"perf.{point_name}.{key}", result[key])
@@ -48,11 +47,12 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
     if workload.fixed_output:
         assert result["output_tokens"] == sum(r.max_tokens for r in requests), "requests did not yield their fixed lengths"
-    if target.streaming:
+    if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
-    identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=hardware(), image=IMAGE,
-                    load_point=point_name)  # fmt: skip
+    # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on
+    identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=triton_llm.hardware,
+                    image=triton_llm.image, load_point=point_name)  # fmt: skip
     budget = find_budget(perf_budgets, **identity)
     problems = []
     if budget is not None:
@@ -61,15 +61,15 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
         if any(r[3] == "MISSED" for r in rows):
             problems.append("missed its budget:\n" + "\n".join(table(["limit", "measured", "budget", ""], rows)))
     else:
-        result["budget"] = f"none for hardware {identity['hardware']}, image {IMAGE}: measured, not judged"
+        result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
 
-    baseline_path = pytestconfig.getoption("perf_compare")
-    if baseline_path:
-        before = load_baseline(baseline_path)["deployments"].get(triton_llm.id, {}).get(point_name)
+    options = triton_llm_perf_options
+    if options.compare:
+        before = options.baseline_point(triton_llm.id, point_name)
         if before is None:
-            problems.append(f"{baseline_path} has no {point_name} for {triton_llm.id}")
+            problems.append(f"{options.compare} has no {point_name} for {triton_llm.id}")
         else:
-            regressions = [r for rule in triton_llm_perf_fail_rules if (r := rule.regression(before, result))]
+            regressions = [r for rule in options.fail_rules if (r := rule.regression(before, result))]
             result["regressions"] = regressions
             problems += [f"regression at {point_name}: {r}" for r in regressions]
     if problems:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = pytest.mark.robustness
 
@@ -83,11 +84,11 @@ CASES = {
 @pytest.fixture(scope="session")
 def known_answer(triton_llm, prompts):
     """The greedy chat answer before any hostile request."""
-    return triton_llm.client.generate(triton_llm.chat_prompt(prompts["chat"]["question"]), 24).text
+    return triton_llm.client.generate(triton_llm.chat_prompt(prompts.chat_question), 24).text
 
 
 def test_a_known_answer_before_the_hostile_requests(triton_llm, known_answer, prompts):
-    assert prompts["chat"]["expected_substring"] in known_answer
+    assert prompts.chat_expected in known_answer
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -113,17 +114,17 @@ def test_200_concurrent_clients_are_all_answered(triton_llm, known_answer):
 def test_a_client_that_disappears_mid_request_costs_nothing(triton_llm, known_answer, prompts):
     ids = triton_llm.encode(PROMPT)
     if triton_llm.client.decoupled:  # walks away from its stream mid-generation
-        result = triton_llm.client.stream_ids(ids, 200, end_id=-1, cancel_after_s=0.5)
+        result = triton_llm.client.stream_ids(ids, 200, end_id=NO_END, cancel_after_s=0.5)
         assert result.cancelled and len(result.token_ids) < 200
     else:  # hangs up its HTTP connection before the answer
-        body = json.dumps({"text_input": PROMPT, "max_tokens": 200, "end_id": -1}).encode()
+        body = json.dumps({"text_input": PROMPT, "max_tokens": 200, "end_id": NO_END}).encode()
         request = urllib.request.Request(f"http://{triton_llm.server.endpoints.http}/v2/models/ensemble/generate", data=body)
         with pytest.raises((TimeoutError, urllib.error.URLError)):
             urllib.request.urlopen(request, timeout=0.5)  # noqa: S310 (loopback)
     time.sleep(0.5)
     assert triton_llm.server.ready()
-    assert len(triton_llm.client.generate_ids(ids, 6, end_id=-1).token_ids) == 6
+    assert len(triton_llm.client.generate_ids(ids, 6, end_id=NO_END).token_ids) == 6
 
 
 def test_the_known_answer_is_unchanged_after_all_of_them(triton_llm, known_answer, prompts):
-    assert triton_llm.client.generate(triton_llm.chat_prompt(prompts["chat"]["question"]), 24).text == known_answer
+    assert triton_llm.client.generate(triton_llm.chat_prompt(prompts.chat_question), 24).text == known_answer

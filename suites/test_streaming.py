@@ -9,27 +9,27 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_llm.client import GenerationError
+from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = pytest.mark.streaming
 
-NO_END = -1  # nothing stops generation early: exact token counts
 TOKENS = 32
 
 
 @pytest.mark.triton_llm_requires("streaming")
 def test_tokens_arrive_as_separate_responses(triton_llm, prompts):
-    ids = triton_llm.encode(prompts["completion"]["prompts"][0])
+    ids = triton_llm.encode(prompts.completion["fox"])
     result = triton_llm.client.stream_ids(ids, TOKENS, end_id=NO_END)
     per_response = [len(e.token_ids()) for e in result.content_events]
     assert per_response == [1] * TOKENS
-    text = triton_llm.client.stream(prompts["completion"]["prompts"][0], TOKENS, end_id=NO_END)
+    text = triton_llm.client.stream(prompts.completion["fox"], TOKENS, end_id=NO_END)
     assert len(text.content_events) == TOKENS
 
 
 @pytest.mark.triton_llm_requires("streaming")
-@pytest.mark.parametrize("index", [0, 3, 9])
-def test_concatenated_stream_equals_the_non_streamed_output(triton_llm, prompts, index):
-    prompt = prompts["completion"]["prompts"][index]
+@pytest.mark.parametrize("name", ["fox", "fibonacci", "language"])
+def test_concatenated_stream_equals_the_non_streamed_output(triton_llm, prompts, name):
+    prompt = prompts.completion[name]
     streamed = triton_llm.client.stream(prompt, TOKENS)
     assert streamed.text == triton_llm.client.generate(prompt, TOKENS).text
     ids = triton_llm.encode(prompt)
@@ -38,7 +38,7 @@ def test_concatenated_stream_equals_the_non_streamed_output(triton_llm, prompts,
 
 @pytest.mark.triton_llm_requires("streaming")
 def test_first_token_arrives_well_before_the_last(triton_llm, prompts):
-    result = triton_llm.client.stream(prompts["completion"]["prompts"][1], 64, end_id=NO_END)
+    result = triton_llm.client.stream(prompts.completion["village"], 64, end_id=NO_END)
     events = result.content_events
     first, last = events[0].t_s, events[-1].t_s
     assert len(events) == 64
@@ -48,8 +48,8 @@ def test_first_token_arrives_well_before_the_last(triton_llm, prompts):
 @pytest.mark.triton_llm_requires("streaming")
 def test_only_the_last_response_is_flagged_final(triton_llm, prompts):
     for result in (
-        triton_llm.client.stream(prompts["completion"]["prompts"][2], 16),
-        triton_llm.client.stream_ids(triton_llm.encode(prompts["completion"]["prompts"][2]), 16),
+        triton_llm.client.stream(prompts.completion["columbus"], 16),
+        triton_llm.client.stream_ids(triton_llm.encode(prompts.completion["columbus"]), 16),
     ):
         flags = [e.final for e in result.events]
         assert flags.count(True) == 1 and flags[-1], flags
@@ -57,16 +57,16 @@ def test_only_the_last_response_is_flagged_final(triton_llm, prompts):
 
 @pytest.mark.triton_llm_requires("streaming")
 def test_http_generate_stream_and_grpc_streaming_agree(triton_llm, prompts):
-    prompt = triton_llm.chat_prompt(prompts["chat"]["question"])
+    prompt = triton_llm.chat_prompt(prompts.chat_question)
     sse = triton_llm.client.stream(prompt, TOKENS, protocol="sse")
     grpc = triton_llm.client.stream(prompt, TOKENS, protocol="grpc")
     assert len(sse.content_events) > 1 and len(grpc.content_events) > 1
     assert sse.text == grpc.text
-    assert prompts["chat"]["expected_substring"] in grpc.text
+    assert prompts.chat_expected in grpc.text
 
 
 @pytest.mark.triton_llm_requires("v1")
 def test_v1_refuses_streaming_with_tensorrt_llm_error(triton_llm, prompts):
     with pytest.raises(GenerationError, match="Streaming is only supported if model is deployed using decoupled mode"):
-        triton_llm.client.stream(prompts["completion"]["prompts"][0], 8)
+        triton_llm.client.stream(prompts.completion["fox"], 8)
     assert triton_llm.server.ready()

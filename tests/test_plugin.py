@@ -8,8 +8,8 @@ from pytest_triton_llm.plugin import MARKERS
 def test_options_are_in_a_triton_llm_group(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*Triton + TensorRT-LLM suites (pytest-triton-llm)*"])
-    for option in ("--triton-image=TAG", "--triton-url=URL", "--engines-lock=PATH", "--engine-cache=DIR",
-                   "--rebuild-engines", "--deployment=NAME", "--triton-llm-report=PATH", "--cnn-dataset=PATH",
+    for option in ("--triton-image=TAG", "--triton-url=URL", "--engines-lock=PATH", "--engines-cache=DIR",
+                   "--engines-rebuild", "--deployment=NAME", "--triton-llm-report=PATH", "--accuracy-dataset=PATH",
                    "--accuracy-save=PATH", "--accuracy-baseline=PATH"):  # fmt: skip
         result.stdout.fnmatch_lines([f"*{option}*"])
 
@@ -53,7 +53,11 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
         (["--triton-url", "localhost:8001"], "*--triton-url localhost:8001: the remote runtime is not yet supported*"),
         (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:v1)*"),
         (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
-        (["--cnn-samples", "0"], "*--cnn-samples must be > 0*"),
+        (["--accuracy-samples", "0"], "*--accuracy-samples must be > 0*"),
+        (["--gpus", "all"], "*--gpus is now called --triton-gpus*"),
+        (["--tritonserver", "/x"], "*--tritonserver is now called --triton-binary*"),
+        (["--cnn-dataset", "d.json"], "*--cnn-dataset is now called --accuracy-dataset*"),
+        (["--rebuild-engines"], "*--rebuild-engines is now called --engines-rebuild*"),
     ],
 )
 def test_refused_options_say_why(project, args, message):
@@ -196,3 +200,21 @@ def test_a_test_the_image_cannot_run_is_skipped_with_the_images_reason(pytester)
         "SKIPPED*image 23.12-trtllm (Triton 2.41.0, TensorRT-LLM 0.7.0) lacks LoRA inputs lora_task_id / "
         "lora_weights / lora_config"
     ])  # fmt: skip
+
+
+def test_triton_image_without_the_docker_sdk_is_one_line_and_exit_4_once_a_test_needs_a_server(project):
+    (project.path / "docker").mkdir()
+    (project.path / "docker" / "__init__.py").write_text("raise ImportError('no docker SDK here')\n")  # shadows the SDK
+    project.makepyfile("def test_x(triton_llm): pass\ndef test_y(triton_llm): pass\ndef test_plain(): pass")
+    result = project.runpytest_subprocess("--triton-image", "24.09-trtllm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [
+        "ERROR: --triton-image 24.09-trtllm: the container runtime needs the docker SDK: pip install 'pytest-triton-llm[container]'"
+    ]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    # collecting needs no docker, and tests that need no server run
+    project.runpytest_subprocess("--triton-image", "24.09-trtllm", "--collect-only", "-q").stdout.fnmatch_lines(
+        ["*test_x[[]smollm2-135m:v1[]]*"]
+    )
+    project.runpytest_subprocess("--triton-image", "24.09-trtllm", "-k", "plain").assert_outcomes(passed=1)

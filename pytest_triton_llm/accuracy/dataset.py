@@ -1,6 +1,6 @@
 """CNN/DailyMail through `datasets`.
 
-Default: `cnn_dailymail` 3.0.0 from the Hugging Face Hub. A local file (--cnn-dataset) may be
+Default: `cnn_dailymail` 3.0.0 from the Hugging Face Hub. A local file (--accuracy-dataset) may be
 the MLPerf `cnn_eval.json` format (a JSON list of {instruction, input, output}) or JSONL /
 parquet with `article` and `highlights` columns.
 """
@@ -58,10 +58,10 @@ def load_cnn_dailymail(path: str | None, split: str = "validation", samples: int
     if path is not None:
         file = Path(path).expanduser()
         if not file.is_file():
-            raise DatasetError(f"--cnn-dataset {path}: no such file")
+            raise DatasetError(f"--accuracy-dataset {path}: no such file")
         kind = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}.get(file.suffix)
         if kind is None:
-            raise DatasetError(f"--cnn-dataset {path}: expected .json (MLPerf cnn_eval), .jsonl or .parquet")
+            raise DatasetError(f"--accuracy-dataset {path}: expected .json (MLPerf cnn_eval), .jsonl or .parquet")
         rows = datasets.load_dataset(kind, data_files=str(file), split="train")
         source = str(file)
     else:
@@ -70,7 +70,7 @@ def load_cnn_dailymail(path: str | None, split: str = "validation", samples: int
         except (ConnectionError, OSError, ValueError) as exc:
             raise DatasetError(
                 f"cannot load {HUB_NAME} {HUB_CONFIG} ({split}) from the Hugging Face Hub ({type(exc).__name__}); "
-                "pass a local copy with --cnn-dataset PATH: MLPerf cnn_eval.json, or JSONL/parquet with "
+                "pass a local copy with --accuracy-dataset PATH: MLPerf cnn_eval.json, or JSONL/parquet with "
                 "article and highlights"
             ) from None
         source = f"hf://{HUB_NAME}/{HUB_CONFIG}"

@@ -1,28 +1,34 @@
-"""Engine builders, one per backend, all published through the EngineCache."""
+"""Engine backends by name: the lock's `backend = "..."` picks one. A new backend is one module
+implementing base.Backend plus one line here."""
 
 from __future__ import annotations
 
-from typing import Callable
+from ..lock import Lock, LockError
+from .base import Backend, BuildError, BuildSite
+from .reference import ReferenceBackend
+from .tensorrtllm import TensorrtllmBackend
 
-from ..cache import BuiltEngine, EngineCache
-from ..lock import Engine
-from .reference import BuildError, ReferenceBuilder
+BACKENDS: dict[str, Backend] = {
+    "reference": ReferenceBackend(),
+    "tensorrtllm": TensorrtllmBackend(),
+}
+
+__all__ = ["BACKENDS", "Backend", "BuildError", "BuildSite", "backend_of", "check_lock"]
 
 
-def build_engine(
-    cache: EngineCache, name: str, engine: Engine, rebuild: bool = False, trtllm_executor: Callable | None = None
-) -> BuiltEngine:
-    """Build `engine` or reuse it from `cache`. `trtllm_executor()` gives where tensorrtllm engines are
-    built (the runtime's: a container of the serving image, or local subprocesses inside it)."""
-    if engine.backend == "reference":
-        builder = ReferenceBuilder(cache.sources_dir(), cache.progress)
-    else:
-        from .trtllm_builder import TrtllmBuilder
+def backend_of(name: str) -> Backend:
+    return BACKENDS[name]
 
-        if trtllm_executor is None:
-            raise BuildError(f"engine {name}: no TensorRT-LLM build environment was given")
-        executor = trtllm_executor()
-        builder = TrtllmBuilder(executor, cache.root, cache.progress, executor.gpu)
-    return cache.get_or_build(
-        name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out), rebuild=rebuild
-    )
+
+def check_lock(lock: Lock) -> Lock:
+    """Every engine names a known backend and asks only for what that backend has (LockError: one line)."""
+    for name, engine in lock.engines.items():
+        entry = f"{lock.path}: engine '{name}'"
+        if engine.backend not in BACKENDS:
+            known = ", ".join(repr(b) for b in BACKENDS)
+            raise LockError(f"{entry}: field 'backend': expected one of {known}, got string {engine.backend!r}")
+        try:
+            BACKENDS[engine.backend].check_recipe(engine)
+        except ValueError as exc:
+            raise LockError(f"{entry}: {exc}") from None
+    return lock

@@ -1,7 +1,8 @@
-"""The reference backend's "engine build": GGUF -> safetensors + tokenizer + engine.json.
+"""The reference backend: a Triton python-backend model with the tensorrt_llm tensor contract that runs a
+Hugging Face model (reference_backend/models/tensorrt_llm), on any machine.
 
-engine.json mirrors the `build_config` of a TensorRT-LLM engine's config.json, so the
-reference tensorrt_llm model enforces the same limits a real engine would.
+Its "engine build": GGUF -> safetensors + tokenizer + engine.json. engine.json mirrors the `build_config`
+of a TensorRT-LLM engine's config.json, so the reference model enforces the same limits a real engine would.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from ..lock import Engine
+from ..cache import BuiltEngine, EngineCache
+from ..compat import ImageEntry
+from ..lock import DeploymentRef, Engine
 from ..progress import Progress
+from ..repository import PYTHON_MODELS, render_repository
+from .base import BuildError, SiteFn
 from .sources import fetch_source
 
 ENGINE_CONFIG = "engine.json"
 _VERSIONED = ("torch", "transformers", "gguf", "safetensors", "pytest-triton-llm")
-
-
-class BuildError(RuntimeError):
-    pass
+# what the reference model implements (see the triton_llm_requires marker)
+CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellation", "lora"})
 
 
 def _versions() -> dict[str, str]:
@@ -92,3 +95,26 @@ class ReferenceBuilder:
             json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config}, indent=2)
         )
         return {"versions": versions, "build_config": build_config, "source_file": str(gguf)}
+
+
+class ReferenceBackend:
+    name = "reference"
+    needs_gpu = False
+
+    def check_recipe(self, engine: Engine) -> None:
+        if engine.world_size != 1 or engine.quantization:
+            raise ValueError("fields 'tp_size', 'pp_size', 'quantization': only the tensorrtllm backend has them")
+
+    def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
+        builder = ReferenceBuilder(cache.sources_dir(), cache.progress)  # converts here, whatever the runtime
+        return cache.get_or_build(name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out),
+                                  rebuild=rebuild)  # fmt: skip
+
+    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
+               engine_dir: str | None) -> Path:  # fmt: skip
+        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "tensorrt_llm", "postprocessing")}
+        return render_repository(ref, built, out, triton_version, engine_dir, "python", code)
+
+    def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
+        missing = sorted(needs - CAPABILITIES)
+        return f"the reference backend has no {', '.join(missing)}" if missing else None

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from ..load import RequestRecord
+
 STATS = ("mean", "p50", "p90", "p99")
-
-
-@dataclass
-class RequestRecord:
-    sent: float  # perf_counter seconds
-    token_times: list[float] = field(default_factory=list)  # arrival of each response that carried tokens
-    tokens: int = 0
-    done: float | None = None
-    error: str | None = None
-    streamed: bool = False  # tokens arrived one response at a time: TTFT and ITL are measured
-
-    @property
-    def latency_s(self) -> float:
-        return self.done - self.sent
 
 
 def stats_ms(values_s: list[float]) -> dict | None:

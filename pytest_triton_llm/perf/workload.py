@@ -1,5 +1,5 @@
 """Perf workloads (fixtures/perf_workloads.toml): token-length distributions, as upstream's
-benchmark_core_model draws them, or the suites' prompts; load points by concurrency or rate."""
+benchmark_core_model draws them; load points by concurrency or rate; the requests, encoded for tensorrt_llm."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import random
+
 import numpy as np
 
+from ..client import LLMClient
 from ..schema import SchemaError, build, load_toml
+from ..tensor_contract import NO_END, Inputs, Sampling
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,6 @@ class Workload:
 class PerfRequest:
     input_ids: list[int]
     max_tokens: int
-    text: str | None = None  # for the text contract (the ensemble's text_input)
 
 
 def load_workloads(path: Path) -> dict[str, Workload]:
@@ -75,3 +78,19 @@ def synthetic_requests(workload: Workload, count: int, vocab: range, max_input: 
     inputs = _draw(rng, workload.input_tokens, count, max_input)
     outputs = _draw(rng, workload.output_tokens, count, max_output)
     return [PerfRequest(rng.integers(vocab.start, vocab.stop, n).tolist(), m) for n, m in zip(inputs, outputs, strict=True)]
+
+
+def encode(requests: list[PerfRequest], client: LLMClient, fixed_output: bool, streaming: bool) -> list[Inputs]:
+    """tensorrt_llm inputs, named as the served model has them. fixed_output: no end_id and min_length =
+    max_tokens, so every request yields its length; streaming: token by token (decoupled deployments)."""
+    encoded = []
+    for r in requests:
+        fixed = {"end_id": NO_END, "sampling": Sampling(min_length=r.max_tokens)} if fixed_output else {}
+        encoded.append(client.core_inputs(r.input_ids, r.max_tokens, streaming=streaming or None, **fixed))
+    return encoded
+
+
+def mixed_lengths(count: int, low: int, high: int, seed: int = 0) -> list[int]:
+    """`count` output lengths drawn uniformly from [low, high], the same for every run with `seed`."""
+    rng = random.Random(seed)
+    return [rng.randint(low, high) for _ in range(count)]

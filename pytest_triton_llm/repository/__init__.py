@@ -1,12 +1,13 @@
 """Render a Triton model repository for one deployment.
 
     <out>/preprocessing/{config.pbtxt,1/model.py}    tokenizer (python backend)
-    <out>/tensorrt_llm/{config.pbtxt,1/...}          TensorRT-LLM engine, or the reference model
+    <out>/tensorrt_llm/{config.pbtxt,1/...}          the engine backend's model (its Triton backend and code)
     <out>/postprocessing/{config.pbtxt,1/model.py}   detokenizer (python backend)
     <out>/ensemble/{config.pbtxt,1/}                 wires the three
 
 Every rendered config.pbtxt is parsed into tritonclient's ModelConfig before the
-server sees it, so a template mistake fails here with the file name.
+server sees it, so a template mistake fails here with the file name. A python-backend model gets
+its code, the shared helpers beside it and the modules it shares with the harness (SHARED_MODULES).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 from importlib import resources
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -24,9 +26,15 @@ from ..lock import DeploymentRef
 from ..schema import load_toml
 from .fill import TemplateError, fill, placeholders
 
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
 MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble")
 _PACKAGE = resources.files(__package__)
-_REFERENCE_MODELS = resources.files("pytest_triton_llm.reference_backend") / "models"
+# the project's python models (preprocessing, postprocessing and the reference tensorrt_llm), read as files
+PYTHON_MODELS = resources.files("pytest_triton_llm") / "reference_backend" / "models"
+# harness modules the python models import by bare name, copied beside their code
+SHARED_MODULES = tuple(resources.files("pytest_triton_llm") / name for name in ("tensor_contract.py", "hf_tokenizer.py"))
 
 
 def template_family(triton_version: str) -> str:
@@ -44,13 +52,14 @@ def template_text(family: str, model: str) -> str:
     return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
 
 
-def template_values(ref: DeploymentRef, engine_dir: Path, family: str) -> dict:
-    """Placeholder values for a deployment; None drops an optional parameter line."""
+def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_backend: str) -> dict:
+    """Placeholder values for a deployment whose tensorrt_llm model runs on Triton backend `triton_backend`;
+    None drops an optional parameter line."""
     engine, options = ref.engine, ref.options
     values = dict.fromkeys(set().union(*(placeholders(template_text(family, m)) for m in MODELS)))
     values.update(
         triton_max_batch_size=engine.max_batch_size,
-        triton_backend="python" if engine.backend == "reference" else "tensorrtllm",
+        triton_backend=triton_backend,
         decoupled_mode=options.decoupled,
         max_queue_delay_microseconds=options.max_queue_delay_us,
         max_queue_size=0,  # 0 = unbounded: Triton's default
@@ -80,26 +89,22 @@ def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
         raise TemplateError(f"{name}: rendered config.pbtxt does not parse as ModelConfig: {exc}") from None
 
 
-def render_repository(
-    ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None = None
-) -> Path:
-    """Write the model repository for `ref` into `out` (which must not exist yet); `engine_dir` is
-    where the server sees the engine (a container's mount), by default where the cache keeps it."""
+def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None,
+                      tensorrt_llm_backend: str, python_code: dict[str, Traversable]) -> Path:  # fmt: skip
+    """Write the model repository for `ref` into `out` (which must not exist yet): the inflight_batcher_llm
+    templates of the server's version, `tensorrt_llm` on Triton backend `tensorrt_llm_backend`, and each
+    model of `python_code` with that code. `engine_dir` is where the server sees the engine (a container's
+    mount), by default where the cache keeps it."""
     family = template_family(triton_version)
-    values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family)
+    values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend)
     out.mkdir(parents=True)
     for model in MODELS:
         text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt")
         parse_config(text, f"{out / model / 'config.pbtxt'}")
         (out / model / "1").mkdir(parents=True)
         (out / model / "config.pbtxt").write_text(text)
-        if model == "tensorrt_llm" and ref.engine.backend != "reference":
-            continue  # the tensorrtllm backend reads the engine from gpt_model_path
-        code = _REFERENCE_MODELS / model
-        if code.is_dir():  # a python-backend model: its code plus the shared helpers
-            for item in [*code.iterdir(), *(_REFERENCE_MODELS / "common").iterdir()]:
-                if item.name.endswith(".py"):
-                    shutil.copyfile(str(item), out / model / "1" / item.name)
+        if model in python_code:
+            copy_python_model(python_code[model], out / model / "1")
     # beside the repository, not in it: Triton would take a stray entry for a model
     (out.parent / f"{out.name}.rendered.json").write_text(
         json.dumps(
@@ -110,3 +115,10 @@ def render_repository(
         )
     )
     return out
+
+
+def copy_python_model(code: Traversable, version_dir: Path) -> None:
+    """A python-backend model's code, the helpers every project model shares, and the shared harness modules."""
+    for item in [*code.iterdir(), *(PYTHON_MODELS / "common").iterdir(), *SHARED_MODULES]:
+        if item.name.endswith(".py"):
+            shutil.copyfile(str(item), version_dir / item.name)

@@ -1,1 +1,14 @@
-"""Where tritonserver runs. One module per runtime; each returns a `TritonServer` handle."""
+"""Where tritonserver runs, by name. A new runtime is one module implementing base.Runtime plus one line here."""
+
+from __future__ import annotations
+
+from .base import Launch, Runtime, RuntimeUnavailable, ServerOptions
+from .container import ContainerRuntime
+from .local import LocalRuntime
+
+RUNTIMES: dict[str, type[Runtime]] = {
+    "local": LocalRuntime,
+    "container": ContainerRuntime,
+}
+
+__all__ = ["RUNTIMES", "Launch", "Runtime", "RuntimeUnavailable", "ServerOptions"]

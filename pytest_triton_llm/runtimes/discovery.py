@@ -1,6 +1,6 @@
 """Which tritonserver the local runtime starts, first found wins:
 
-1. --tritonserver PATH
+1. --triton-binary PATH
 2. the TRITONSERVER environment variable
 3. /opt/tritonserver/bin/tritonserver, where NGC serving images keep it (pytest runs inside the image)
 4. the binary inside the nvidia-pytriton wheel (the embedded default)
@@ -41,17 +41,33 @@ class FoundServer:
 def find_tritonserver(option: str | None, environ: dict[str, str], ngc_binary: Path = NGC_BINARY) -> FoundServer:
     # the image's TRITON_SERVER_VERSION describes the image's own binary only
     declared = environ.get("TRITON_SERVER_VERSION") or None
-    for given, origin in ((option, "--tritonserver"), (environ.get("TRITONSERVER"), "TRITONSERVER")):
+    for given, origin in ((option, "--triton-binary"), (environ.get("TRITONSERVER"), "TRITONSERVER")):
         if given:
             binary = Path(os.path.normpath(Path(given).expanduser().absolute()))
+            wheel = _wheel_of(binary)
+            if wheel is not None:  # the wheel's own binary needs the wheel's backends, prepared in the cache
+                return _from_wheel(wheel, f" ({origin})")
             return _system(binary, origin, declared if binary == ngc_binary else None)
     if ngc_binary.is_file():
         return _system(ngc_binary, "the serving image's", declared)
     try:
         wheel = locate()
     except WheelNotFound as exc:
-        raise ServerNotFound(f"no tritonserver found: {exc}; or pass --tritonserver PATH") from None
-    return FoundServer(wheel.binary, f"nvidia-pytriton {wheel.wheel_version}", wheel.triton_version, wheel=wheel)
+        raise ServerNotFound(f"no tritonserver found: {exc}; or pass --triton-binary PATH") from None
+    return _from_wheel(wheel)
+
+
+def _from_wheel(wheel: WheelServer, how: str = "") -> FoundServer:
+    return FoundServer(wheel.binary, f"nvidia-pytriton {wheel.wheel_version}{how}", wheel.triton_version, wheel=wheel)
+
+
+def _wheel_of(binary: Path) -> WheelServer | None:
+    """The installed nvidia-pytriton wheel when `binary` is its tritonserver."""
+    try:
+        wheel = locate()
+    except WheelNotFound:
+        return None
+    return wheel if binary.resolve() == wheel.binary.resolve() else None
 
 
 def _system(binary: Path, origin: str, declared: str | None) -> FoundServer:

@@ -7,32 +7,26 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..compat import ImageEntry, load_compat
+from ..compat import ImageEntry, installed_tensorrt_llm, load_compat
+from ..engines.base import BuildSite
+from ..hardware import hardware
+from ..processes import ManagedProcess
 from ..progress import Progress
-from .discovery import FoundServer
+from ..usage import OptionError
+from .base import Launch, RuntimeUnavailable, ServerOptions
+from .discovery import FoundServer, ServerNotFound, find_tritonserver
 from .ports import free_ports
-from .processes import ManagedProcess
-from .server import Endpoints, ServerStartError, TritonServer, serving_environment
+from .server import Endpoints, ServerStartError, TritonServer, serving_environment, tritonserver_args
 from .tritonserver_wheel import prepare_backends, server_environment
+from .version_guard import VersionMismatch, check_versions
 
 _PORT_RETRIES = 3
+HOST = "127.0.0.1"  # never listen beyond loopback
 
 
 def tritonserver_command(binary: Path, repository: Path, backends: Path, http: int, grpc: int, metrics: int) -> list[str]:
-    host = "127.0.0.1"  # never listen beyond loopback
-    return [
-        str(binary),
-        "--model-repository", str(repository),
-        "--backend-directory", str(backends),
-        "--http-address", host, "--http-port", str(http),
-        "--grpc-address", host, "--grpc-port", str(grpc),
-        "--metrics-address", host, "--metrics-port", str(metrics),
-        "--allow-gpu-metrics", "false",
-        "--disable-auto-complete-config",  # configs are complete; saves a python stub per model
-        "--strict-readiness", "true",
-        "--exit-timeout-secs", "10",
-        "--log-verbose", "0",
-    ]  # fmt: skip
+    return tritonserver_args(repository, {"http": http, "grpc": grpc, "metrics": metrics}, binary=binary, host=HOST,
+                             backends=backends, extra=("--allow-gpu-metrics=false", "--log-verbose=0"))  # fmt: skip
 
 
 class LocalRuntime:
@@ -49,8 +43,46 @@ class LocalRuntime:
         self.trtllm_examples = trtllm_examples
         self._version = found.declared_version
 
+    @classmethod
+    def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> LocalRuntime:
+        """The tritonserver found here, checked by the version guard against --triton-image (pytest inside
+        that image) and against the installed tensorrt_llm."""
+        requested = None
+        if options.image is not None:
+            requested = load_compat().for_image(options.image.reference)
+            if requested is None:
+                raise OptionError(
+                    f"--triton-runtime local --triton-image {options.image.given}: give an NGC image listed in "
+                    "compat.toml (YY.MM-trtllm), whose versions the local tritonserver and tensorrt_llm are checked against"
+                )
+        try:
+            found = find_tritonserver(options.binary, dict(os.environ))
+            entry = check_versions(load_compat(), found, installed_tensorrt_llm(), requested)
+        except (ServerNotFound, VersionMismatch) as exc:
+            raise RuntimeUnavailable(str(exc)) from None
+        return cls(cache_root, progress, found, entry, options.trtllm_examples)
+
     def describe(self) -> str:
         return self.found.describe()
+
+    def header_lines(self) -> list[str]:
+        lines = [f"triton-llm: local runtime: {self.describe()}"]
+        if self.entry is not None:
+            lines.append(f"triton-llm: versions as image {self.entry.describe()} (compat.toml)")
+        return lines
+
+    def report_block(self) -> dict:
+        found, entry = self.found, self.entry
+        image = f" = image {entry.tag}-trtllm" if entry else ""
+        return {  # its summary is the terminal summary's line
+            "summary": f"{found.binary} ({found.origin}), Triton {found.declared_version or '?'}{image}",
+            "binary": str(found.binary), "origin": found.origin, "declared_version": found.declared_version,
+            "backends": str(found.backends) if found.backends else "wheel", "compat_image": entry.tag if entry else None,
+        }  # fmt: skip
+
+    @property
+    def hardware(self) -> str:
+        return hardware()
 
     @property
     def triton_version(self) -> str:
@@ -63,8 +95,6 @@ class LocalRuntime:
             self._version = server.version
             self.progress.say(f"{self.found.binary}: Triton {self._version}")
             if self.entry is None:  # now that the version is known, the guard can place it (and check tensorrt_llm)
-                from ..version_guard import VersionMismatch, check_versions, installed_tensorrt_llm
-
                 known = dataclasses.replace(self.found, declared_version=self._version)
                 try:
                     self.entry = check_versions(load_compat(), known, installed_tensorrt_llm(), None)
@@ -75,21 +105,20 @@ class LocalRuntime:
     def engine_dir_in_server(self, engine_name: str) -> None:
         return None  # the server reads the engine where the cache keeps it
 
-    def trtllm_executor(self):
-        from ..engines.executors import ExecutorError, local_executor
+    def build_site(self) -> BuildSite:
+        """Local subprocesses: this interpreter's tensorrt_llm, which the version guard checked."""
+        unknown = (
+            f"no image in compat.toml ships Triton {self.triton_version} with the installed tensorrt_llm, so the "
+            "build commands of its TensorRT-LLM version are unknown; run inside an NGC trtllm image"
+        )
+        return BuildSite(entry=self.entry, unknown=unknown, examples=self.trtllm_examples)
 
-        if self.entry is None:
-            raise ExecutorError(
-                f"no image in compat.toml ships Triton {self.triton_version} with the installed tensorrt_llm, so "
-                "the build commands of its TensorRT-LLM version are unknown; run inside an NGC trtllm image"
+    def start(self, launch: Launch) -> TritonServer:
+        if launch.world_size != 1:
+            raise ServerStartError(
+                f"{launch.deployment_id}: world size {launch.world_size} needs --triton-image (mpirun in a container)"
             )
-        return local_executor(self.entry, self.trtllm_examples)
-
-    def start(self, deployment_id: str, repository: Path, engine_dir: Path, engine_name: str, log_path: Path,
-              timeout_s: float, world_size: int = 1, gpu: bool = False) -> TritonServer:  # fmt: skip
-        if world_size != 1:
-            raise ServerStartError(f"{deployment_id}: world size {world_size} needs --triton-image (mpirun in a container)")
-        server = self._start(deployment_id, repository, log_path, timeout_s)
+        server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)
         if self._version and server.version != self._version:
             server.stop()
             raise ServerStartError(
@@ -112,7 +141,7 @@ def start_local_server(found: FoundServer, backends: Path, env: dict[str, str], 
         http, grpc, metrics = free_ports(3)
         argv = tritonserver_command(found.binary, repository, backends, http, grpc, metrics)
         process = ManagedProcess(argv, env, log_path, cache_root / "run", label=f"tritonserver {name}")
-        server = TritonServer(name, Endpoints(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}"),
+        server = TritonServer(name, Endpoints(f"{HOST}:{http}", f"{HOST}:{grpc}", f"{HOST}:{metrics}"),
                               log_path, process, str(found.binary))  # fmt: skip
         progress.say(
             f"server {name}: starting {found.binary} ({found.origin}) on http {server.endpoints.http}, "

@@ -8,22 +8,41 @@ import re
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..credentials import without_secrets
+from ..endpoints import Endpoints
+from ..processes import ManagedProcess
 from ..progress import Progress
-from .processes import ManagedProcess
 
 
 class ServerStartError(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class Endpoints:
-    http: str  # host:port
-    grpc: str
-    metrics: str
+def tritonserver_args(
+    repository: str | Path, ports: dict[str, int], *, binary: str | Path = "tritonserver", host: str | None = None,
+    backends: str | Path | None = None, extra: tuple[str, ...] = (),
+) -> list[str]:  # fmt: skip
+    """tritonserver's command line, for every runtime: `ports` by endpoint (http, grpc, metrics; a missing one
+    is switched off), `host` the address they listen on (None: tritonserver's default, all interfaces, which a
+    container needs for its published ports)."""
+    argv = [str(binary), f"--model-repository={repository}"]
+    if backends is not None:
+        argv.append(f"--backend-directory={backends}")
+    argv += [
+        "--disable-auto-complete-config",  # configs are complete; saves a python stub per model
+        "--strict-readiness=true",
+        "--exit-timeout-secs=10",
+    ]
+    for endpoint in ("http", "grpc", "metrics"):
+        if endpoint not in ports:
+            argv.append(f"--allow-{endpoint}=false")
+            continue
+        if host is not None:
+            argv.append(f"--{endpoint}-address={host}")
+        argv.append(f"--{endpoint}-port={ports[endpoint]}")
+    return argv + list(extra)
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
@@ -113,10 +132,6 @@ class TritonServer:
             self.process.stop()
 
 
-# credentials a server never needs at serve time; kept out of its environment and logs
-_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "NGC_API_KEY")
-
-
 _SERVING = {
     "HF_HUB_OFFLINE": "1",  # engines are local; a hub lookup at serve time is a bug
     "TRANSFORMERS_OFFLINE": "1",
@@ -128,8 +143,7 @@ _SERVING = {
 
 def serving_environment(base: dict[str, str]) -> dict[str, str]:
     """A local server's environment: this one without credentials, plus the serving settings."""
-    env = {k: v for k, v in base.items() if k not in _SECRETS}
-    return {**env, **_SERVING, "OMP_NUM_THREADS": omp_threads(base)}
+    return {**without_secrets(base), **_SERVING, "OMP_NUM_THREADS": omp_threads(base)}
 
 
 def container_environment(base: dict[str, str]) -> dict[str, str]:

@@ -18,8 +18,8 @@ def accuracy_run(pytester, *args):
     if not MINI_CNN.is_file():
         pytest.fail(f"{MINI_CNN} is missing: CI clones the project next to shared/", pytrace=False)
     return pytester.runpytest_subprocess(
-        str(ROOT / "suites"), "-m", "accuracy", "-p", "no:cacheprovider", "--cnn-dataset", str(MINI_CNN),
-        "--cnn-samples", SAMPLES, *args, timeout=600,
+        str(ROOT / "suites"), "-m", "accuracy", "-p", "no:cacheprovider", "--accuracy-dataset", str(MINI_CNN),
+        "--accuracy-samples", SAMPLES, *args, timeout=600,
     )  # fmt: skip
 
 

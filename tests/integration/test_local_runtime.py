@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from pytest_triton_llm.runtimes.tritonserver_wheel import locate
+
 from ..conftest import processes_mentioning
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a hung server fails the test, not the CI job
@@ -68,6 +70,13 @@ def test_a_second_session_reuses_the_cached_engine(project):
     again.assert_outcomes(passed=1)
     again.stdout.fnmatch_lines(["*engine smollm2-135m: reusing *", "*smollm2-135m * (cached *"])
     assert "building" not in again.stdout.str()
+
+
+def test_the_wheels_own_binary_named_by_triton_binary_serves_like_the_default(project):
+    project.makepyfile(test_session=SESSION_TESTS.split("def test_fails")[0])
+    result = run_session(project, "--triton-binary", str(locate().binary))
+    result.assert_outcomes(passed=1)  # its python backend gets this Python's stub, as the default's does
+    result.stdout.fnmatch_lines(["triton-llm: local runtime: tritonserver * (nvidia-pytriton 0.7.0 (--triton-binary); *"])
 
 
 def test_ctrl_c_leaves_no_server_behind(project, tmp_path):

@@ -1,10 +1,15 @@
 """Unit tests import the python-backend models' modules by bare name, as the Triton stub does
-(it puts the model's version directory on sys.path)."""
+(it puts the model's version directory on sys.path, where the renderer copies the shared harness
+modules too: tensor_contract and hf_tokenizer)."""
 
 import sys
 from pathlib import Path
+
+from pytest_triton_llm import hf_tokenizer, tensor_contract
 
 MODELS = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "reference_backend" / "models"
 for directory in (MODELS / "tensorrt_llm", MODELS / "preprocessing", MODELS / "common"):
     if str(directory) not in sys.path:
         sys.path.insert(0, str(directory))
+sys.modules.setdefault("tensor_contract", tensor_contract)
+sys.modules.setdefault("hf_tokenizer", hf_tokenizer)

@@ -51,7 +51,7 @@ def test_offline_without_a_file_says_how_to_pass_one(monkeypatch):
         dataset_module.load_cnn_dailymail(None)
     message = str(excinfo.value)
     assert "cannot load cnn_dailymail 3.0.0 (validation) from the Hugging Face Hub" in message
-    assert "--cnn-dataset PATH" in message and "\n" not in message
+    assert "--accuracy-dataset PATH" in message and "\n" not in message
 
 
 class WordTokenizer:

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.tensorrtllm import BuildPaths, UnsupportedRecipe, build_commands
+from pytest_triton_llm.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands
 from pytest_triton_llm.lock import Engine, Lora, Source
 
 SOURCE = Source(file="model.safetensors", sha256="0" * 64, path="/models/llama")

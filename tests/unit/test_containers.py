@@ -2,20 +2,21 @@
 
 import pytest
 
-from pytest_triton_llm.runtimes.container import ContainerSpec, serving_spec, server_command
-from pytest_triton_llm.runtimes.images import ImageError, expand_image, short_tag
+from pytest_triton_llm.containers import ContainerSpec
+from pytest_triton_llm.runtimes.container import serving_spec, server_command
+from pytest_triton_llm.images import ImageError, parse_image, short_tag
 from pytest_triton_llm.runtimes.server import container_environment
 
 
 def test_short_tags_expand_to_the_ngc_trtllm_image_and_full_references_pass_through():
-    assert expand_image("24.09-trtllm") == "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3"
-    assert short_tag(expand_image("24.04-trtllm")) == "24.04"
-    assert expand_image("pytest-triton-llm/cpu:2.51.0") == "pytest-triton-llm/cpu:2.51.0"
-    assert expand_image("registry.example.com:5000/triton@sha256:" + "a" * 64).endswith("a" * 64)
-    assert short_tag("pytest-triton-llm/cpu:2.51.0") is None
+    assert parse_image("24.09-trtllm").reference == "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3"
+    assert parse_image("24.04-trtllm").tag == "24.04" and parse_image("24.04-trtllm").given == "24.04-trtllm"
+    assert parse_image("pytest-triton-llm/cpu:2.51.0").reference == "pytest-triton-llm/cpu:2.51.0"
+    assert parse_image("registry.example.com:5000/triton@sha256:" + "a" * 64).reference.endswith("a" * 64)
+    assert short_tag("pytest-triton-llm/cpu:2.51.0") is None and parse_image("pytest-triton-llm/cpu:2.51.0").tag is None
     for bad in ("24.9-trtllm", "latest", "Triton Server"):
         with pytest.raises(ImageError, match="give YY.MM-trtllm"):
-            expand_image(bad)
+            parse_image(bad)
 
 
 def spec(gpus=None, world_size=1) -> ContainerSpec:
@@ -25,7 +26,8 @@ def spec(gpus=None, world_size=1) -> ContainerSpec:
 
 
 def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(monkeypatch):
-    monkeypatch.setattr("pytest_triton_llm.runtimes.container.owner_label", lambda: "host:7:99")
+    pytest.importorskip("docker", reason="the container extra (docker SDK) is not installed")
+    monkeypatch.setattr("pytest_triton_llm.containers.owner_label", lambda: "host:7:99")
     argv = spec(gpus="all").docker_run_argv()
     assert argv == [
         "docker", "run", "--detach", "--name", "triton-llm-7-1-m-v1", "--shm-size=2g",
@@ -46,6 +48,7 @@ def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(mon
 
 
 def test_a_cpu_container_asks_for_no_gpu_and_no_memlock():
+    pytest.importorskip("docker", reason="the container extra (docker SDK) is not installed")
     argv = spec().docker_run_argv()
     assert "--gpus" not in argv and not [a for a in argv if "memlock" in a]
     assert "device_requests" not in spec().sdk_kwargs()
@@ -55,12 +58,12 @@ def test_world_size_2_runs_one_tritonserver_per_rank_under_mpirun_as_launch_trit
     assert server_command(2) == [
         "mpirun", "--allow-run-as-root",
         "-n", "1", "tritonserver", "--model-repository=/models", "--disable-auto-complete-config",
-        "--strict-readiness=true", "--exit-timeout-secs=10", "--backend-config=python,shm-region-prefix-name=prefix0_",
-        "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002", ":",
+        "--strict-readiness=true", "--exit-timeout-secs=10", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
+        "--backend-config=python,shm-region-prefix-name=prefix0_", ":",
         "-n", "1", "tritonserver", "--model-repository=/models", "--disable-auto-complete-config",
-        "--strict-readiness=true", "--exit-timeout-secs=10", "--backend-config=python,shm-region-prefix-name=prefix1_",
+        "--strict-readiness=true", "--exit-timeout-secs=10", "--allow-http=false", "--allow-grpc=false",
+        "--allow-metrics=false", "--backend-config=python,shm-region-prefix-name=prefix1_",
         "--model-control-mode=explicit", "--load-model=tensorrt_llm",
-        "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false",
     ]  # fmt: skip
 
 

@@ -5,8 +5,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
 
-from generation import GenerationRequest, ReferenceEngine, RequestError, Sampling, Sequence, decode_word_list  # noqa: E402
-from words import pack_word_ids, to_word_list_format  # noqa: E402  (model dirs on sys.path: conftest)
+from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence  # noqa: E402
+from words import to_word_list_format  # noqa: E402  (model dirs on sys.path: conftest)
+
+from pytest_triton_llm.tensor_contract import RequestError, pack_word_ids, unpack_word_list  # noqa: E402
 
 VOCAB = 10
 
@@ -34,21 +36,21 @@ def test_word_lists_round_trip_through_the_offsets_format():
     packed = pack_word_ids([[[5, 6], [7]], [[1]]])
     assert packed.shape == (2, 2, 3)
     assert packed[0].tolist() == [[5, 6, 7], [2, 3, -1]]
-    assert decode_word_list(packed[0]) == [[5, 6], [7]]
-    assert decode_word_list(packed[1]) == [[1]]
-    assert decode_word_list(np.empty((2, 0), dtype=np.int32)) == []
+    assert unpack_word_list(packed[0]) == [[5, 6], [7]]
+    assert unpack_word_list(packed[1]) == [[1]]
+    assert unpack_word_list(np.empty((2, 0), dtype=np.int32)) == []
 
 
 def test_words_are_tokenized_per_row_and_empty_ones_dropped():
     encode = {b"ab": [1, 2], b"c": [3], b"": []}.__getitem__
     out = to_word_list_format(np.array([[b"ab", b""], [b"c", b"c"]], dtype=object), 2, encode)
-    assert [decode_word_list(row) for row in out] == [[[1, 2]], [[3], [3]]]
+    assert [unpack_word_list(row) for row in out] == [[[1, 2]], [[3], [3]]]
     assert to_word_list_format(None, 3, encode).shape == (3, 2, 0)
 
 
 def test_malformed_word_list_is_a_request_error():
     with pytest.raises(RequestError, match="offsets"):
-        decode_word_list(np.array([[1, 2], [5, -1]]))
+        unpack_word_list(np.array([[1, 2], [5, -1]]))
 
 
 def test_greedy_end_id_is_not_returned():

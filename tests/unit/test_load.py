@@ -1,9 +1,11 @@
-"""The closed-loop load of the batching suite: every job once, at most `concurrency` at a time, ramped starts."""
+"""The load engine's closed loop: every request once, at most `concurrency` in flight, ramped starts;
+mixed output lengths for the batching suite."""
 
-import threading
+import asyncio
 import time
 
-from pytest_triton_llm.load import closed_loop, mixed_lengths
+from pytest_triton_llm.load import RequestRecord, _closed_loop
+from pytest_triton_llm.perf.workload import mixed_lengths
 
 
 def test_mixed_lengths_are_seeded_and_within_bounds():
@@ -14,38 +16,37 @@ def test_mixed_lengths_are_seeded_and_within_bounds():
 
 
 class Server:
-    """A fake send(): holds each request briefly and remembers how many were in flight at once."""
+    """A fake sender: holds each request briefly and remembers how many were in flight at once."""
 
     def __init__(self, hold_s: float = 0.02):
         self.hold_s = hold_s
-        self.lock = threading.Lock()
         self.in_flight = self.most_in_flight = 0
         self.seen: list[int] = []
         self.starts: list[float] = []
 
-    def send(self, job: int) -> int:
-        with self.lock:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-            self.seen.append(job)
-            self.starts.append(time.perf_counter())
-        time.sleep(self.hold_s)
-        with self.lock:
-            self.in_flight -= 1
-        return job
+    async def send(self, index: int, inputs: dict) -> RequestRecord:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        self.seen.append(inputs["n"])
+        self.starts.append(time.perf_counter())
+        record = RequestRecord(index, time.perf_counter(), tokens=inputs["n"])
+        await asyncio.sleep(self.hold_s)
+        self.in_flight -= 1
+        record.done = time.perf_counter()
+        return record
 
 
-def test_every_job_is_sent_once_by_at_most_concurrency_clients():
+def test_every_request_is_sent_once_by_at_most_concurrency_clients():
     server = Server()
-    result = closed_loop(server.send, list(range(1, 41)), concurrency=4)
+    records = asyncio.run(_closed_loop(server.send, [{"n": n} for n in range(1, 41)], 4, None, 0.0))
     assert sorted(server.seen) == list(range(1, 41))
     assert server.most_in_flight == 4
-    assert result.requests == 40 and result.output_tokens == sum(range(1, 41)) and len(result.latencies_s) == 40
+    assert sorted(r.index for r in records) == list(range(40)) and sum(r.tokens for r in records) == sum(range(1, 41))
 
 
 def test_staggered_clients_send_their_first_requests_one_stagger_apart():
     server = Server(hold_s=0.3)  # longer than the ramp: each client's first request is one of the four
     begin = time.perf_counter()
-    closed_loop(server.send, list(range(4)), concurrency=4, stagger_s=0.05)
+    asyncio.run(_closed_loop(server.send, [{"n": n} for n in range(4)], 4, None, 0.05))
     offsets = sorted(t - begin for t in server.starts)
     assert all(offset >= 0.05 * i for i, offset in enumerate(offsets)), offsets

@@ -7,7 +7,7 @@ import pytest
 from pytest_triton_llm.compat import load_compat
 from pytest_triton_llm.runtimes.discovery import FoundServer, ServerNotFound, find_tritonserver
 from pytest_triton_llm.runtimes.tritonserver_wheel import locate
-from pytest_triton_llm.version_guard import VersionMismatch, check_versions
+from pytest_triton_llm.runtimes.version_guard import VersionMismatch, check_versions
 
 
 def install(prefix: Path) -> Path:
@@ -21,10 +21,11 @@ def install(prefix: Path) -> Path:
 
 
 def test_the_option_wins_then_the_variable_then_the_image_then_the_wheel(tmp_path):
+    pytest.importorskip("pytriton", reason="the reference extra (nvidia-pytriton) is not installed")
     option, variable, image = install(tmp_path / "opt"), install(tmp_path / "env"), install(tmp_path / "ngc")
     env = {"TRITONSERVER": str(variable), "TRITON_SERVER_VERSION": "2.50.0"}
     found = find_tritonserver(str(option), env, ngc_binary=image)
-    assert (found.binary, found.origin, found.backends) == (option, "--tritonserver", tmp_path / "opt" / "backends")
+    assert (found.binary, found.origin, found.backends) == (option, "--triton-binary", tmp_path / "opt" / "backends")
     assert found.declared_version is None  # the image's TRITON_SERVER_VERSION is not about this binary
     assert find_tritonserver(None, env, ngc_binary=image).binary == variable
     found = find_tritonserver(None, {"TRITON_SERVER_VERSION": "2.50.0"}, ngc_binary=image)
@@ -33,8 +34,16 @@ def test_the_option_wins_then_the_variable_then_the_image_then_the_wheel(tmp_pat
     assert wheel.wheel is not None and wheel.binary == locate().binary and wheel.declared_version == "2.51.0"
 
 
+def test_the_wheels_own_binary_named_by_the_option_is_served_as_the_wheel():
+    pytest.importorskip("pytriton", reason="the reference extra (nvidia-pytriton) is not installed")
+    # its python backend has no stub of this Python inside the wheel: it must be prepared like the default's
+    found = find_tritonserver(str(locate().binary), {})
+    assert found.wheel is not None and found.declared_version == "2.51.0"
+    assert found.origin == f"nvidia-pytriton {found.wheel.wheel_version} (--triton-binary)"
+
+
 def test_a_bad_path_or_layout_says_what_is_wrong(tmp_path):
-    with pytest.raises(ServerNotFound, match=r"--tritonserver: /nope/tritonserver is not an executable file"):
+    with pytest.raises(ServerNotFound, match=r"--triton-binary: /nope/tritonserver is not an executable file"):
         find_tritonserver("/nope/tritonserver", {})
     binary = install(tmp_path / "p")
     (tmp_path / "p" / "backends" / "python").rmdir()

@@ -8,8 +8,9 @@ torch = pytest.importorskip("torch", reason="the reference backend extra is not 
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
-from generation import RequestError  # noqa: E402  (model dir on sys.path: conftest)
-from lora import LoraSupport  # noqa: E402
+from lora import LoraSupport  # noqa: E402  (model dir on sys.path: conftest)
+
+from pytest_triton_llm.tensor_contract import RequestError  # noqa: E402
 
 from pytest_triton_llm.lora.convert import MODULE_IDS, peft_to_trtllm  # noqa: E402
 from pytest_triton_llm.lora.recipes import AdapterRecipe, load_recipes  # noqa: E402

@@ -4,7 +4,8 @@ import pytest
 
 from pytest_triton_llm.perf.baseline import BaselineError, FailRule, load_baseline, save_baseline
 from pytest_triton_llm.perf.budgets import Budget, find_budget
-from pytest_triton_llm.perf.metrics import RequestRecord, summarize
+from pytest_triton_llm.load import RequestRecord
+from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.plot import plot_latency_vs_throughput
 from pytest_triton_llm.perf.workload import Lengths, Workload, load_workloads, synthetic_requests
 from pytest_triton_llm.schema import SchemaError
@@ -36,16 +37,16 @@ def test_synthetic_requests_follow_the_distributions_and_limits():
 
 
 def test_summary_has_the_reports_keys_and_llm_latencies():
-    streamed = RequestRecord(sent=0.0, token_times=[0.1, 0.2, 0.4], tokens=3, done=0.4, streamed=True)
-    other = RequestRecord(sent=1.0, token_times=[1.1, 1.3], tokens=2, done=1.3, streamed=True)
-    failed = RequestRecord(sent=0.0, done=0.1, error="boom")
+    streamed = RequestRecord(0, sent=0.0, token_times=[0.1, 0.2, 0.4], tokens=3, done=0.4, streamed=True)
+    other = RequestRecord(1, sent=1.0, token_times=[1.1, 1.3], tokens=2, done=1.3, streamed=True)
+    failed = RequestRecord(2, sent=0.0, done=0.1, error="boom")
     result = summarize([streamed, other, failed], duration_s=2.0)
     assert result["requests"] == 2 and result["errors"] == 1 and result["error_samples"] == ["boom"]
     assert result["throughput_rps"] == 1.0 and result["output_tokens_per_s"] == 2.5
     assert result["ttft_ms"]["p50"] == pytest.approx(100.0)
     assert result["itl_ms"]["mean"] == pytest.approx((100 + 200 + 200) / 3, rel=1e-3)
     assert set(result["latency_ms"]) == {"mean", "p50", "p90", "p99"}
-    unstreamed = summarize([RequestRecord(sent=0.0, token_times=[1.0], tokens=8, done=1.0)], 1.0)
+    unstreamed = summarize([RequestRecord(0, sent=0.0, token_times=[1.0], tokens=8, done=1.0)], 1.0)
     assert unstreamed["ttft_ms"] is None and unstreamed["itl_ms"] is None
 
 
@@ -84,6 +85,7 @@ def test_baselines_round_trip_and_keep_an_earlier_file(tmp_path):
 
 
 def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
+    pytest.importorskip("matplotlib", reason="the reference extra (matplotlib) is not installed")
     point = {"output_tokens_per_s": 10.0, "latency_ms": {"p50": 100.0, "p99": 150.0}}
     results = {"e:v1": {"concurrency=1": point, "concurrency=4": dict(point, output_tokens_per_s=30.0), "rate=2": point}}
     png = plot_latency_vs_throughput(results, tmp_path / "r.perf.png")

@@ -6,9 +6,10 @@ from tritonclient.grpc import model_config_pb2
 
 from pytest_triton_llm.cache import BuiltEngine
 from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.tensorrtllm import trtllm_build_options
+from pytest_triton_llm.engines.tensorrtllm.commands import trtllm_build_options
 from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.repository import MODELS, render_repository, template_family
+from pytest_triton_llm.engines import backend_of
+from pytest_triton_llm.repository import MODELS, template_family
 from pytest_triton_llm.repository.fill import TemplateError, fill
 from pytest_triton_llm.schema import load_toml
 
@@ -21,7 +22,7 @@ NEWEST_IMAGE = list(load_compat().images.values())[-1]
 def rendered(tmp_path):
     ref = load_lock(ROOT / "engines.lock").deployments()["smollm2-135m:v1"]
     engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
-    return ref, render_repository(ref, engine, tmp_path / "repo", TRITON)
+    return ref, backend_of(ref.engine.backend).render(ref, engine, tmp_path / "repo", TRITON, None)
 
 
 def parse(repo: Path, model: str) -> model_config_pb2.ModelConfig:
@@ -112,7 +113,7 @@ def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp
         "--max_batch_size", "16", "--max_input_len", "1024", "--max_seq_len", "1280",
     ]  # fmt: skip
     engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
-    repo = render_repository(ref, engine, tmp_path / "repo", TRITON)
+    repo = backend_of(ref.engine.backend).render(ref, engine, tmp_path / "repo", TRITON, None)
     config = parse(repo, "tensorrt_llm")
     params = {k: v.string_value for k, v in config.parameters.items()}
     assert params["lora_cache_max_adapter_size"] == params["lora_cache_optimal_adapter_size"] == "16"
@@ -127,5 +128,7 @@ def test_an_engine_without_lora_gets_no_lora_options(tmp_path):
     engine = load_lock(tmp_path / "engines.lock").engines["smollm2-135m"]
     assert "--lora_plugin" not in trtllm_build_options(engine, NEWEST_IMAGE)
     ref = load_lock(tmp_path / "engines.lock").deployments()["smollm2-135m:v1"]
-    repo = render_repository(ref, BuiltEngine("e", tmp_path / "e", {"digest": "0" * 64}, True, 0.0), tmp_path / "r", TRITON)
+    repo = backend_of(ref.engine.backend).render(
+        ref, BuiltEngine("e", tmp_path / "e", {"digest": "0" * 64}, True, 0.0), tmp_path / "r", TRITON, None
+    )
     assert not [k for k in parse(repo, "tensorrt_llm").parameters if k.startswith("lora_")]

@@ -10,16 +10,14 @@ from pathlib import Path
 
 from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.runtimes.local import tritonserver_command
-from pytest_triton_llm.runtimes.processes import PID_NAMESPACE, ManagedProcess, reap_orphans
+from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess, reap_orphans
 from pytest_triton_llm.runtimes.server import serving_environment
 from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
 
 
 def test_every_endpoint_binds_loopback_only():
     argv = tritonserver_command(Path("/bin/tritonserver"), Path("/repo"), Path("/backends"), 1, 2, 3)
-    pairs = {
-        flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--") and not value.startswith("--")
-    }
+    pairs = dict(arg.split("=", 1) for arg in argv[1:] if "=" in arg)
     assert pairs["--http-address"] == pairs["--grpc-address"] == pairs["--metrics-address"] == "127.0.0.1"
     assert (pairs["--http-port"], pairs["--grpc-port"], pairs["--metrics-port"]) == ("1", "2", "3")
     assert pairs["--model-repository"] == "/repo" and pairs["--backend-directory"] == "/backends"
@@ -57,7 +55,7 @@ def test_orphans_of_a_dead_session_are_reaped(tmp_path):
     # a "session" that starts a server group and dies without cleaning up (like SIGKILL)
     code = (
         "import os, sys, time; from pathlib import Path;"
-        "from pytest_triton_llm.runtimes.processes import PID_NAMESPACE, ManagedProcess;"
+        "from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess;"
         f"d = Path({str(tmp_path)!r});"
         "p = ManagedProcess(['sleep', '300'], dict(os.environ), d / 'log', d / 'run', 'orphan');"
         "p.start(); print(p.pid, flush=True); os._exit(0)"

@@ -12,7 +12,8 @@ from tritonclient.grpc import model_config_pb2
 
 from pytest_triton_llm.cache import BuiltEngine
 from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Lora, Source
-from pytest_triton_llm.repository import MODELS, render_repository, template_family, template_text, template_values
+from pytest_triton_llm.engines import backend_of
+from pytest_triton_llm.repository import MODELS, template_family, template_text, template_values
 from pytest_triton_llm.schema import load_toml
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "repository"
@@ -46,7 +47,7 @@ def make_ref(backend: str = "tensorrtllm", batching: str = "inflight", lora: boo
 def render(tmp_path: Path, triton: str, ref: DeploymentRef | None = None) -> dict[str, model_config_pb2.ModelConfig]:
     ref = ref or make_ref()
     built = BuiltEngine("tiny", tmp_path / "cache" / "tiny", {"digest": "0" * 64}, True, 0.0)
-    repo = render_repository(ref, built, tmp_path / "repo", triton, engine_dir=ENGINE_DIR)
+    repo = backend_of(ref.engine.backend).render(ref, built, tmp_path / "repo", triton, ENGINE_DIR)
     configs = {}
     for model in MODELS:
         text = (repo / model / "config.pbtxt").read_text()
@@ -89,7 +90,7 @@ def test_every_triton_minor_from_24_04_to_the_newest_compat_image_has_a_family()
 @pytest.mark.parametrize("family", sorted(set(FAMILIES.values())))
 def test_placeholders_without_a_value_are_only_on_optional_parameter_lines(family, tmp_path):
     """A placeholder that template_values leaves unset drops its line: that must never be a tensor or a setting."""
-    values = template_values(make_ref(lora=True), tmp_path, family)
+    values = template_values(make_ref(lora=True), tmp_path, family, "tensorrtllm")
     for model in MODELS:
         for line in template_text(family, model).splitlines():
             unset = [k for k in re.findall(r"\$\{(\w+)\}", line) if values[k] is None]
@@ -209,7 +210,7 @@ def test_triton_2_62_tensorrtllm_backend_v1_0(tmp_path):
 def test_reference_backend_serves_an_old_family_with_its_own_model(tmp_path):
     ref = make_ref("reference", "v1")
     built = BuiltEngine("tiny", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
-    repo = render_repository(ref, built, tmp_path / "repo", "2.45.0")
+    repo = backend_of(ref.engine.backend).render(ref, built, tmp_path / "repo", "2.45.0", None)
     config = text_format.Parse((repo / "tensorrt_llm" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     assert config.backend == "python"
     assert params(config)["gpt_model_path"] == str(tmp_path / "engine")

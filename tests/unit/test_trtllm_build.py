@@ -11,10 +11,11 @@ import pytest
 
 from pytest_triton_llm.cache import EngineCache
 from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines import build_engine
-from pytest_triton_llm.engines.executors import ContainerExecutor, ExecutorError, LocalExecutor, find_local_examples
-from pytest_triton_llm.engines.reference import BuildError
-from pytest_triton_llm.engines.tensorrtllm import build_commands
+from pytest_triton_llm.engines import BuildSite
+from pytest_triton_llm.engines.tensorrtllm import TensorrtllmBackend
+from pytest_triton_llm.engines.tensorrtllm.executors import ContainerExecutor, ExecutorError, LocalExecutor, find_local_examples
+from pytest_triton_llm.engines.base import BuildError
+from pytest_triton_llm.engines.tensorrtllm.commands import build_commands
 from pytest_triton_llm.lock import Engine, Source
 from pytest_triton_llm.progress import Progress
 
@@ -29,6 +30,7 @@ def container_executor(tag, examples=None, gpus=None):
 
 @pytest.mark.parametrize("tag", ["24.04", "24.09", NEWEST])
 def test_the_build_container_mounts_the_checkpoint_read_only_and_names_the_token_only(tag, monkeypatch):
+    pytest.importorskip("docker", reason="the container extra (docker SDK) is not installed")
     monkeypatch.setenv("HF_TOKEN", "hf_planted_secret")
     spec = container_executor(tag).spec(Path("/ckpt"), Path("/cache/engines/.build-1"), Path("/cache/engines/.w"), "b1")
     assert spec.docker_run_argv() == [
@@ -108,11 +110,20 @@ def fake_toolchain(tmp_path: Path, fail: str | None = None) -> Path:
     return examples
 
 
+def build_local(cache, engine, entry, tensorrt_llm: str, examples):
+    """The tensorrtllm backend's build as a local runtime offers it, with `tensorrt_llm` "installed" (a fake dist)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
+                      lambda: (tensorrt_llm, str(examples.parent / "tensorrt_llm")))  # fmt: skip
+        site = BuildSite(entry=entry, examples=str(examples))
+        return TensorrtllmBackend().build(cache, "llama", engine, False, lambda: site)
+
+
 @pytest.fixture
 def toolchain(tmp_path, monkeypatch):
     examples = fake_toolchain(tmp_path)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("pytest_triton_llm.engines.trtllm_builder.compute_capability", lambda gpu: "9.0")
+    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: "9.0")
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "model.safetensors").write_bytes(b"weights")
@@ -127,7 +138,7 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
     said = []
     cache = EngineCache(tmp_path / "cache", Progress(said.append))
     entry = load_compat().entry("24.09")
-    built = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
+    built = build_local(cache, engine, entry, "0.13.0", examples)
     assert (built.path / "rank0.engine").read_text() == "engine\n"
     assert built.manifest["builder"] == {"backend": "tensorrtllm", "executor": "local", "tensorrt_llm": "0.13.0",
                                          "compute_capability": "9.0"}  # fmt: skip
@@ -137,13 +148,13 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
     assert log.startswith(f"# local subprocesses of {sys.executable}") and "[TRT-LLM] building into" in log
     assert any("engine llama: [1/2] convert_checkpoint.py: done in" in line for line in said)
     assert any("engine llama: [2/2] trtllm-build: done in" in line for line in said)
-    again = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
+    again = build_local(cache, engine, entry, "0.13.0", examples)
     assert again.cached and again.path == built.path
-    monkeypatch.setattr("pytest_triton_llm.engines.trtllm_builder.compute_capability", lambda gpu: "8.0")
-    ampere = build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(entry, "0.13.0", examples))
+    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: "8.0")
+    ampere = build_local(cache, engine, entry, "0.13.0", examples)
     assert not ampere.cached and ampere.path != built.path
     newer = dataclasses.replace(entry, tensorrt_llm="0.14.0")
-    assert build_engine(cache, "llama", engine, trtllm_executor=lambda: LocalExecutor(newer, "0.14.0", examples)).path not in (
+    assert build_local(cache, engine, newer, "0.14.0", examples).path not in (
         built.path,
         ampere.path,
     )
@@ -154,20 +165,19 @@ def test_a_failing_command_names_itself_keeps_its_log_and_publishes_nothing(tmp_
     fake_toolchain(tmp_path / "failing", fail="convert")
     cache = EngineCache(tmp_path / "cache", Progress(lambda line: None))
     entry = load_compat().entry("24.09")
-    executor = LocalExecutor(entry, "0.13.0", tmp_path / "failing" / "examples")
     with pytest.raises(BuildError, match=r"convert_checkpoint\.py failed \(exit 3\)(.|\n)*converting"):
-        build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
+        build_local(cache, engine, entry, "0.13.0", tmp_path / "failing" / "examples")
     assert not list((cache.root / "engines").iterdir())
     assert "converting" in (cache.root / "logs" / "llama-build.log").read_text()
 
 
 def test_no_gpu_means_no_tensorrtllm_build(tmp_path, toolchain, monkeypatch):
     examples, engine = toolchain
-    monkeypatch.setattr("pytest_triton_llm.engines.trtllm_builder.compute_capability", lambda gpu: None)
+    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: None)
     cache = EngineCache(tmp_path / "cache", Progress(lambda line: None))
-    executor = LocalExecutor(load_compat().entry("24.09"), "0.13.0", examples)
+    entry = load_compat().entry("24.09")
     with pytest.raises(BuildError, match="nvidia-smi reports none"):
-        build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
+        build_local(cache, engine, entry, "0.13.0", examples)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
-    with pytest.raises(BuildError, match="nvidia-smi knows no GPU '7' \\(from --gpus or CUDA_VISIBLE_DEVICES\\)"):
-        build_engine(cache, "llama", engine, trtllm_executor=lambda: executor)
+    with pytest.raises(BuildError, match="nvidia-smi knows no GPU '7' \\(from --triton-gpus or CUDA_VISIBLE_DEVICES\\)"):
+        build_local(cache, engine, entry, "0.13.0", examples)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 import numpy as np
+from tensor_contract import pack_word_ids
 
 
 def to_word_list_format(word_lists, batch: int, encode: Callable[[object], list[int]]) -> np.ndarray:
@@ -15,25 +16,6 @@ def to_word_list_format(word_lists, batch: int, encode: Callable[[object], list[
     if word_lists is None:
         return np.empty((batch, 2, 0), dtype=np.int32)
     return pack_word_ids([[encode(word) for word in _words(words)] for words in word_lists])
-
-
-def pack_word_ids(rows: list[list[list[int]]]) -> np.ndarray:
-    """Token-id sequences per batch row -> [batch, 2, N] int32."""
-    packed = []
-    for sequences in rows:
-        flat, offsets = [], []
-        for ids in sequences:
-            if ids:
-                flat.extend(int(t) for t in ids)
-                offsets.append(len(flat))
-        packed.append((flat, offsets))
-    width = max([1] + [len(flat) for flat, _ in packed])
-    out = np.zeros((len(packed), 2, width), dtype=np.int32)
-    out[:, 1, :] = -1
-    for i, (flat, offsets) in enumerate(packed):
-        out[i, 0, : len(flat)] = flat
-        out[i, 1, : len(offsets)] = offsets
-    return out
 
 
 def _words(words) -> Iterable:

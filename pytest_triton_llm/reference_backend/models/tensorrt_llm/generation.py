@@ -1,7 +1,7 @@
 """Token generation for the reference tensorrt_llm model, with TensorRT-LLM's request semantics.
 
-Self-contained (torch, numpy, transformers only): it is copied next to model.py into
-the model repository and runs inside the Triton python backend stub.
+Self-contained (torch, numpy, transformers and the tensor contract): it is copied next to model.py
+into the model repository and runs inside the Triton python backend stub.
 
 Semantics follow TensorRT-LLM's executor:
 - greedy when top_k == 1, or top_k == 0 and top_p == 0; else top-k/top-p sampling
@@ -20,12 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from lora import LoraSupport
+from tensor_contract import RequestError
 
 NEG_INF = float("-inf")
-
-
-class RequestError(ValueError):
-    """A request the engine refuses; becomes an error response, the server keeps serving."""
 
 
 @dataclass
@@ -81,27 +79,6 @@ class Sequence:
         return float(sum(self.log_probs))
 
 
-def decode_word_list(words: np.ndarray | None) -> list[list[int]]:
-    """TensorRT-LLM's [2, N] word list (flat ids; cumulative end offsets padded with -1) -> sequences."""
-    if words is None:
-        return []
-    words = np.asarray(words)
-    if words.size == 0:
-        return []
-    if words.ndim != 2 or words.shape[0] != 2:
-        raise RequestError(f"stop/bad word list must have shape [2, N], got {list(words.shape)}")
-    flat, offsets = words[0].tolist(), words[1].tolist()
-    sequences, start = [], 0
-    for end in offsets:
-        if end < 0:
-            break
-        if end <= start or end > len(flat):
-            raise RequestError(f"word list offsets must increase within [1, {len(flat)}], got {offsets}")
-        sequences.append(flat[start:end])
-        start = end
-    return sequences
-
-
 def _ends_with(history: list[int], word: list[int]) -> bool:
     return len(word) <= len(history) and history[len(history) - len(word) :] == word
 
@@ -121,8 +98,6 @@ class ReferenceEngine:
         self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval()
         self.vocab_size = self.model.config.vocab_size
         if "lora_config" in self.build_config:
-            from lora import LoraSupport  # imports this module: load it only when needed
-
             self.lora = LoraSupport(self.model, self.build_config["lora_config"], lora_cache_bytes)
 
     def forward(self, adapters: list, **model_inputs):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from generation import RequestError
+from tensor_contract import RequestError
 
 # TensorRT-LLM module id -> (block, projection) in a llama-style Hugging Face model
 MODULE_PATHS = {

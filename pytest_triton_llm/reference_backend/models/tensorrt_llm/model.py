@@ -17,9 +17,10 @@ import json
 from functools import partial
 
 import triton_python_backend_utils as pb_utils
-from generation import GenerationRequest, ReferenceEngine, RequestError, Sampling, Sequence, decode_word_list
+from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from inflight import InflightScheduler, Job
 from outputs import complete_outputs, streamed_outputs
+from tensor_contract import RENAMED, RequestError, unpack_word_list
 from triton_io import flag, model_parameters, optional_input
 
 V1, INFLIGHT = "V1", "inflight_fused_batching"
@@ -35,6 +36,12 @@ def _scalar(request, name: str, row: int, default, cast):
         return default
     flat = value.reshape(value.shape[0], -1) if value.ndim > 1 else value.reshape(-1, 1)
     return cast(flat[min(row, flat.shape[0] - 1)][0])
+
+
+def _renamed(request, name: str, row: int, default, cast):
+    """An input by its pre-0.20 name or its new one, whichever the request sent."""
+    value = _scalar(request, RENAMED[name], row, None, cast)
+    return _scalar(request, name, row, default, cast) if value is None else value
 
 
 class RequestMetrics:
@@ -122,9 +129,9 @@ class TritonPythonModel:
                 repetition_penalty=_scalar(request, "repetition_penalty", row, 1.0, float),
                 presence_penalty=_scalar(request, "presence_penalty", row, 0.0, float),
                 frequency_penalty=_scalar(request, "frequency_penalty", row, 0.0, float),
-                # TensorRT-LLM 0.20 renamed min_length -> min_tokens and random_seed -> seed
-                min_length=_scalar(request, "min_tokens", row, None, int) or _scalar(request, "min_length", row, 0, int),
-                seed=_scalar(request, "seed", row, None, int) or _scalar(request, "random_seed", row, 0, int),
+                # the names the served template family declares (TensorRT-LLM 0.20 renamed both)
+                min_length=_renamed(request, "min_length", row, 0, int),
+                seed=_renamed(request, "random_seed", row, 0, int),
             )
             gen = GenerationRequest(
                 input_ids=[int(t) for t in input_ids[row, :n]],
@@ -132,8 +139,8 @@ class TritonPythonModel:
                 end_id=end_id,
                 pad_id=_scalar(request, "pad_id", row, max(end_id, 0), int),
                 sampling=sampling,
-                stop_words=decode_word_list(None if stop_lists is None else stop_lists[min(row, len(stop_lists) - 1)]),
-                bad_words=decode_word_list(None if bad_lists is None else bad_lists[min(row, len(bad_lists) - 1)]),
+                stop_words=unpack_word_list(None if stop_lists is None else stop_lists[min(row, len(stop_lists) - 1)]),
+                bad_words=unpack_word_list(None if bad_lists is None else bad_lists[min(row, len(bad_lists) - 1)]),
                 embedding_bias=None if bias is None or bias.size == 0 else bias[min(row, len(bias) - 1)],
                 return_log_probs=_scalar(request, "return_log_probs", row, False, bool),
                 lora=self._adapter(

@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..hardware import compute_capability
-from ..lock import Engine
-from ..progress import Progress
-from .reference import BuildError
-from .sources import fetch_checkpoint
-from .tensorrtllm import build_commands
+from ...hardware import compute_capability
+from ...lock import Engine
+from ...progress import Progress
+from ..base import BuildError
+from ..sources import fetch_checkpoint
+from .commands import build_commands
 
 BUILD_LOG = "build.log"
 _HEARTBEAT_S = 20.0
@@ -36,7 +36,7 @@ class TrtllmBuilder:
     def __init__(self, executor, cache_root: Path, progress: Progress, gpu: str | None = None):
         capability = compute_capability(gpu)
         if capability is None and gpu is not None:
-            raise BuildError(f"nvidia-smi knows no GPU {gpu!r} (from --gpus or CUDA_VISIBLE_DEVICES): name one it lists")
+            raise BuildError(f"nvidia-smi knows no GPU {gpu!r} (from --triton-gpus or CUDA_VISIBLE_DEVICES): name one it lists")
         if capability is None:
             raise BuildError(
                 "tensorrtllm engines are built on the NVIDIA GPU that serves them, and nvidia-smi reports none "

@@ -6,24 +6,12 @@ Run for the local runtime only (pytest inside a serving image); a container runt
 
 from __future__ import annotations
 
-from importlib import metadata
-
-from .compat import Compat, ImageEntry
-from .runtimes.discovery import FoundServer
+from ..compat import Compat, ImageEntry
+from .discovery import FoundServer
 
 
 class VersionMismatch(ValueError):
     pass
-
-
-def installed_tensorrt_llm() -> tuple[str, str] | None:
-    """(version, location) of the tensorrt_llm distribution here; read from its metadata, as importing it
-    takes seconds and initialises CUDA. Its __version__ is the same string."""
-    try:
-        dist = metadata.distribution("tensorrt_llm")
-    except metadata.PackageNotFoundError:
-        return None
-    return dist.version, str(dist.locate_file("tensorrt_llm"))
 
 
 def check_versions(

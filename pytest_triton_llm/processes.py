@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..progress import Progress
+from .progress import Progress
 
 _RUNNING: set["ManagedProcess"] = set()
 

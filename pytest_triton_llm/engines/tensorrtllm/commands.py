@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compat import ImageEntry
-from ..lock import Engine
+from ...compat import ImageEntry
+from ...lock import Engine
 
 
 class UnsupportedRecipe(ValueError):

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..compat import ImageEntry
-from ..version_guard import installed_tensorrt_llm
-from .reference import BuildError
-from .tensorrtllm import BuildPaths
+from ...compat import ImageEntry, installed_tensorrt_llm
+from ...containers import ContainerError, ContainerSpec, run_container
+from ...credentials import secrets_set
+from ..base import BuildError, BuildSite
+from .commands import BuildPaths
 
 # Where TensorRT-LLM's examples/ sit in serving images: /app/examples from backend 0.17 (25.01); the
 # README of 0.19-1.0 names /app/tensorrt_llm/examples; earlier images have none and upstream mounts a
 # tensorrtllm_backend checkout at /tensorrtllm_backend.
 IMAGE_EXAMPLES = ("/app/examples", "/app/tensorrt_llm/examples", "/tensorrtllm_backend/tensorrt_llm/examples")
-SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 OnLine = Callable[[str], None]
 Run = Callable[[list[str], OnLine], int]  # argv, a callback per output line -> exit code
@@ -136,27 +136,23 @@ class ContainerExecutor:
     def describe(self) -> str:
         return f"a container of {self.image} (TensorRT-LLM {self.entry.tensorrt_llm})"
 
-    def spec(self, checkpoint: Path, output: Path, work: Path, name: str):
-        from ..runtimes.container import ContainerSpec
-
+    def spec(self, checkpoint: Path, output: Path, work: Path, name: str) -> ContainerSpec:
         mounts = [(str(checkpoint), "/checkpoint", "ro"), (str(work), "/work", "rw"), (str(output), "/engine", "rw")]
         if self.examples is not None:
             mounts.append((str(self.examples), self.EXAMPLES_MOUNT, "ro"))
         return ContainerSpec(
             image=self.image, command=["sleep", "infinity"], name=name, mounts=tuple(mounts),
-            secret_env=tuple(k for k in SECRETS if k in os.environ), labels=self.labels, gpus=self.gpus or "all",
+            secret_env=secrets_set(dict(os.environ)), labels=self.labels, gpus=self.gpus or "all",
             ulimits=(("memlock", -1, -1), ("stack", 67108864, 67108864)),
         )  # fmt: skip
 
     @contextmanager
     def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run, str]]:
-        from docker.errors import APIError
-
         spec = self.spec(checkpoint, output, work, f"triton-llm-build-{os.getpid()}-{output.name.strip('.')}")
         try:
-            container = self.client.containers.run(**spec.sdk_kwargs())
-        except APIError as exc:
-            raise ExecutorError(f"docker could not start the build container: {exc.explanation or exc}") from None
+            container = run_container(self.client, spec)
+        except ContainerError as exc:
+            raise ExecutorError(f"the build container: {exc}") from None
         try:
             run = self._runner(container.id)
             examples = self.EXAMPLES_MOUNT if self.examples is not None else self._image_examples(run)
@@ -186,3 +182,13 @@ class ContainerExecutor:
             if run(["test", "-d", candidate], lambda line: None) == 0:
                 return candidate
         raise _no_examples(f"in {self.image}", list(IMAGE_EXAMPLES), self.entry)
+
+
+def executor_for(site: BuildSite):
+    """A build container of the serving image where the runtime has docker, else local subprocesses."""
+    if site.entry is None:
+        raise ExecutorError(site.unknown)
+    if site.docker is None:
+        return local_executor(site.entry, site.examples)
+    examples = Path(site.examples).expanduser().absolute() if site.examples else None
+    return ContainerExecutor(site.docker, site.image, site.image_digest, site.entry, site.gpus, examples, site.labels)

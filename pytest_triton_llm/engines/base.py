@@ -1,0 +1,53 @@
+"""What an engine backend is: how its engines are built (and cached), which model repository serves
+them, and what it offers to suites. One module per backend, named in the registry (engines/__init__.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, ClassVar, Protocol
+
+from ..cache import BuiltEngine, EngineCache
+from ..compat import ImageEntry
+from ..lock import DeploymentRef, Engine
+
+
+class BuildError(RuntimeError):
+    """An engine could not be built; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class BuildSite:
+    """Where a build's TensorRT-LLM commands run, as the runtime offers it: a container of the serving
+    image (`docker` set), or local subprocesses (pytest runs inside the serving image)."""
+
+    entry: ImageEntry | None  # compat.toml's image: its TensorRT-LLM version picks the build commands
+    unknown: str = ""  # why `entry` is None, in words
+    examples: str | None = None  # --trtllm-examples
+    docker: object | None = None  # a docker client: build in a container of `image`
+    image: str | None = None
+    image_digest: str | None = None
+    gpus: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+SiteFn = Callable[[], BuildSite]  # asked only when an engine must be built
+
+
+class Backend(Protocol):
+    name: ClassVar[str]
+    needs_gpu: ClassVar[bool]  # its engines are served on a GPU (containers get GPUs unless --triton-gpus says)
+
+    def check_recipe(self, engine: Engine) -> None:
+        """Raise ValueError naming the field when the lock's recipe asks for what this backend lacks."""
+
+    def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
+        """The engine for `engine`'s recipe: reused from `cache`, or built into it."""
+
+    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
+               engine_dir: str | None) -> Path:  # fmt: skip
+        """Write the model repository that serves `ref` into `out`; `engine_dir` is where the server sees
+        the engine (a container's mount), by default where the cache keeps it."""
+
+    def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
+        """Why a deployment of this backend cannot offer `needs` (on image `entry` when known), or None."""

@@ -1,0 +1,39 @@
+"""The tensorrtllm backend: TensorRT-LLM engines built with the serving image's own TensorRT-LLM (commands:
+the lock recipe rendered for that version; builder: runs them with progress; executors: in a build
+container of the image, or as local subprocesses inside it), served by Triton's C++ tensorrtllm backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...cache import BuiltEngine, EngineCache
+from ...compat import ImageEntry, load_compat
+from ...lock import DeploymentRef, Engine
+from ...repository import PYTHON_MODELS, render_repository
+from ..base import SiteFn
+from .builder import TrtllmBuilder
+from .executors import executor_for
+
+
+class TensorrtllmBackend:
+    name = "tensorrtllm"
+    needs_gpu = True
+
+    def check_recipe(self, engine: Engine) -> None:
+        return None  # every recipe field applies; what a TensorRT-LLM version cannot build is refused at build time
+
+    def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
+        executor = executor_for(site())
+        builder = TrtllmBuilder(executor, cache.root, cache.progress, executor.gpu)
+        return cache.get_or_build(name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out),
+                                  rebuild=rebuild)  # fmt: skip
+
+    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
+               engine_dir: str | None) -> Path:  # fmt: skip
+        # the C++ backend reads the engine from gpt_model_path; pre- and postprocessing are python models
+        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "postprocessing")}
+        return render_repository(ref, built, out, triton_version, engine_dir, "tensorrtllm", code)
+
+    def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
+        """What the image's backend supports (compat.toml); nothing is known of an unlisted image."""
+        return load_compat().lacking(entry, needs) if entry is not None else None

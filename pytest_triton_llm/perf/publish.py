@@ -1,0 +1,27 @@
+"""What the perf suite leaves behind once a run ends: the --perf-save baseline and the latency/throughput plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..progress import Progress
+from .baseline import save_baseline
+from .plot import plot_latency_vs_throughput
+
+
+def publish(results: dict, run: dict, save: str | None, report: str | None, progress: Progress) -> list[str]:
+    """results: {deployment: {load point: perf entry}}; returns the plots written (next to the report)."""
+    if not results:
+        return []
+    if save:
+        kept = save_baseline(save, results, run)
+        note = f" (the previous file is kept as {kept})" if kept else ""
+        progress.say(f"perf: baseline saved to {save}{note}")
+    if not report:
+        return []
+    try:
+        png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"))
+    except Exception as exc:  # a missing plot must not cost the report
+        progress.say(f"WARNING: perf plot not written: {type(exc).__name__}: {exc}")
+        return []
+    return [str(png)] if png is not None else []

@@ -1,0 +1,76 @@
+"""What a runtime is (where tritonserver runs), as the deployment manager needs it. One module per
+runtime, named in the registry (runtimes/__init__.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from ..compat import ImageEntry
+from ..engines.base import BuildSite
+from ..images import ImageRef
+from ..progress import Progress
+from .server import TritonServer
+
+
+class RuntimeUnavailable(RuntimeError):
+    """The chosen runtime cannot run here (a missing SDK or server): one line, exit 4 once a test needs it.
+    Options that contradict each other raise usage.OptionError at once."""
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The server-side options (--triton-*), as every runtime reads them."""
+
+    image: ImageRef | None = None  # --triton-image
+    runtime: str | None = None  # --triton-runtime
+    binary: str | None = None  # --triton-binary
+    gpus: str | None = None  # --triton-gpus
+    trtllm_examples: str | None = None  # --trtllm-examples
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One deployment's server, as the deployment manager asks a runtime for it."""
+
+    deployment_id: str
+    repository: Path
+    engine_dir: Path
+    engine_name: str
+    log_path: Path
+    timeout_s: float
+    world_size: int = 1
+    gpu: bool = False  # the engine runs on a GPU (its backend's needs_gpu); --triton-gpus overrides
+
+
+class Runtime(Protocol):
+    name: ClassVar[str]
+    reference: str  # what serves, for reports: "local" or the image reference
+    entry: ImageEntry | None  # compat.toml's image this server is, when known
+
+    @classmethod
+    def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> Runtime:
+        """The runtime, once what it needs is found here; RuntimeUnavailable (one line) otherwise, or
+        OptionError for options it cannot take."""
+
+    @property
+    def triton_version(self) -> str:
+        """The server's version: it picks the model templates."""
+
+    def describe(self) -> str: ...
+
+    def header_lines(self) -> list[str]:
+        """pytest's report header: where and what serves."""
+
+    def report_block(self) -> dict | None:
+        """The report's `server` block, or None."""
+
+    def build_site(self) -> BuildSite:
+        """Where an engine build's commands run for this runtime."""
+
+    def engine_dir_in_server(self, engine_name: str) -> str | None:
+        """Where the server sees an engine (None: where the cache keeps it)."""
+
+    def start(self, launch: Launch) -> TritonServer:
+        """A ready server for `launch`; ServerStartError (with the log's errors) otherwise."""

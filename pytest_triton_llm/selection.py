@@ -1,0 +1,60 @@
+"""Which deployments a test runs on: by the fixture it asks for, the capabilities it needs, and what each
+deployment's backend offers on the server in use. Plain data; plugin.py turns it into pytest params."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .lock import DeploymentRef, Lock
+
+# a deployment (or pair) and what it lacks for the test: why it is skipped, or None
+Lacking = Callable[[DeploymentRef, set[str]], "str | None"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: DeploymentRef | tuple[DeploymentRef, DeploymentRef]
+    id: str
+    skip: str | None = None  # the reason it is skipped
+
+
+def choices(
+    fixture: str, lock: Lock, selected: list[DeploymentRef], needs: set[str], lacking: Lacking
+) -> tuple[list[Choice], str]:
+    """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture."""
+    refs = [r for r in selected if needs <= r.capabilities]
+    names = ", ".join(r.id for r in selected) or "none"
+    if fixture == "triton_llm":
+        reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {names})"
+        return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in refs], reason
+    if fixture == "triton_llm_per_engine":
+        reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"
+        return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in one_per_engine(refs)], reason
+    reason = f"needs a v1 and an inflight deployment of the same engine (selected: {names})"
+    pairs = lock.batching_pairs(refs)
+    return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {"v1", "inflight"})) for pair in pairs], reason
+
+
+def one_per_engine(refs: list[DeploymentRef]) -> list[DeploymentRef]:
+    """The in-flight deployment of each engine when selected (requests run concurrently), else its first."""
+    chosen: dict[str, DeploymentRef] = {}
+    for ref in refs:
+        current = chosen.get(ref.engine_name)
+        if current is None or (ref.options.batching == "inflight" and current.options.batching != "inflight"):
+            chosen[ref.engine_name] = ref
+    return list(chosen.values())
+
+
+def pair_id(pair: tuple[DeploymentRef, DeploymentRef]) -> str:
+    v1, inflight = pair
+    return f"{v1.engine_name}:{v1.name}-vs-{inflight.name}"
+
+
+def schedule_groups(lock: Lock | None, selected: list[DeploymentRef]) -> dict[str, str]:
+    """Parameter id -> the deployments it serves, for scheduling tests over xdist workers."""
+    if lock is None:
+        return {}
+    groups = {r.id: r.id for r in selected}
+    groups.update({pair_id(pair): f"{pair[0].id}+{pair[1].id}" for pair in lock.batching_pairs(selected)})
+    return groups

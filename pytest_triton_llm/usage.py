@@ -1,0 +1,7 @@
+"""OptionError: a command-line option the plugin refuses, reported as one line with exit code 4."""
+
+from __future__ import annotations
+
+
+class OptionError(ValueError):
+    pass
