@@ -9,7 +9,7 @@ import docker
 import pytest
 
 from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.executors import ContainerExecutor
+from pytest_triton_llm.engines.tensorrtllm.executors import ContainerExecutor
 
 pytestmark = pytest.mark.container
 
