@@ -218,33 +218,24 @@ def unpack_word_list(words: np.ndarray | None) -> list[list[int]]:
     return sequences
 
 
-# -- tensorrt_llm outputs: output_ids [batch, beam, len] padded with end_id, sequence_length [batch, beam] --
-def output_tensors(rows: list[list[int]], pad: list[int], log_probs: list[list[float] | None],
-                   cum_log_probs: list[float | None]) -> dict[str, np.ndarray]:  # fmt: skip
-    """The tensorrt_llm outputs for beam width 1: row i returns `rows[i]` padded with `pad[i]`; log probs
-    of a row that did not ask for them (None) are zeros."""
-    batch = len(rows)
-    width = max([1] + [len(r) for r in rows])
-    steps = max([1] + [len(lp) for lp in log_probs if lp is not None])
-    output_ids = np.zeros((batch, 1, width), dtype=np.int32)
-    out_log_probs = np.zeros((batch, 1, steps), dtype=np.float32)
-    cum = np.zeros((batch, 1), dtype=np.float32)
-    for i, row in enumerate(rows):
-        output_ids[i, 0, :] = pad[i]
-        output_ids[i, 0, : len(row)] = row
-        if log_probs[i] is not None:
-            out_log_probs[i, 0, : len(log_probs[i])] = log_probs[i]
-            cum[i, 0] = cum_log_probs[i]
-    return {
-        "output_ids": output_ids,
-        "sequence_length": np.array([[len(r)] for r in rows], dtype=np.int32),
-        "cum_log_probs": cum,
-        "output_log_probs": out_log_probs,
-        "context_logits": np.zeros((batch, 1, 1), dtype=np.float32),
-        "generation_logits": np.zeros((batch, 1, 1, 1), dtype=np.float32),
-        "batch_index": np.arange(batch, dtype=np.int32).reshape(batch, 1),
-        "sequence_index": np.zeros((batch, 1), dtype=np.int32),
+# -- tensorrt_llm outputs, as TensorRT-LLM's backend answers one request (beam width 1) --------------------
+def output_tensors(ids: list[int], log_probs: list[float] | None = None, cum_log_prob: float = 0.0,
+                   batch_index: int | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """output_ids [1, 1, len] and sequence_length [1, 1], sequence_index [1, 1] (always 0 at one sequence per
+    request); cum_log_probs [1, 1] (so far) and output_log_probs [1, 1, n] (of this response's new tokens) only
+    when the request asked for log probs (`log_probs` not None); batch_index [1, 1] only for a row of a request of
+    batch > 1."""
+    outputs = {
+        "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, -1),
+        "sequence_length": np.array([[len(ids)]], dtype=np.int32),
+        "sequence_index": np.zeros((1, 1), dtype=np.int32),
     }
+    if log_probs is not None:
+        outputs["cum_log_probs"] = np.array([[cum_log_prob]], dtype=np.float32)
+        outputs["output_log_probs"] = np.asarray(log_probs, dtype=np.float32).reshape(1, 1, -1)
+    if batch_index is not None:
+        outputs["batch_index"] = np.array([[batch_index]], dtype=np.int32)
+    return outputs
 
 
 def returned_ids(outputs: dict) -> list[int]:

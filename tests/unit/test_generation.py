@@ -115,14 +115,26 @@ def test_top_k_one_is_greedy():
 @pytest.mark.parametrize(
     "request_, message",
     [
-        (GenerationRequest([], 2, 9), "input is empty"),
-        (GenerationRequest([1] * 9, 2, 9), r"Prompt length \(9\) exceeds maximum input length \(8\)"),
-        (GenerationRequest([1], 0, 9), "request_output_len must be > 0"),
-        (GenerationRequest([1] * 8, 5, 9), "exceeds maximum sequence length"),
+        (GenerationRequest([], 2, 9), r"Assertion failed: !mInputTokenIds\.empty\(\)"),
+        (GenerationRequest([1] * 9, 2, 9), r"^Encountered an error when fetching new request: Prompt length \(9\) exceeds "
+                                           r"maximum input length \(8\)\. Set log level to info"),
+        (GenerationRequest([1], 0, 9), r"^\[TensorRT-LLM\]\[ERROR\] Assertion failed: mMaxNewTokens > 0$"),
         (GenerationRequest([1, 99], 2, 9), "outside the vocabulary"),
-        (GenerationRequest([1], 2, 9, sampling=Sampling(top_p=2.0)), "invalid sampling"),
+        (GenerationRequest([1], 2, 9, sampling=Sampling(top_p=2.0)), r"Assertion failed: topP\.value\(\) <= 1\.f$"),
+        (GenerationRequest([1], 2, 9, sampling=Sampling(temperature=-1.0)), r"Assertion failed: temperature\.value\(\) >= 0\.f$"),
     ],
-)
-def test_invalid_requests_are_refused(request_, message):
+)  # fmt: skip
+def test_invalid_requests_are_refused_with_tensorrt_llm_s_words(request_, message):
     with pytest.raises(RequestError, match=message):
         engine().validate(request_)
+
+
+def test_a_prompt_plus_output_over_max_seq_len_is_cut_to_fit_as_tensorrt_llm_does():
+    request = GenerationRequest([1] * 8, 5, 9)  # max_seq_len 12
+    engine().validate(request)
+    assert request.max_new_tokens == 4
+
+
+def test_top_p_at_or_below_zero_means_no_top_p_as_the_backend_drops_it():
+    assert Sampling(top_p=0.0).greedy and Sampling(top_p=-0.5).greedy and not Sampling(top_p=0.9).greedy
+    engine().validate(GenerationRequest([1], 2, 9, sampling=Sampling(top_p=-0.5)))

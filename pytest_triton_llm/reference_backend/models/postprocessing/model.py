@@ -26,6 +26,7 @@ class TritonPythonModel:
                 tokens[b, k, : int(lengths[b, k])].tolist() for b in range(tokens.shape[0]) for k in range(tokens.shape[1])
             ]
             texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=self.skip_special_tokens)
-            output = np.array([t.encode("utf-8") for t in texts], dtype=object).reshape(tokens.shape[:2])
+            # one string per batch row and beam, flat: [batch * beam], as upstream's postprocessing answers
+            output = np.array([t.encode("utf-8") for t in texts], dtype=object)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", output)]))
         return responses

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from errors import ExecutorError, assertion
 from lora import LoraSupport
 from tensor_contract import RequestError
 
@@ -39,7 +40,7 @@ class Sampling:
 
     @property
     def greedy(self) -> bool:
-        return self.top_k == 1 or (self.top_k == 0 and self.top_p == 0.0)
+        return self.top_k == 1 or (self.top_k == 0 and self.top_p <= 0.0)
 
     @property
     def penalized(self) -> bool:
@@ -100,6 +101,11 @@ class ReferenceEngine:
         if "lora_config" in self.build_config:
             self.lora = LoraSupport(self.model, self.build_config["lora_config"], lora_cache_bytes)
 
+    @staticmethod
+    def gpu_bytes() -> int:
+        """GPU memory this process holds for tensors (0 on a CPU)."""
+        return torch.cuda.memory_allocated() if torch.cuda.is_available() else 0
+
     def forward(self, adapters: list, **model_inputs):
         """One model step for a batch whose row i uses LoRA adapter adapters[i] (or none)."""
         if self.lora is not None:
@@ -108,27 +114,35 @@ class ReferenceEngine:
 
     # -- validation -----------------------------------------------------------------------
     def validate(self, request: GenerationRequest) -> None:
+        """Refuse what TensorRT-LLM refuses, in its words; like TensorRT-LLM, cut max_new_tokens to what
+        max_seq_len leaves (a warning there, not an error)."""
         n_in, n_out = len(request.input_ids), request.max_new_tokens
         bc = self.build_config
         if n_in == 0:
-            raise RequestError("input is empty: input_lengths must be >= 1")
-        if n_in > bc["max_input_len"]:
-            raise RequestError(f"Prompt length ({n_in}) exceeds maximum input length ({bc['max_input_len']})")
+            raise assertion("!mInputTokenIds.empty()")
         if n_out <= 0:
-            raise RequestError(f"request_output_len must be > 0, got {n_out}")
-        if n_in + n_out > bc["max_seq_len"]:
-            raise RequestError(
-                f"Prompt length ({n_in}) + requested output length ({n_out}) exceeds "
-                f"maximum sequence length ({bc['max_seq_len']})"
+            raise assertion("mMaxNewTokens > 0")
+        s = request.sampling
+        for ok, expression in ((s.top_k >= 0, "topK.value() >= 0"), (s.top_p <= 1.0, "topP.value() <= 1.f"),
+                               (s.temperature >= 0.0, "temperature.value() >= 0.f"),
+                               (s.repetition_penalty > 0.0, "repetitionpenalty.value() > 0.f"),
+                               (s.min_length >= 0, "minTokens.value() >= 0")):  # fmt: skip
+            if not ok:
+                raise assertion(expression)
+        if n_in > bc["max_input_len"]:
+            raise ExecutorError(
+                f"Encountered an error when fetching new request: Prompt length ({n_in}) exceeds maximum input length "
+                f"({bc['max_input_len']}). Set log level to info and check TRTGptModel logs for how maximum input "
+                "length is set"
             )
+        if n_in + n_out > bc["max_seq_len"]:
+            request.max_new_tokens = bc["max_seq_len"] - n_in
+        # no check in TensorRT-LLM: there an id outside the vocabulary indexes past the embedding table
         bad = [t for t in request.input_ids if not 0 <= t < self.vocab_size]
         if bad:
             raise RequestError(f"input_ids contain {bad[0]}, outside the vocabulary [0, {self.vocab_size})")
         if request.embedding_bias is not None and request.embedding_bias.size not in (0, self.vocab_size):
             raise RequestError(f"embedding_bias must have {self.vocab_size} entries, got {request.embedding_bias.size}")
-        s = request.sampling
-        if s.top_k < 0 or not 0.0 <= s.top_p <= 1.0 or s.temperature < 0.0:
-            raise RequestError(f"invalid sampling: top_k={s.top_k} top_p={s.top_p} temperature={s.temperature}")
 
     # -- one decoding step for a batch -------------------------------------------------------
     def select(self, sequences: list[Sequence], logits: torch.Tensor) -> None:
@@ -191,7 +205,7 @@ class ReferenceEngine:
         if s.top_k > 0:
             kth = torch.topk(row, min(s.top_k, row.numel())).values[-1]
             row = row.masked_fill(row < kth, NEG_INF)
-        if 0.0 < s.top_p < 1.0:
+        if 0.0 < s.top_p < 1.0:  # top_p <= 0: none (tensorrtllm_backend drops it)
             sorted_logits, order = torch.sort(row, descending=True)
             cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
             drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= s.top_p  # keep the token that crosses top_p
@@ -217,8 +231,10 @@ class ReferenceEngine:
 
     # -- static batching (gpt_model_type V1) -------------------------------------------------
     @torch.inference_mode()
-    def generate_static(self, requests: list[GenerationRequest]) -> list[Sequence]:
-        """Run one static batch: all sequences start together and the batch runs until the last ends."""
+    def generate_static(self, requests: list[GenerationRequest], on_step=None) -> list[Sequence]:
+        """Run one static batch: all sequences start together and the batch runs until the last ends.
+        `on_step(sequences, context)` follows every step (the first is the context phase)."""
+        on_step = on_step or (lambda sequences, context: None)
         sequences = [Sequence(r) for r in requests]
         if not sequences:
             return sequences
@@ -233,6 +249,7 @@ class ReferenceEngine:
         out = self.forward(adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         self.select(sequences, out.logits[:, -1, :])
+        on_step(sequences, True)
         last = positions[:, -1:]
         while not all(s.finished for s in sequences):
             step = torch.tensor([[s.tokens[-1] if s.tokens else r.pad_id] for s, r in zip(sequences, requests, strict=True)])
@@ -243,4 +260,5 @@ class ReferenceEngine:
             )
             cache = out.past_key_values
             self.select(sequences, out.logits[:, -1, :])
+            on_step(sequences, False)
         return sequences

@@ -100,7 +100,7 @@ class InflightScheduler:
     in that one thread (a pool left in the loading thread competes with it: 40% slower on 2 cores)."""
 
     def __init__(self, load_engine: Callable[[], ReferenceEngine], on_stats: Callable[[dict], None] | None = None):
-        self.on_stats = on_stats or (lambda stats: None)
+        self.on_stats = on_stats or (lambda stats: None)  # each iteration's statistics (metrics.TrtllmMetrics.iteration)
         self._waiting: deque[Job] = deque()
         self._admitting: list[Job] = []  # taken from the queue, in their context phase, not yet in the batch
         self._batch = _Batch()
@@ -180,15 +180,19 @@ class InflightScheduler:
             else:
                 admitted.append(job)
         self._drop_finished(cancel_check=True)
+        running = len(self._batch)  # requests scheduled for generation only, besides the newcomers' context phase
         if admitted:  # context phase of the newcomers, then one generation step for everyone
             self._prefill(admitted)
             self._drop_finished(cancel_check=False)
+        generating = len(self._batch)
         if self._batch.jobs:
             self._decode()
             self._drop_finished(cancel_check=False)
-        with self._wake:
-            waiting_now = len(self._waiting)
-        self.on_stats({"active": len(self._batch), "waiting": waiting_now, "max": self.max_active})
+        self.on_stats({
+            "active": len(self._batch), "scheduled": len(admitted) + running, "context": len(admitted),
+            "context_tokens": sum(len(j.sequence.request.input_ids) for j in admitted), "generation": generating,
+            "sequence_lengths": [len(j.sequence.request.input_ids) + len(j.sequence.tokens) for j in self._batch.jobs],
+        })  # fmt: skip
 
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from errors import ExecutorError
 from tensor_contract import RequestError
 
 # TensorRT-LLM module id -> (block, projection) in a llama-style Hugging Face model
@@ -90,7 +91,7 @@ class LoraSupport:
             if weights is None:
                 adapter = self._cache.get(task_id)
                 if adapter is None:
-                    raise RequestError(f"LoRA task {task_id} not found in cache. Please send LoRA weights with request")
+                    raise ExecutorError(f"LoRA task {task_id} not found in cache. Please send LoRA weights with request")
                 self._cache.move_to_end(task_id)
                 return adapter
             adapter = self.parse(task_id, weights, config)

@@ -1,153 +1,174 @@
-"""Reference `tensorrt_llm` model: TensorRT-LLM's tensor contract served by a transformers model.
+"""Reference `tensorrt_llm` model: TensorRT-LLM's tensor contract served by a transformers model, answering as
+tensorrtllm_backend's C++ model of the served version does (outputs, shapes, errors, metrics).
 
 Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
   gpt_model_path           the engine directory (engine.json, weights, tokenizer)
-  gpt_model_type           V1: static batches through Triton's dynamic batcher (non-decoupled);
-                           inflight_fused_batching: continuous batching, streaming and
-                           cancellation (decoupled_mode true)
+  gpt_model_type           V1 / v1: static batches through Triton's dynamic batcher (not decoupled);
+                           inflight_batching / inflight_fused_batching: continuous batching, decoupled (streaming,
+                           stop signal, cancellation) or not (one response per request, stop answered at once)
   exclude_input_in_output  default for requests that do not send the input of that name
   lora_cache_host_memory_bytes  LoRA adapters kept by task id before the oldest is evicted
 
-Like TensorRT-LLM it publishes nv_trt_llm_request_metrics{request_type=active|waiting|max}.
+Every input of the served family is honoured or refused by name (inputs.py); it publishes TensorRT-LLM's metric
+families (metrics.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 from functools import partial
 
+import numpy as np
 import triton_python_backend_utils as pb_utils
+from errors import ExecutorError
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from inflight import InflightScheduler, Job
+from inputs import check
+from metrics import TrtllmMetrics
 from outputs import complete_outputs, streamed_outputs
 from tensor_contract import RENAMED, RequestError, unpack_word_list
-from triton_io import flag, model_parameters, optional_input
+from triton_io import flag, model_parameters
 
 V1, INFLIGHT = "V1", "inflight_fused_batching"
-SUPPORTED_MODEL_TYPES = (V1, INFLIGHT)
+MODEL_TYPES = {"V1": V1, "v1": V1, "inflight_batching": INFLIGHT, "inflight_fused_batching": INFLIGHT}
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-# inputs of the contract that this backend cannot honour: refused, never silently ignored
-UNSUPPORTED_INPUTS = ("draft_input_ids", "draft_logits", "prompt_embedding_table", "context_phase_params")
 
 
-def _scalar(request, name: str, row: int, default, cast):
-    value = optional_input(request, name)
+def _scalar(tensors: dict, name: str, row: int, default, cast):
+    value = tensors.get(name)
     if value is None or value.size == 0:
         return default
     flat = value.reshape(value.shape[0], -1) if value.ndim > 1 else value.reshape(-1, 1)
     return cast(flat[min(row, flat.shape[0] - 1)][0])
 
 
-def _renamed(request, name: str, row: int, default, cast):
-    """An input by its pre-0.20 name or its new one, whichever the request sent."""
-    value = _scalar(request, RENAMED[name], row, None, cast)
-    return _scalar(request, name, row, default, cast) if value is None else value
+def _renamed(tensors: dict, name: str, row: int, default, cast):
+    """An input by its pre-0.20 name or its new one, whichever the served family declares."""
+    value = _scalar(tensors, RENAMED[name], row, None, cast)
+    return _scalar(tensors, name, row, default, cast) if value is None else value
 
 
-class RequestMetrics:
-    """TensorRT-LLM's request gauges, so dashboards and tests read the same names."""
+def _row(value, row: int):
+    return None if value is None else value[min(row, len(value) - 1)]
 
-    def __init__(self, model_name: str, version: str):
-        # the family must outlive its metrics: keep a reference
-        self._family = pb_utils.MetricFamily(
-            name="nv_trt_llm_request_metrics",
-            description="TRT LLM request metrics",
-            kind=pb_utils.MetricFamily.GAUGE,
-        )
-        labels = {"model": model_name, "version": version}
-        self._gauges = {
-            kind: self._family.Metric(labels={**labels, "request_type": kind}) for kind in ("active", "waiting", "max")
-        }
 
-    def update(self, stats: dict) -> None:
-        for kind, gauge in self._gauges.items():
-            gauge.set(stats.get(kind, 0))
+class _Rows:
+    """The rows of one request of batch > 1 (decoupled only): only the last to finish sends the final flag."""
+
+    def __init__(self, count: int):
+        self.left, self._lock = count, threading.Lock()
+
+    def finish(self) -> bool:
+        with self._lock:
+            self.left -= 1
+            return self.left == 0
+
+
+def _response(arrays: dict):
+    return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in arrays.items()])
+
+
+def _error(message: str):
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
 
 
 class TritonPythonModel:
     def initialize(self, args):
         params = model_parameters(args)
-        self.model_type = params.get("gpt_model_type", V1)
-        decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
-        if self.model_type not in SUPPORTED_MODEL_TYPES:
+        model_type = MODEL_TYPES.get(params.get("gpt_model_type") or "V1")
+        if model_type is None:
+            raise pb_utils.TritonModelException("Invalid gpt_model_type. Must be v1/inflight_batching/inflight_fused_batching.")
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
+        if model_type == V1 and self.decoupled:
             raise pb_utils.TritonModelException(
-                f"gpt_model_type {self.model_type!r} is not supported by the reference backend "
-                f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+                "the reference backend serves gpt_model_type V1 with decoupled_mode false only; use "
+                f"{INFLIGHT} for a decoupled deployment"
             )
-        if decoupled != (self.model_type == INFLIGHT):
-            raise pb_utils.TritonModelException(
-                f"the reference backend serves {V1} non-decoupled and {INFLIGHT} decoupled; "
-                f"got gpt_model_type {self.model_type} with decoupled_mode {str(decoupled).lower()}"
-            )
+        self.inflight = model_type == INFLIGHT
         self.exclude_input_default = flag(params.get("exclude_input_in_output"), False)
-        self.metrics = RequestMetrics(args["model_name"], args["model_version"])
         cache_bytes = params.get("lora_cache_host_memory_bytes")
         load = partial(ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None)
-        self.scheduler = InflightScheduler(load, self.metrics.update) if decoupled else None
-        self.engine = self.scheduler.engine if decoupled else load()
-        self.metrics.update({"max": self.engine.build_config["max_batch_size"]})
+        self.scheduler = InflightScheduler(load, self._iteration) if self.inflight else None
+        self.engine = self.scheduler.engine if self.inflight else load()
+        config = self.engine.build_config
+        self.metrics = TrtllmMetrics(args["model_name"], args["model_version"], not self.inflight, config["max_batch_size"],
+                                     config["max_seq_len"], self.engine.gpu_bytes)  # fmt: skip
+        self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
+
+    def _iteration(self, stats: dict) -> None:
+        metrics = getattr(self, "metrics", None)  # the scheduler may report before initialize() made them
+        if metrics is not None:
+            metrics.iteration(**stats)
 
     # -- request parsing ----------------------------------------------------------------
-    def _parse(self, request) -> tuple[list[GenerationRequest], bool, bool]:
+    def _message(self, exc: RequestError) -> str:
+        if isinstance(exc, ExecutorError):
+            return f"Executor failed process requestId {next(self._request_ids)} due to the following error: {exc}"
+        return str(exc)
+
+    @staticmethod
+    def _tensors(request) -> dict[str, np.ndarray]:
+        return {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
+
+    def _parse(self, tensors: dict) -> tuple[list[GenerationRequest], bool, bool]:
         """-> (one request per batch row, exclude_input_in_output, streaming)"""
-        for name in UNSUPPORTED_INPUTS:
-            if optional_input(request, name) is not None:
-                raise RequestError(f"input {name!r} is not supported by the reference backend")
-        input_ids = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy()
+        check(tensors)
+        if "input_ids" not in tensors:
+            raise RequestError("input_ids is not present in the request.")
+        input_ids = tensors["input_ids"]
         input_ids = input_ids.reshape(1, -1) if input_ids.ndim == 1 else input_ids
-        lengths = pb_utils.get_input_tensor_by_name(request, "input_lengths").as_numpy().reshape(-1)
+        lengths = tensors["input_lengths"].reshape(-1)
         batch = input_ids.shape[0]
         if lengths.shape[0] != batch:
             raise RequestError(f"input_lengths has {lengths.shape[0]} rows, input_ids has {batch}")
-        if _scalar(request, "beam_width", 0, 1, int) != 1:
-            raise RequestError("beam_width > 1 is not supported by the reference backend")
-        if _scalar(request, "num_return_sequences", 0, 1, int) != 1:
-            raise RequestError("num_return_sequences > 1 is not supported by the reference backend")
-        for name in ("return_context_logits", "return_generation_logits"):
-            if _scalar(request, name, 0, False, bool):
-                raise RequestError(f"{name} needs an engine built with logits gathering; the reference backend has none")
-        streaming = _scalar(request, "streaming", 0, False, bool)
-        if streaming and self.scheduler is None:
+        streaming = _scalar(tensors, "streaming", 0, False, bool)
+        if batch > 1 and not self.decoupled:
+            raise RequestError("Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy")
+        if streaming and not self.decoupled:
             raise RequestError("Streaming is only supported if model is deployed using decoupled mode.")
-        if _scalar(request, "stop", 0, False, bool):  # a decoupled model handles it before parsing
-            raise RequestError(f"the stop input needs a decoupled deployment (gpt_model_type {INFLIGHT})")
-        stop_lists = optional_input(request, "stop_words_list")
-        bad_lists = optional_input(request, "bad_words_list")
-        bias = optional_input(request, "embedding_bias")
-        lora_weights, lora_config = optional_input(request, "lora_weights"), optional_input(request, "lora_config")
-        exclude = _scalar(request, "exclude_input_in_output", 0, self.exclude_input_default, bool)
+        beam_width = _scalar(tensors, "beam_width", 0, 1, int)
+        if beam_width != 1:
+            raise RequestError(f"Requested beam width {beam_width} is larger than configured max beam width 1")
+        if _scalar(tensors, "num_return_sequences", 0, 1, int) != 1:
+            raise RequestError("num_return_sequences > 1 is not supported by the reference backend (beam width 1)")
+        for name in ("return_context_logits", "return_generation_logits"):
+            if _scalar(tensors, name, 0, False, bool):
+                raise RequestError(f"{name} needs an engine built with logits gathering; the reference backend has none")
+        exclude = _scalar(tensors, "exclude_input_in_output", 0, self.exclude_input_default, bool)
         parsed = []
         for row in range(batch):
             n = int(lengths[row])
             if not 0 <= n <= input_ids.shape[1]:
                 raise RequestError(f"input_lengths[{row}] = {n} is outside [0, {input_ids.shape[1]}]")
-            end_id = _scalar(request, "end_id", row, -1, int)
+            end_id = _scalar(tensors, "end_id", row, -1, int)
             sampling = Sampling(
-                top_k=_scalar(request, "runtime_top_k", row, 0, int),
-                top_p=_scalar(request, "runtime_top_p", row, 0.0, float),
-                temperature=_scalar(request, "temperature", row, 1.0, float),
-                repetition_penalty=_scalar(request, "repetition_penalty", row, 1.0, float),
-                presence_penalty=_scalar(request, "presence_penalty", row, 0.0, float),
-                frequency_penalty=_scalar(request, "frequency_penalty", row, 0.0, float),
-                # the names the served template family declares (TensorRT-LLM 0.20 renamed both)
-                min_length=_renamed(request, "min_length", row, 0, int),
-                seed=_renamed(request, "random_seed", row, 0, int),
+                top_k=_scalar(tensors, "runtime_top_k", row, 0, int),
+                top_p=_scalar(tensors, "runtime_top_p", row, 0.0, float),
+                temperature=_scalar(tensors, "temperature", row, 1.0, float),
+                repetition_penalty=_scalar(tensors, "repetition_penalty", row, 1.0, float),
+                presence_penalty=_scalar(tensors, "presence_penalty", row, 0.0, float),
+                frequency_penalty=_scalar(tensors, "frequency_penalty", row, 0.0, float),
+                min_length=_renamed(tensors, "min_length", row, 0, int),
+                seed=_renamed(tensors, "random_seed", row, 0, int),
             )
+            bias = tensors.get("embedding_bias")
             gen = GenerationRequest(
                 input_ids=[int(t) for t in input_ids[row, :n]],
-                max_new_tokens=_scalar(request, "request_output_len", row, 0, int),
+                max_new_tokens=_scalar(tensors, "request_output_len", row, 0, int),
                 end_id=end_id,
-                pad_id=_scalar(request, "pad_id", row, max(end_id, 0), int),
+                pad_id=_scalar(tensors, "pad_id", row, max(end_id, 0), int),
                 sampling=sampling,
-                stop_words=unpack_word_list(None if stop_lists is None else stop_lists[min(row, len(stop_lists) - 1)]),
-                bad_words=unpack_word_list(None if bad_lists is None else bad_lists[min(row, len(bad_lists) - 1)]),
-                embedding_bias=None if bias is None or bias.size == 0 else bias[min(row, len(bias) - 1)],
-                return_log_probs=_scalar(request, "return_log_probs", row, False, bool),
+                stop_words=unpack_word_list(_row(tensors.get("stop_words_list"), row)),
+                bad_words=unpack_word_list(_row(tensors.get("bad_words_list"), row)),
+                embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
+                return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
                 lora=self._adapter(
-                    _scalar(request, "lora_task_id", row, None, int),
-                    None if lora_weights is None else lora_weights[min(row, len(lora_weights) - 1)],
-                    None if lora_config is None else lora_config[min(row, len(lora_config) - 1)],
-                ),
+                    _scalar(tensors, "lora_task_id", row, None, int),
+                    _row(tensors.get("lora_weights"), row),
+                    _row(tensors.get("lora_config"), row),
+                ),  # fmt: skip
             )
             self.engine.validate(gen)
             parsed.append(gen)
@@ -162,13 +183,11 @@ class TritonPythonModel:
             return None
         return self.engine.lora.resolve(task_id, weights, config)
 
-    @staticmethod
-    def _response(arrays: dict):
-        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in arrays.items()])
-
     def execute(self, requests):
-        if self.scheduler is None:
+        if not self.inflight:
             return self._execute_static(requests)
+        if not self.decoupled:
+            return self._execute_inflight_unary(requests)
         for request in requests:
             self._submit(request)
         return None  # decoupled: responses go through each request's response sender
@@ -177,60 +196,110 @@ class TritonPythonModel:
         if self.scheduler is not None:
             self.scheduler.close()
 
-    # -- inflight_fused_batching: hand requests to the scheduler ------------------------------
+    # -- in-flight, decoupled: the scheduler answers through each request's response sender -----
     def _submit(self, request) -> None:
         sender = request.get_response_sender()
-        if _scalar(request, "stop", 0, False, bool):  # upstream's stop signal: same request id, stop=true
+        tensors = self._tensors(request)
+        if _scalar(tensors, "stop", 0, False, bool):  # upstream's stop signal: same request id, stop=true
             self.scheduler.request_stop(request.request_id())
             sender.send(flags=FINAL)
             return
         try:
-            parsed, exclude, streaming = self._parse(request)
-            if len(parsed) != 1:
-                raise RequestError(f"{INFLIGHT} takes one sequence per request, got a batch of {len(parsed)}")
+            rows, exclude, streaming = self._parse(tensors)
         except RequestError as exc:
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))), flags=FINAL)
+            sender.send(_error(self._message(exc)), flags=FINAL)
             return
-        emit = partial(self._emit, sender, exclude)
-        job = Job(Sequence(parsed[0]), request.request_id(), emit, streaming=streaming, is_cancelled=request.is_cancelled)
-        self.scheduler.submit(job)
+        group = _Rows(len(rows))
+        for index, row in enumerate(rows):
+            emit = partial(self._emit, sender, exclude, group, index if len(rows) > 1 else None)
+            self.scheduler.submit(Job(Sequence(row), request.request_id(), emit, streaming=streaming,
+                                      is_cancelled=request.is_cancelled))  # fmt: skip
 
-    def _emit(self, sender, exclude: bool, job: Job, tokens, log_probs, final: bool, error: str | None = None) -> None:
+    def _emit(self, sender, exclude: bool, group: _Rows, batch_index, job: Job, tokens, log_probs, final: bool,
+              error: str | None = None) -> None:  # fmt: skip
+        flags = FINAL if final and group.finish() else 0
         try:
             if error is not None:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(error)), flags=FINAL)
+                sender.send(_error(error), flags=flags)
             elif not job.streaming:
-                sender.send(self._response(complete_outputs([job.sequence], exclude)), flags=FINAL)
+                if final:
+                    sender.send(_response(complete_outputs(job.sequence, exclude, batch_index)), flags=flags)
             elif tokens:
-                sender.send(self._response(streamed_outputs(job.sequence, tokens, log_probs)), flags=FINAL if final else 0)
-            elif final:
-                sender.send(flags=FINAL)
+                sender.send(_response(streamed_outputs(job.sequence, tokens, log_probs, batch_index)), flags=flags)
+            elif flags:
+                sender.send(flags=flags)
         except Exception:  # noqa: S110 - the client closed its stream; the slot is freed all the same
             pass
+
+    # -- in-flight, not decoupled: one response per request, returned by execute() ------------
+    def _execute_inflight_unary(self, requests):
+        responses = [None] * len(requests)
+        done = threading.Condition()
+
+        def collect(index: int, exclude: bool, job: Job, tokens, log_probs, final: bool, error: str | None = None):
+            if not final:
+                return
+            with done:
+                responses[index] = _error(error) if error else _response(complete_outputs(job.sequence, exclude))
+                done.notify()
+
+        for index, request in enumerate(requests):
+            tensors = self._tensors(request)
+            if _scalar(tensors, "stop", 0, False, bool):  # answered at once, with no outputs
+                self.scheduler.request_stop(request.request_id())
+                responses[index] = pb_utils.InferenceResponse(output_tensors=[])
+                continue
+            try:
+                rows, exclude, _ = self._parse(tensors)
+            except RequestError as exc:
+                responses[index] = _error(self._message(exc))
+                continue
+            self.scheduler.submit(Job(Sequence(rows[0]), request.request_id(), partial(collect, index, exclude),
+                                      is_cancelled=request.is_cancelled))  # fmt: skip
+        with done:
+            done.wait_for(lambda: all(r is not None for r in responses))
+        return responses
 
     # -- V1: one static batch per execute() -----------------------------------------------
     def _execute_static(self, requests):
         responses = [None] * len(requests)
         batch, owners = [], []
         for i, request in enumerate(requests):
-            try:
-                parsed, exclude, _ = self._parse(request)
-            except RequestError as exc:
-                responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+            tensors = self._tensors(request)
+            if _scalar(tensors, "stop", 0, False, bool):  # nothing of it runs: answered at once, with no outputs
+                responses[i] = pb_utils.InferenceResponse(output_tensors=[])
                 continue
-            owners.append((i, len(parsed), exclude))
+            try:
+                parsed, exclude, _ = self._parse(tensors)
+            except RequestError as exc:
+                responses[i] = _error(self._message(exc))
+                continue
+            owners.append((i, exclude))
             batch.extend(parsed)
-        self.metrics.update({"active": len(batch), "max": self.engine.build_config["max_batch_size"]})
         try:
-            sequences = self.engine.generate_static(batch)
+            sequences = self.engine.generate_static(batch, self._static_step(len(batch)))
         except Exception as exc:  # keep serving: fail this batch, not the server
-            for i, _, _ in owners:
-                responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"generation failed: {exc}"))
+            for i, _ in owners:
+                responses[i] = _error(f"generation failed: {exc}")
             return responses
         finally:
-            self.metrics.update({"active": 0, "max": self.engine.build_config["max_batch_size"]})
-        start = 0
-        for i, count, exclude in owners:
-            responses[i] = self._response(complete_outputs(sequences[start : start + count], exclude))
-            start += count
+            self.metrics.iteration(active=0, scheduled=0, context=0, context_tokens=0, generation=0, sequence_lengths=[])
+        for (i, exclude), seq in zip(owners, sequences, strict=True):
+            responses[i] = _response(complete_outputs(seq, exclude))
         return responses
+
+    def _static_step(self, size: int):
+        """V1 statistics per step: the whole batch is scheduled until its last row ends."""
+        unfinished = [size]
+
+        def step(sequences: list[Sequence], context: bool) -> None:
+            now = sum(not s.finished for s in sequences)
+            self.metrics.iteration(
+                active=size, scheduled=size, context=size if context else 0,
+                context_tokens=sum(len(s.request.input_ids) for s in sequences) if context else 0,
+                generation=unfinished[0], empty_slots=size - now,
+                sequence_lengths=[len(s.request.input_ids) + len(s.tokens) for s in sequences],
+            )  # fmt: skip
+            unfinished[0] = now
+
+        return step
