@@ -30,6 +30,7 @@ from tritonclient.utils import InferenceServerException
 
 from .endpoints import Endpoints
 from .load import Target, json_body, run_load
+from .server_metrics import Gauges, GaugeWatch, trtllm_gauges
 from .streaming import StreamError, StreamResult, grpc_stream, sse_stream
 from .tensor_contract import STOP_SIGNAL, Inputs, RequestError, Sampling, batched, core_inputs, ensemble_inputs, returned_ids
 
@@ -55,14 +56,17 @@ class Generation:
     raw: dict = field(default_factory=dict, repr=False)
 
 
+def _log_probs(outputs: dict) -> tuple[float | None, list[float] | None]:
+    """(cum_log_prob, output_log_probs): present only when the request asked for log probs."""
+    if "cum_log_probs" not in outputs:
+        return None, None
+    return float(outputs["cum_log_probs"].reshape(-1)[0]), outputs["output_log_probs"].reshape(-1).tolist()
+
+
 def _ensemble_generation(outputs: dict, protocol: str) -> Generation:
-    return Generation(
-        text=outputs["text_output"].reshape(-1)[0].decode("utf-8"),
-        cum_log_prob=float(outputs["cum_log_probs"].reshape(-1)[0]),
-        output_log_probs=outputs["output_log_probs"].reshape(-1).tolist(),
-        protocol=protocol,
-        raw=outputs,
-    )
+    cum, per_token = _log_probs(outputs)
+    return Generation(text=outputs["text_output"].reshape(-1)[0].decode("utf-8"), cum_log_prob=cum,
+                      output_log_probs=per_token, protocol=protocol, raw=outputs)  # fmt: skip
 
 
 class LLMClient:
@@ -138,25 +142,18 @@ class LLMClient:
         """The request protocols this deployment accepts for non-streamed requests."""
         return ("grpc", "generate") if self.decoupled else PROTOCOLS
 
-    def executed_batch_sizes(self, model: str | None = None) -> dict[int, int]:
-        """How many executions the server ran per batch size (Triton's inference statistics)."""
-        stats = self.grpc().get_inference_statistics(model or self.core_model, as_json=True)["model_stats"]
-        sizes: dict[int, int] = {}
-        for version in stats:
-            for entry in version.get("batch_stats", []):
-                count = int(entry.get("compute_infer", {}).get("count", 0))
-                sizes[int(entry["batch_size"])] = sizes.get(int(entry["batch_size"]), 0) + count
-        return sizes
-
-    def batch_sizes_since(self, before: dict[int, int], model: str | None = None) -> dict[int, int]:
-        """Executions per batch size since `before` (an earlier executed_batch_sizes()), sizes that ran only."""
-        after = self.executed_batch_sizes(model)
-        return {size: after[size] - before.get(size, 0) for size in sorted(after) if after[size] > before.get(size, 0)}
-
     def metrics(self) -> str:
         """The server's Prometheus metrics text."""
         with urllib.request.urlopen(f"http://{self.endpoints.metrics}/metrics", timeout=10) as resp:  # noqa: S310
             return resp.read().decode()
+
+    def trtllm_gauges(self) -> Gauges:
+        """The tensorrt_llm model's nv_trt_llm_* gauges, now."""
+        return trtllm_gauges(self.metrics(), self.core_model)
+
+    def watch_trtllm_gauges(self, interval_s: float = 0.05) -> GaugeWatch:
+        """`with client.watch_trtllm_gauges() as watch:` samples the gauges while the block runs."""
+        return GaugeWatch(self.trtllm_gauges, interval_s)
 
     # -- the ensemble ------------------------------------------------------------------------
     def generate(self, text: str | bytes, max_tokens: int, *, protocol: str = "grpc", **options) -> Generation:
@@ -194,12 +191,13 @@ class LLMClient:
         start = time.perf_counter()
         outputs = self.request(self.core_model, self.core_inputs(input_ids, max_tokens, **options), protocol)
         ids = returned_ids(outputs)
+        cum, per_token = _log_probs(outputs)
         return Generation(
             text=self.decode(ids) if self.decode else None,
             token_ids=ids,
             sequence_length=int(outputs["sequence_length"].reshape(-1)[0]),
-            cum_log_prob=float(outputs["cum_log_probs"].reshape(-1)[0]),
-            output_log_probs=outputs["output_log_probs"].reshape(-1).tolist(),
+            cum_log_prob=cum,
+            output_log_probs=per_token,
             latency_s=time.perf_counter() - start,
             protocol=protocol,
             raw=outputs,

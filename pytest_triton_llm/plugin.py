@@ -32,6 +32,7 @@ MARKERS = {
 }
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
+STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_only("why real engines differ")
 _SESSION = pytest.StashKey[TritonLLMSession]()
 _ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
 _PERF = pytest.StashKey[perf_options.PerfOptions]()
@@ -65,6 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{REQUIRES}(*capabilities): run only on deployments that have them (v1, inflight, streaming, cancellation)"
     )
+    config.addinivalue_line(
+        "markers", f"{STAND_IN_ONLY}(reason): checks what only the reference stand-in does; skipped with the reason on "
+        "real engines",
+    )  # fmt: skip
     try:
         core = options.Options.from_config(config)
         config.stash[_ACCURACY] = accuracy_options.AccuracyOptions.from_config(config)
@@ -124,6 +129,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if not params:  # an honest skip that says which deployments were selected
             params, ids = [pytest.param(None, marks=pytest.mark.skip(reason=missing))], ["no-deployment"]
         metafunc.parametrize(name, params, ids=ids, indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked triton_llm_stand_in_only (also on one parameter) are skipped, with their reason, on deployments
+    whose engine is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM."""
+    state = config.stash[_SESSION]
+    for item in items:
+        mark = item.get_closest_marker(STAND_IN_ONLY)
+        callspec = getattr(item, "callspec", None)
+        if mark is None or callspec is None:
+            continue
+        refs = [r for name in DEPLOYMENT_FIXTURES for r in _as_tuple(callspec.params.get(name)) if r is not None]
+        real = sorted({r.engine.backend for r in refs if not state.is_stand_in(r)})
+        if real:
+            item.add_marker(pytest.mark.skip(reason=f"checks the reference stand-in only, not {', '.join(real)} engines: "
+                                                    f"{mark.args[0] if mark.args else 'real engines differ'}"))  # fmt: skip
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

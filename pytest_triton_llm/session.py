@@ -64,6 +64,10 @@ class TritonLLMSession:
         """Why `ref` cannot run a test that needs `needs`: its backend's answer on the server in use."""
         return backend_of(ref.engine.backend).lacking(needs, self.runtime.entry if self.runtime else None)
 
+    @staticmethod
+    def is_stand_in(ref: DeploymentRef) -> bool:
+        return backend_of(ref.engine.backend).stand_in
+
     def schedule_groups(self) -> dict[str, str]:
         return selection.schedule_groups(self.lock, self.selected)
 

@@ -15,6 +15,7 @@ from pytest_triton_llm.tensor_contract import NO_END
 pytestmark = pytest.mark.functional
 
 MAX_TOKENS = 24
+SCHEDULED = ("nv_trt_llm_request_metrics", "scheduled")  # requests TensorRT-LLM scheduled in its latest iteration
 
 
 def _triton_dtype(config_dtype: str) -> str:
@@ -68,12 +69,11 @@ def test_greedy_output_is_deterministic(triton_llm, prompts):
 def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts):
     batch = prompts.batch(8)
     alone = [triton_llm.client.generate(p, MAX_TOKENS).text for p in batch]
-    before = triton_llm.client.executed_batch_sizes()
-    together = [g.text for g in triton_llm.client.generate_many(batch, MAX_TOKENS, concurrency=8)]
-    ran = triton_llm.client.batch_sizes_since(before)
+    with triton_llm.client.watch_trtllm_gauges() as watch:
+        together = [g.text for g in triton_llm.client.generate_many(batch, MAX_TOKENS, concurrency=8)]
     assert together == alone
-    if triton_llm.ref.options.batching == "v1":  # the 8 must really have shared static batches
-        assert max(ran) > 1, f"no batch of more than one request was executed: {ran}"
+    # the 8 really ran together: TensorRT-LLM's own gauge saw an iteration schedule more than one request
+    assert (watch.most(*SCHEDULED) or 0) > 1, f"no iteration scheduled more than one request ({watch.samples} samples)"
 
 
 # -- length control ------------------------------------------------------------------------
@@ -135,6 +135,22 @@ def test_bad_words_never_appear(triton_llm, prompts, baseline):
 
 
 # -- outputs -------------------------------------------------------------------------------
+def test_optional_outputs_come_only_when_requested(triton_llm, baseline):
+    prompt_ids, _ = baseline
+    plain = triton_llm.client.generate_ids(prompt_ids, 4, end_id=NO_END).raw
+    assert {"output_ids", "sequence_length"} <= set(plain)
+    assert not {"cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index"} & set(plain)
+    asked = triton_llm.client.generate_ids(prompt_ids, 4, end_id=NO_END, return_log_probs=True).raw
+    assert {"cum_log_probs", "output_log_probs"} <= set(asked)
+    assert asked["output_ids"].shape[:2] == (1, 1) and asked["sequence_length"].shape == (1, 1)  # [batch, beam, ...]
+
+
+def test_the_ensemble_answers_one_text_per_request(triton_llm, prompts):
+    outputs = triton_llm.client.generate(prompts.completion["fox"], 4).raw
+    assert outputs["text_output"].shape == (1,), "postprocessing returns one string per request and beam"
+    assert "cum_log_probs" not in outputs
+
+
 def test_exclude_input_in_output(triton_llm, baseline):
     prompt_ids, ids = baseline
     with_input = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, exclude_input_in_output=False)

@@ -37,6 +37,7 @@ SiteFn = Callable[[], BuildSite]  # asked only when an engine must be built
 class Backend(Protocol):
     name: ClassVar[str]
     needs_gpu: ClassVar[bool]  # its engines are served on a GPU (containers get GPUs unless --triton-gpus says)
+    stand_in: ClassVar[bool]  # the project's own stand-in: tests marked triton_llm_stand_in_only run on it alone
 
     def check_recipe(self, engine: Engine) -> None:
         """Raise ValueError naming the field when the lock's recipe asks for what this backend lacks."""

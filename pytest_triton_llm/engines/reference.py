@@ -99,6 +99,7 @@ class ReferenceBuilder:
 
 class ReferenceBackend:
     name = "reference"
+    stand_in = True
     needs_gpu = False
 
     def check_recipe(self, engine: Engine) -> None:

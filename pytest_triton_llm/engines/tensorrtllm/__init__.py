@@ -17,6 +17,7 @@ from .executors import executor_for
 
 class TensorrtllmBackend:
     name = "tensorrtllm"
+    stand_in = False
     needs_gpu = True
 
     def check_recipe(self, engine: Engine) -> None:
