@@ -194,11 +194,11 @@ decoupled = true
 def test_a_test_the_image_cannot_run_is_skipped_with_the_images_reason(pytester):
     (pytester.path / "gpu.lock").write_text(TRTLLM_LOCK)
     pytester.makepyfile("import pytest\n@pytest.mark.triton_llm_requires('lora')\ndef test_x(triton_llm): pass\n")
-    result = pytester.runpytest("--engines-lock", "gpu.lock", "--triton-image", "23.12-trtllm", "-rs")
+    result = pytester.runpytest("--engines-lock", "gpu.lock", "--triton-image", "24.02-trtllm", "-rs")
     result.assert_outcomes(skipped=1)  # decided at collection: no docker, no build
     result.stdout.fnmatch_lines([
-        "SKIPPED*image 23.12-trtllm (Triton 2.41.0, TensorRT-LLM 0.7.0) lacks LoRA inputs lora_task_id / "
-        "lora_weights / lora_config"
+        "SKIPPED*image 24.02-trtllm (Triton 2.43.0, TensorRT-LLM 0.8.0) lacks LoRA adapters cached by lora_task_id "
+        "(lora_weights / lora_config sent once; from tensorrtllm_backend v0.9.0)"
     ])  # fmt: skip
 
 

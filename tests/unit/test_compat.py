@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_known_images_carry_their_documented_versions():
     compat = load_compat()
-    assert list(compat.images)[0] == "23.10"
+    assert list(compat.images)[0] == "23.12"  # 23.10 and 23.11 declare UINT32 inputs (see compat.toml)
     assert (compat.entry("24.04").triton, compat.entry("24.04").tensorrt_llm) == ("2.45.0", "0.9.0")
     assert (compat.entry("24.09").triton, compat.entry("24.09").tensorrt_llm) == ("2.50.0", "0.13.0")
     assert compat.entry("24.10").triton == "2.51.0"  # the server inside the nvidia-pytriton 0.7.0 wheel
@@ -24,10 +24,10 @@ def test_known_images_carry_their_documented_versions():
 def test_a_test_needing_a_feature_the_image_lacks_gets_the_reason():
     compat = load_compat()
     assert compat.lacking(compat.entry("24.09"), {"inflight", "streaming", "lora"}) is None
-    reason = compat.lacking(compat.entry("23.12"), {"inflight", "lora"})
-    assert (
-        reason
-        == "image 23.12-trtllm (Triton 2.41.0, TensorRT-LLM 0.7.0) lacks LoRA inputs lora_task_id / lora_weights / lora_config"
+    reason = compat.lacking(compat.entry("24.02"), {"inflight", "lora"})
+    assert reason == (
+        "image 24.02-trtllm (Triton 2.43.0, TensorRT-LLM 0.8.0) lacks LoRA adapters cached by lora_task_id "
+        "(lora_weights / lora_config sent once; from tensorrtllm_backend v0.9.0)"
     )
     newest = list(compat.images.values())[-1]
     assert "static (V1) batching" in compat.lacking(newest, {"v1"})
