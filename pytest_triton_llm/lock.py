@@ -81,9 +81,19 @@ class Deployment:
     max_queue_delay_us: int = 0  # how long Triton's dynamic batcher waits to fill a V1 batch (Triton's default)
     preprocessing_instances: int = 1
     postprocessing_instances: int = 1
+    # a model repository of your own, with ${...} placeholders as upstream's all_models/inflight_batcher_llm has them
+    # (relative to the lock's directory), filled as upstream's tools/fill_template.py fills it
+    repository: str | None = None
+    fill: dict[str, str] = field(default_factory=dict)  # placeholder values of your own, over those from the lock
+    models: tuple[str, ...] = ()  # serve only these models of `repository` (default: every one)
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
+        if (self.fill or self.models) and self.repository is None:
+            raise ValueError(f"field '{'fill' if self.fill else 'models'}': applies to a 'repository'; give one")
+        bad = [k for k, v in self.fill.items() if "," in v or ":" in v]
+        if bad:  # fill_template.py splits key:value pairs on ',' and ':'
+            raise ValueError(f"field 'fill.{bad[0]}': a value may not contain ',' or ':'")
         if self.max_queue_delay_us < 0:
             raise ValueError("field 'max_queue_delay_us' must be >= 0")
 
@@ -237,6 +247,22 @@ def _positive(obj, *names: str) -> None:
             raise ValueError(f"field '{name}' must be > 0, got {getattr(obj, name)}")
 
 
+def _with_repositories(engine: Engine, base: Path, entry: str) -> Engine:
+    """Deployments' repositories as absolute paths (relative ones are relative to the lock), checked to exist."""
+    deployments = {}
+    for name, options in engine.deployments.items():
+        if options.repository is not None:
+            where = (base / Path(options.repository).expanduser()).resolve()
+            if not any(where.glob("*/config.pbtxt")):
+                raise SchemaError(f"{entry}: field 'deployments.{name}.repository': {where} holds no <model>/config.pbtxt")
+            absent = [m for m in options.models if not (where / m / "config.pbtxt").is_file()]
+            if absent:
+                raise SchemaError(f"{entry}: field 'deployments.{name}.models': {where} has no model {absent[0]!r}")
+            options = dataclasses.replace(options, repository=str(where))
+        deployments[name] = options
+    return dataclasses.replace(engine, deployments=deployments)
+
+
 def load_lock(path: Path | str) -> Lock:
     """Parse and validate engines.lock. Raises LockError with one line."""
     path = Path(path)
@@ -258,7 +284,7 @@ def load_lock(path: Path | str) -> Lock:
                 raise SchemaError(f"{entry}: name must match {_NAME.pattern}")
             if not isinstance(table, dict):
                 raise SchemaError(f"{entry}: expected a table")
-            engines[name] = build(Engine, table, entry)
+            engines[name] = _with_repositories(build(Engine, table, entry), path.parent, entry)
     except SchemaError as exc:
         message = str(exc)
         prefix = f"{path}: "

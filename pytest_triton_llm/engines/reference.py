@@ -18,7 +18,8 @@ from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
 from ..lock import DeploymentRef, Engine
 from ..progress import Progress
-from ..repository import PYTHON_MODELS, render_repository
+from ..repository import PYTHON_MODELS, python_model_files, render_repository
+from ..repository.user import render_user_repository
 from .base import BuildError, SiteFn
 from .sources import fetch_source
 
@@ -113,7 +114,10 @@ class ReferenceBackend:
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
                engine_dir: str | None) -> Path:  # fmt: skip
-        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "tensorrt_llm", "postprocessing")}
+        if ref.options.repository is not None:  # the user's own, its tensorrtllm models served by the stand-in
+            stand_in = python_model_files(PYTHON_MODELS / "tensorrt_llm")
+            return render_user_repository(ref, built, out, engine_dir or str(built.path), stand_in)
+        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "tensorrt_llm", "postprocessing", "tensorrt_llm_bls")}
         return render_repository(ref, built, out, triton_version, engine_dir, "python", code)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:

@@ -10,6 +10,7 @@ from ...cache import BuiltEngine, EngineCache
 from ...compat import ImageEntry, load_compat
 from ...lock import DeploymentRef, Engine
 from ...repository import PYTHON_MODELS, render_repository
+from ...repository.user import render_user_repository
 from ..base import SiteFn
 from .builder import TrtllmBuilder
 from .executors import executor_for
@@ -31,8 +32,10 @@ class TensorrtllmBackend:
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
                engine_dir: str | None) -> Path:  # fmt: skip
-        # the C++ backend reads the engine from gpt_model_path; pre- and postprocessing are python models
-        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "postprocessing")}
+        if ref.options.repository is not None:  # the user's own repository
+            return render_user_repository(ref, built, out, engine_dir or str(built.path), None)
+        # the C++ backend reads the engine from gpt_model_path; pre-, postprocessing and the BLS are python models
+        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "postprocessing", "tensorrt_llm_bls")}
         return render_repository(ref, built, out, triton_version, engine_dir, "tensorrtllm", code)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:

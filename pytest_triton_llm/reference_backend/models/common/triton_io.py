@@ -10,9 +10,11 @@ _TRUE = ("1", "true", "t", "y", "yes", "on")
 
 
 def model_parameters(args: dict) -> dict[str, str]:
-    """config.pbtxt `parameters` as name -> string value."""
+    """config.pbtxt `parameters` as name -> string value; an empty one, or an unfilled `${...}` placeholder, is
+    unset (as tensorrtllm_backend reads them)."""
     config = json.loads(args["model_config"])
-    return {k: v.get("string_value") for k, v in config.get("parameters", {}).items()}
+    values = {k: (v.get("string_value") or "").strip() for k, v in config.get("parameters", {}).items()}
+    return {k: v for k, v in values.items() if v and not v.startswith("${")}
 
 
 def flag(text: str | None, default: bool) -> bool:

@@ -1,0 +1,68 @@
+"""A real user's model repository, served: upstream tensorrtllm_backend v0.14.0's all_models/inflight_batcher_llm
+(../shared/upstream, third-party test data), filled from a lock as tools/fill_template.py fills it, on the embedded
+Triton 2.51 (the server of NGC 24.10, whose backend is v0.14.0), with only its tensorrt_llm model served by the
+reference stand-in. The functional, streaming and early-stop suites pass against it through its entry models,
+`ensemble` and `tensorrt_llm_bls`, running upstream's own preprocessing, postprocessing and BLS code unchanged.
+
+Upstream v0.14.0's tensorrt_llm_bls loads on Python <= 3.10 only (NGC 24.10 runs 3.10): its lib/decode.py gives
+dataclass fields the default np.array([]), which Python 3.11 refuses ("mutable default ... is not allowed"). Where
+the python backend stub runs a newer Python, the deployments serve every model but that one (the lock's `models`),
+and the BLS entry is left out with that reason."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0" / "all_models" / "inflight_batcher_llm"
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(2400),
+    pytest.mark.skipif(not MODELS.is_dir(), reason=f"third-party test data {MODELS} is absent (CI has it)"),
+]
+
+
+BLS_LOADS = sys.version_info < (3, 11)  # the stub runs this interpreter's Python
+ENTRIES = ("ensemble", "tensorrt_llm_bls") if BLS_LOADS else ("ensemble",)
+MODELS_SERVED = "" if BLS_LOADS else 'models = ["preprocessing", "tensorrt_llm", "postprocessing", "ensemble"]'
+
+
+def upstream_lock(tmp_path: Path) -> Path:
+    """engines.lock's smollm2-135m engine (reused from the cache) with deployments of upstream's repository."""
+    engine = (ROOT / "engines.lock").read_text().split("[engines.smollm2-135m.deployments")[0]
+    deployments = f"""
+[engines.smollm2-135m.deployments.upstream-v1]
+batching = "v1"
+repository = "{MODELS}"
+{MODELS_SERVED}
+
+[engines.smollm2-135m.deployments.upstream-inflight]
+batching = "inflight"
+decoupled = true
+repository = "{MODELS}"
+{MODELS_SERVED}
+"""
+    lock = tmp_path / "upstream.lock"
+    lock.write_text(engine + deployments)
+    return lock
+
+
+def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp_path):
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-m", "functional or streaming or early_stop",
+            "--engines-lock", str(upstream_lock(tmp_path)), "--triton-llm-report", str(report), "-p", "no:cacheprovider",
+            "-q", f"--basetemp={tmp_path / 'basetemp'}"]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=2300)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    tests = json.loads(report.read_text())["tests"]
+    outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in tests}
+    assert "failed" not in outcomes.values() and "error" not in outcomes.values()
+    for deployment in ("upstream-v1", "upstream-inflight"):
+        for entry in ENTRIES:
+            ran = [n for n, o in outcomes.items() if f"smollm2-135m:{deployment}-{entry}]" in n and o == "passed"]
+            assert len(ran) >= 10, f"{deployment} through {entry}: {ran}"
+    assert sum(o == "passed" for o in outcomes.values()) >= 40 * len(ENTRIES)
+    assert BLS_LOADS or not [n for n, o in outcomes.items() if "tensorrt_llm_bls" in n and o == "passed"]
