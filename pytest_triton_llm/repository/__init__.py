@@ -4,6 +4,7 @@
     <out>/tensorrt_llm/{config.pbtxt,1/...}          the engine backend's model (its Triton backend and code)
     <out>/postprocessing/{config.pbtxt,1/model.py}   detokenizer (python backend)
     <out>/ensemble/{config.pbtxt,1/}                 wires the three
+    <out>/tensorrt_llm_bls/{config.pbtxt,1/...}      the same three called from one python model (BLS)
 
 Every rendered config.pbtxt is parsed into tritonclient's ModelConfig before the
 server sees it, so a template mistake fails here with the file name. A python-backend model gets
@@ -29,12 +30,21 @@ from .fill import TemplateError, fill, placeholders
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble")
+MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
+ENTRY_MODELS = ("ensemble", "tensorrt_llm_bls")  # text in, text out: what users and Triton's OpenAI frontend call
 _PACKAGE = resources.files(__package__)
 # the project's python models (preprocessing, postprocessing and the reference tensorrt_llm), read as files
 PYTHON_MODELS = resources.files("pytest_triton_llm") / "reference_backend" / "models"
 # harness modules the python models import by bare name, copied beside their code
 SHARED_MODULES = tuple(resources.files("pytest_triton_llm") / name for name in ("tensor_contract.py", "hf_tokenizer.py"))
+
+
+def entry_models(ref: DeploymentRef) -> tuple[str, ...]:
+    """The entry models a deployment serves: ours render both; a user's repository those it has (and serves)."""
+    if ref.options.repository is None:
+        return ENTRY_MODELS
+    served = [m for m in ENTRY_MODELS if not ref.options.models or m in ref.options.models]
+    return tuple(m for m in served if (Path(ref.options.repository) / m / "config.pbtxt").is_file())
 
 
 def template_family(triton_version: str) -> str:
@@ -72,6 +82,10 @@ def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_ba
         skip_special_tokens=engine.skip_special_tokens,
         preprocessing_instance_count=options.preprocessing_instances,
         postprocessing_instance_count=options.postprocessing_instances,
+        # upstream's docs/model_config.md: as many BLS instances as the engine's batch, or requests run one by one
+        bls_instance_count=engine.max_batch_size,
+        accumulate_tokens=False,  # each streamed response holds its own tokens, as the ensemble's do
+        tensorrt_llm_model_name="tensorrt_llm",
     )
     if engine.lora is not None:  # the LoRA cache holds adapters up to the engine's max rank
         values.update(
@@ -117,8 +131,12 @@ def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_
     return out
 
 
-def copy_python_model(code: Traversable, version_dir: Path) -> None:
+def python_model_files(code: Traversable) -> list[Traversable]:
     """A python-backend model's code, the helpers every project model shares, and the shared harness modules."""
-    for item in [*code.iterdir(), *(PYTHON_MODELS / "common").iterdir(), *SHARED_MODULES]:
-        if item.name.endswith(".py"):
-            shutil.copyfile(str(item), version_dir / item.name)
+    return [item for item in [*code.iterdir(), *(PYTHON_MODELS / "common").iterdir(), *SHARED_MODULES]
+            if item.name.endswith(".py")]  # fmt: skip
+
+
+def copy_python_model(code: Traversable, version_dir: Path) -> None:
+    for item in python_model_files(code):
+        shutil.copyfile(str(item), version_dir / item.name)

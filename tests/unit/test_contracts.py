@@ -31,7 +31,7 @@ def rendered(tmp_path: Path, triton_version: str) -> dict[str, model_config_pb2.
     built = BuiltEngine("tiny", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
     repo = backend_of("tensorrtllm").render(ref, built, tmp_path / "repo", triton_version, None)
     return {m: text_format.Parse((repo / m / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-            for m in ("ensemble", "tensorrt_llm")}  # fmt: skip
+            for m in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls")}  # fmt: skip
 
 
 def version_of(family: str) -> str:
@@ -56,7 +56,7 @@ def test_every_family_has_a_contract_file():
 def test_the_templates_declare_exactly_the_contract_of_their_upstream_tag(tmp_path, family):
     contract = load_toml(CONTRACTS / f"{family}.toml")
     configs = rendered(tmp_path, version_of(family))
-    for model in ("ensemble", "tensorrt_llm"):
+    for model in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls"):
         declared_in, declared_out = tensors(configs[model].input), tensors(configs[model].output)
         expected_in = {n: {"dtype": s["dtype"], "dims": s["dims"], "optional": s.get("optional", False)}
                        for n, s in contract[model]["inputs"].items()}  # fmt: skip
@@ -75,8 +75,9 @@ EVERY_OPTION = {
 @pytest.mark.parametrize("tag, renamed", [("24.04", False), ("24.10", False), ("25.10", True), ("26.07", True)])
 def test_the_clients_inputs_are_exactly_names_the_served_family_declares(tmp_path, tag, renamed):
     configs = rendered(tmp_path, load_compat().entry(tag).triton)
-    ensemble, core = ({t.name for t in configs[m].input} for m in ("ensemble", "tensorrt_llm"))
+    ensemble, core, bls = ({t.name for t in configs[m].input} for m in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls"))
     text = ensemble_inputs("hi", 8, stop_words=["x"], bad_words=["y"], stream=True, declared=ensemble, **EVERY_OPTION)
+    assert set(ensemble_inputs("hi", 8, stop_words=["x"], stream=True, declared=bls, **EVERY_OPTION)) <= bls
     ids = core_inputs([1, 2], 8, stop_words_ids=[[3]], bad_words_ids=[[4]], streaming=True, lora_task_id=7,
                       lora_weights=np.zeros((1, 2, 4)), lora_config=np.zeros((1, 2, 3)), declared=core,
                       **EVERY_OPTION)  # fmt: skip

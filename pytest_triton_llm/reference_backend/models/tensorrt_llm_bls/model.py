@@ -1,0 +1,145 @@
+"""`tensorrt_llm_bls`: the text pipeline in one python model, with the contract of upstream's tensorrt_llm_bls
+(the entry model Triton's OpenAI frontend serves through): preprocessing -> tensorrt_llm -> postprocessing for
+each request, called through Triton's BLS API. Written for this project; it runs on the stand-in and on real
+TensorRT-LLM alike.
+
+A decoupled BLS model sends each tensorrt_llm response as soon as it is detokenized (the request's `stream` is
+passed on as tensorrt_llm's `streaming`), then an empty final response; with accumulate_tokens every response
+holds the text so far. A BLS model that is not decoupled answers once per request.
+
+Parameters: tensorrt_llm_model_name (default tensorrt_llm), accumulate_tokens (default false).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from triton_io import flag, model_parameters
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# BLS input -> preprocessing input
+TO_PREPROCESSING = {
+    "text_input": "QUERY", "decoder_text_input": "DECODER_QUERY", "max_tokens": "REQUEST_OUTPUT_LEN",
+    "bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "embedding_bias_words": "EMBEDDING_BIAS_WORDS",
+    "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS", "end_id": "END_ID", "pad_id": "PAD_ID",
+    "prompt_table_extra_id": "PROMPT_TABLE_EXTRA_ID",
+}  # fmt: skip
+# preprocessing output -> tensorrt_llm input
+PREPROCESSED = {
+    "INPUT_ID": "input_ids", "DECODER_INPUT_ID": "decoder_input_ids", "REQUEST_INPUT_LEN": "input_lengths",
+    "REQUEST_OUTPUT_LEN": "request_output_len", "BAD_WORDS_IDS": "bad_words_list", "STOP_WORDS_IDS": "stop_words_list",
+    "EMBEDDING_BIAS": "embedding_bias", "OUT_END_ID": "end_id", "OUT_PAD_ID": "pad_id",
+    "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
+}  # fmt: skip
+# BLS input -> tensorrt_llm input, passed on as sent (sampling names of both eras, LoRA, output switches)
+TO_TENSORRT_LLM = {
+    "beam_width": "beam_width", "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
+    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty", "min_length": "min_length",
+    "min_tokens": "min_tokens", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+    "random_seed": "random_seed", "seed": "seed", "return_log_probs": "return_log_probs",
+    "return_context_logits": "return_context_logits", "return_generation_logits": "return_generation_logits",
+    "num_return_sequences": "num_return_sequences", "stream": "streaming", "exclude_input_in_output": "exclude_input_in_output",
+    "prompt_embedding_table": "prompt_embedding_table", "prompt_vocab_size": "prompt_vocab_size",
+    "lora_task_id": "lora_task_id", "lora_weights": "lora_weights", "lora_config": "lora_config",
+    "return_perf_metrics": "return_perf_metrics", "return_kv_cache_reuse_stats": "return_kv_cache_reuse_stats",
+    "return_num_input_tokens": "return_num_input_tokens", "return_num_output_tokens": "return_num_output_tokens",
+    "guided_decoding_guide_type": "guided_decoding_guide_type", "guided_decoding_guide": "guided_decoding_guide",
+}  # fmt: skip
+# inputs of models this BLS does not run (a draft model, a multimodal encoder): refused unless neutral
+NOT_RUN = {"num_draft_tokens": 0, "use_draft_logits": False, "image_input": None}
+# tensorrt_llm outputs answered as they come, next to text_output
+PASSED_ON = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index")
+
+
+class BlsError(ValueError):
+    pass
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = model_parameters(args)
+        self.llm = params.get("tensorrt_llm_model_name", "tensorrt_llm")
+        self.accumulate = flag(params.get("accumulate_tokens"), False)
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
+
+    def execute(self, requests):
+        if not self.decoupled:
+            return [self._answer_once(request) for request in requests]
+        for request in requests:
+            self._stream(request)
+        return None
+
+    # -- one request -----------------------------------------------------------------------
+    def _inputs(self, request) -> tuple[list, dict[str, np.ndarray]]:
+        """(preprocessing's inputs, tensorrt_llm's own inputs from the request)."""
+        tensors = {t.name(): t.as_numpy() for t in request.inputs()}
+        batch = tensors["text_input"].shape[0]
+        # an input the BLS config reshapes to [] arrives as [batch]; the models it calls declare [batch, 1]
+        tensors = {name: value.reshape(batch, 1) if value.ndim == 1 else value for name, value in tensors.items()}
+        max_tokens = tensors.get("max_tokens")
+        if max_tokens is None or max_tokens.size != 1 or int(max_tokens.reshape(-1)[0]) <= 0:
+            raise BlsError("max_tokens must be a single value > 0")
+        for name, neutral in NOT_RUN.items():
+            value = tensors.get(name)
+            if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
+                raise BlsError(f"input {name!r} needs a model this BLS does not run (draft model, multimodal encoder)")
+        pre = [pb_utils.Tensor(target, tensors[name]) for name, target in TO_PREPROCESSING.items() if name in tensors]
+        core = {target: tensors[name] for name, target in TO_TENSORRT_LLM.items() if name in tensors}
+        for name in ("return_context_logits", "return_generation_logits"):  # always sent, as upstream's BLS does
+            core.setdefault(name, np.zeros((batch, 1), dtype=bool))
+        return pre, core
+
+    def _llm_request(self, request):
+        pre, core = self._inputs(request)
+        preprocessed = self._call("preprocessing", pre, list(PREPROCESSED))
+        inputs = [pb_utils.Tensor(PREPROCESSED[name], value) for name, value in preprocessed.items()]
+        inputs += [pb_utils.Tensor(name, value) for name, value in core.items()]
+        return pb_utils.InferenceRequest(model_name=self.llm, inputs=inputs,
+                                         requested_output_names=["output_ids", "sequence_length", *PASSED_ON])  # fmt: skip
+
+    @staticmethod
+    def _call(model: str, inputs: list, outputs: list[str]) -> dict[str, np.ndarray]:
+        response = pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=outputs).exec()
+        if response.has_error():
+            raise BlsError(response.error().message())
+        found = {name: pb_utils.get_output_tensor_by_name(response, name) for name in outputs}
+        return {name: tensor.as_numpy() for name, tensor in found.items() if tensor is not None}
+
+    def _text(self, llm_outputs: dict, tokens: np.ndarray | None = None) -> pb_utils.InferenceResponse:
+        """A BLS response: the detokenized output_ids (or `tokens`, accumulated) and the outputs passed on."""
+        ids = llm_outputs["output_ids"] if tokens is None else tokens
+        lengths = llm_outputs["sequence_length"] if tokens is None else np.full(ids.shape[:2], ids.shape[2], np.int32)
+        text = self._call("postprocessing", [pb_utils.Tensor("TOKENS_BATCH", ids), pb_utils.Tensor("SEQUENCE_LENGTH", lengths)],
+                          ["OUTPUT"])["OUTPUT"]  # fmt: skip
+        tensors = [pb_utils.Tensor("text_output", text)]
+        tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in PASSED_ON if name in llm_outputs]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _answer_once(self, request):
+        try:
+            response = self._llm_request(request).exec()
+            if response.has_error():
+                raise BlsError(response.error().message())
+            return self._text({t.name(): t.as_numpy() for t in response.output_tensors()})
+        except BlsError as exc:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+
+    def _stream(self, request) -> None:
+        sender = request.get_response_sender()
+        try:
+            accumulated = None
+            for response in self._llm_request(request).exec(decoupled=True):
+                if response.has_error():
+                    raise BlsError(response.error().message())
+                outputs = {t.name(): t.as_numpy() for t in response.output_tensors()}
+                if "output_ids" not in outputs:  # the empty final response that closes tensorrt_llm's stream
+                    continue
+                if self.accumulate:
+                    new = outputs["output_ids"][..., : int(outputs["sequence_length"].reshape(-1)[0])]
+                    accumulated = new if accumulated is None else np.concatenate([accumulated, new], axis=2)
+                sender.send(self._text(outputs, accumulated))
+            sender.send(flags=FINAL)
+        except BlsError as exc:
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))), flags=FINAL)
