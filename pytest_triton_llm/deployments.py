@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -28,11 +29,17 @@ class ServedDeployment:
     client: LLMClient
     image: str  # what serves it: "local" or the image reference
     hardware: str  # the GPU name, or cpu
+    entry: str = "ensemble"  # the entry model the client's text requests go to
     _tokenizer: object = field(default=None, repr=False)
 
     @property
     def id(self) -> str:
         return self.ref.id
+
+    def at_entry(self, model: str) -> ServedDeployment:
+        """The same deployment, its client's text requests sent to entry model `model` (ensemble, tensorrt_llm_bls)."""
+        client = LLMClient(self.server.endpoints, ensemble=model, decode=self.client.decode)
+        return dataclasses.replace(self, client=client, entry=model, _tokenizer=self.tokenizer)
 
     @property
     def tokenizer(self):
@@ -59,8 +66,10 @@ def _slug(name: str) -> str:
 
 
 class DeploymentManager:
-    """Serves deployments on demand (shared by every fixture that asks for one, stopped when the
-    last of them releases it); keeps what was served for the summary and the report."""
+    """Serves deployments on demand, shared by every fixture that asks for one; keeps what was served for the
+    summary and the report. A server no fixture holds stays up, idle, until another deployment is started (or
+    the session ends): pytest may switch between parameters of one deployment (a test per entry model, then one
+    without), and a restart per switch would cost seconds each."""
 
     def __init__(self, cache: EngineCache, runtime: Runtime, workdir: Path, progress: Progress, rebuild: bool,
                  start_timeout_s: float):  # fmt: skip
@@ -86,6 +95,7 @@ class DeploymentManager:
         if ref.id in self.served:
             self.users[ref.id] += 1
             return self.served[ref.id]
+        self._stop_idle()  # the one server held for a switch back is not needed: free its memory first
         start = time.monotonic()
         engine = self.engine_for(ref)
         engine_s = time.monotonic() - start
@@ -127,16 +137,19 @@ class DeploymentManager:
         return served
 
     def release(self, deployment_id: str) -> None:
-        self.users[deployment_id] = self.users.get(deployment_id, 1) - 1
-        if self.users[deployment_id] > 0:
-            return
-        served = self.served.pop(deployment_id, None)
-        if served is not None:
-            served.client.close()  # an open keep-alive connection holds tritonserver's shutdown
-            served.server.stop()
-            self.progress.say(f"server {deployment_id}: stopped")
+        """A fixture is done with the deployment; its server stays up, idle, while nothing else starts."""
+        self.users[deployment_id] = max(0, self.users.get(deployment_id, 1) - 1)
+
+    def _stop_idle(self) -> None:
+        for deployment_id in [d for d in self.served if self.users.get(d, 0) == 0]:
+            self._stop(deployment_id)
+
+    def _stop(self, deployment_id: str) -> None:
+        served = self.served.pop(deployment_id)
+        served.client.close()  # an open keep-alive connection holds tritonserver's shutdown
+        served.server.stop()
+        self.progress.say(f"server {deployment_id}: stopped")
 
     def close(self) -> None:
         for deployment_id in list(self.served):
-            self.users[deployment_id] = 1
-            self.release(deployment_id)
+            self._stop(deployment_id)

@@ -14,6 +14,7 @@ from .lock import LockError
 from .perf import options as perf_options
 from .perf.baseline import BaselineError
 from .progress import Progress
+from .selection import AtEntry, refs_of
 from .session import TritonLLMSession
 from .terminal import summary_lines
 from .usage import OptionError
@@ -33,6 +34,7 @@ MARKERS = {
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_only("why real engines differ")
+ENTRIES = "triton_llm_entry_models"  # @pytest.mark.triton_llm_entry_models: once per entry model (ensemble, BLS)
 _SESSION = pytest.StashKey[TritonLLMSession]()
 _ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
 _PERF = pytest.StashKey[perf_options.PerfOptions]()
@@ -69,6 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{STAND_IN_ONLY}(reason): checks what only the reference stand-in does; skipped with the reason on "
         "real engines",
+    )  # fmt: skip
+    config.addinivalue_line(
+        "markers", f"{ENTRIES}: run once per entry model a deployment serves (ensemble, tensorrt_llm_bls); the client's "
+        "text requests go to that model",
     )  # fmt: skip
     try:
         core = options.Options.from_config(config)
@@ -122,8 +128,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if state.lock is None:
         pytest.fail(state.missing_lock_message(), pytrace=False)
     needs = {cap for mark in metafunc.definition.iter_markers(REQUIRES) for cap in mark.args}
+    entries = metafunc.definition.get_closest_marker(ENTRIES) is not None
     for name in wanted:
-        chosen, missing = state.choices(name, needs)
+        chosen, missing = state.choices(name, needs, entries)
         params = [pytest.param(c.value, marks=[pytest.mark.skip(reason=c.skip)] if c.skip else []) for c in chosen]
         ids = [c.id for c in chosen]
         if not params:  # an honest skip that says which deployments were selected
@@ -131,16 +138,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(name, params, ids=ids, indirect=True, scope="session")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked triton_llm_stand_in_only (also on one parameter) are skipped, with their reason, on deployments
-    whose engine is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM."""
+    """After pytest's own ordering, tests of one deployment run together (in that order), so that a server starts
+    once per deployment, not once per switch between parameters (entry models) of several. Tests marked
+    triton_llm_stand_in_only (also on one parameter) are skipped, with their reason, on deployments whose engine
+    is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM."""
+    items.sort(key=lambda item: tuple(r.id for r in _refs(item)))
     state = config.stash[_SESSION]
     for item in items:
         mark = item.get_closest_marker(STAND_IN_ONLY)
-        callspec = getattr(item, "callspec", None)
-        if mark is None or callspec is None:
+        refs = _refs(item)
+        if mark is None or not refs:
             continue
-        refs = [r for name in DEPLOYMENT_FIXTURES for r in _as_tuple(callspec.params.get(name)) if r is not None]
         real = sorted({r.engine.backend for r in refs if not state.is_stand_in(r)})
         if real:
             item.add_marker(pytest.mark.skip(reason=f"checks the reference stand-in only, not {', '.join(real)} engines: "
@@ -159,8 +169,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     state = request.config.stash[_SESSION]
-    served = state.serve(request.param, tmp_path_factory)
-    yield served
+    value = request.param
+    served = state.serve(value.ref if isinstance(value, AtEntry) else value, tmp_path_factory)
+    view = served.at_entry(value.model) if isinstance(value, AtEntry) else served
+    yield view
+    if view is not served:
+        view.client.close()  # an open keep-alive connection would hold the server's shutdown
     state.release(served.id)
 
 
@@ -241,15 +255,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             title = f"tritonserver log of {deployment.id} (last {LOG_TAIL_LINES} lines, {deployment.server.log_path})"
             report.sections.append((title, deployment.server.log_tail(LOG_TAIL_LINES)))
     if report.when == "call" or report.outcome != "passed":
-        callspec = getattr(item, "callspec", None)
-        params = callspec.params if callspec else {}
-        refs = [r for name in DEPLOYMENT_FIXTURES for r in _as_tuple(params.get(name))]
-        deployment = " vs ".join(r.id for r in refs if r is not None) or None
+        deployment = " vs ".join(r.id for r in _refs(item)) or None
         outcome = "error" if report.when != "call" and report.failed else report.outcome
         message = None if report.passed else _short(report)
         markers = sorted(m.name for m in item.iter_markers() if m.name in MARKERS)
         item.config.stash[_SESSION].report.add_test(item.nodeid, outcome, report.duration, deployment, markers, message)
     return report
+
+
+def _refs(item: pytest.Item) -> list:
+    """The deployments a test's parameters serve."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec else {}
+    return [r for name in DEPLOYMENT_FIXTURES for r in refs_of(params.get(name))]
 
 
 def _as_tuple(value) -> tuple:

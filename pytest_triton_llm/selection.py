@@ -7,26 +7,48 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .lock import DeploymentRef, Lock
+from .repository import entry_models
 
 # a deployment (or pair) and what it lacks for the test: why it is skipped, or None
 Lacking = Callable[[DeploymentRef, set[str]], "str | None"]
 
 
 @dataclass(frozen=True)
+class AtEntry:
+    """A deployment reached through one of its entry models (ensemble, tensorrt_llm_bls)."""
+
+    ref: DeploymentRef
+    model: str
+
+
+@dataclass(frozen=True)
 class Choice:
-    value: DeploymentRef | tuple[DeploymentRef, DeploymentRef]
+    value: DeploymentRef | AtEntry | tuple[DeploymentRef, DeploymentRef]
     id: str
     skip: str | None = None  # the reason it is skipped
 
 
+def refs_of(value) -> tuple[DeploymentRef, ...]:
+    """The deployments a parameter value serves."""
+    if isinstance(value, AtEntry):
+        return (value.ref,)
+    if isinstance(value, tuple):
+        return value
+    return () if value is None else (value,)
+
+
 def choices(
-    fixture: str, lock: Lock, selected: list[DeploymentRef], needs: set[str], lacking: Lacking
+    fixture: str, lock: Lock, selected: list[DeploymentRef], needs: set[str], lacking: Lacking, entries: bool = False
 ) -> tuple[list[Choice], str]:
-    """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture."""
+    """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture;
+    `entries`: `triton_llm` once per entry model of each deployment."""
     refs = [r for r in selected if needs <= r.capabilities]
     names = ", ".join(r.id for r in selected) or "none"
     if fixture == "triton_llm":
         reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {names})"
+        if entries:
+            return [Choice(AtEntry(r, model), f"{r.id}-{model}", lacking(r, needs | {r.options.batching}))
+                    for r in refs for model in entry_models(r)], reason  # fmt: skip
         return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in refs], reason
     if fixture == "triton_llm_per_engine":
         reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"

@@ -57,8 +57,8 @@ class TritonLLMSession:
     def missing_lock_message(self) -> str:
         return f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass --engines-lock PATH"
 
-    def choices(self, fixture: str, needs: set[str]) -> tuple[list[selection.Choice], str]:
-        return selection.choices(fixture, self.lock, self.selected, needs, self.lacking)
+    def choices(self, fixture: str, needs: set[str], entries: bool = False) -> tuple[list[selection.Choice], str]:
+        return selection.choices(fixture, self.lock, self.selected, needs, self.lacking, entries)
 
     def lacking(self, ref: DeploymentRef, needs: set[str]) -> str | None:
         """Why `ref` cannot run a test that needs `needs`: its backend's answer on the server in use."""

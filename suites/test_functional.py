@@ -2,7 +2,8 @@
 
 Every test runs once per selected deployment (`--deployment`). Exact token counts and
 token-level checks go through the `tensorrt_llm` model (ids in, ids out, as upstream's
-inflight_batcher_llm client does); everything else through the `ensemble`.
+inflight_batcher_llm client does); text tests run once per entry model (`ensemble` and
+`tensorrt_llm_bls`, the triton_llm_entry_models marker).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.repository import ENTRY_MODELS, entry_models
 from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = pytest.mark.functional
@@ -35,8 +37,14 @@ def baseline(triton_llm, prompts):
 
 
 # -- the contract -----------------------------------------------------------------------------
-@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm"])
+def _skip_unless_served(triton_llm, model: str) -> None:
+    if model in ENTRY_MODELS and model not in entry_models(triton_llm.ref):
+        pytest.skip(f"{triton_llm.id} does not serve {model} (its repository's `models`)")
+
+
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm", "tensorrt_llm_bls"])
 def test_inputs_match_upstream_contract(triton_llm, contract, model):
+    _skip_unless_served(triton_llm, model)
     metadata = {t["name"]: t for t in triton_llm.client.model_metadata(model)["inputs"]}
     config = {t["name"]: t for t in triton_llm.client.model_config(model)["input"]}
     expected = contract[model]["inputs"]
@@ -47,8 +55,9 @@ def test_inputs_match_upstream_contract(triton_llm, contract, model):
         assert [int(d) for d in config[name]["dims"]] == spec["dims"], name
 
 
-@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm"])
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm", "tensorrt_llm_bls"])
 def test_outputs_match_upstream_contract(triton_llm, contract, model):
+    _skip_unless_served(triton_llm, model)
     metadata = {t["name"]: t for t in triton_llm.client.model_metadata(model)["outputs"]}
     expected = contract[model]["outputs"]
     assert set(expected) <= set(metadata), f"missing outputs: {sorted(set(expected) - set(metadata))}"
@@ -58,6 +67,7 @@ def test_outputs_match_upstream_contract(triton_llm, contract, model):
 
 
 # -- greedy determinism and batching invariance ------------------------------------------------
+@pytest.mark.triton_llm_entry_models
 def test_greedy_output_is_deterministic(triton_llm, prompts):
     prompt = prompts.completion["village"]
     first = triton_llm.client.generate(prompt, MAX_TOKENS)
@@ -66,6 +76,7 @@ def test_greedy_output_is_deterministic(triton_llm, prompts):
     assert first.text == second.text
 
 
+@pytest.mark.triton_llm_entry_models
 def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts):
     batch = prompts.batch(8)
     alone = [triton_llm.client.generate(p, MAX_TOKENS).text for p in batch]
@@ -92,6 +103,7 @@ def test_max_tokens_is_never_exceeded(triton_llm, prompts):
         assert 0 < len(result.token_ids) <= 8
 
 
+@pytest.mark.triton_llm_entry_models
 def test_ensemble_text_is_the_detokenized_core_output(triton_llm, prompts, baseline):
     _, ids = baseline
     text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END).text
@@ -106,6 +118,7 @@ def test_end_id_stops_generation_before_that_token(triton_llm, baseline):
     assert result.token_ids == ids[:first], "generation must end at end_id, without it"
 
 
+@pytest.mark.triton_llm_entry_models
 def test_stop_words_truncate_after_the_stop_word(triton_llm, prompts, baseline):
     _, ids = baseline
     tok = triton_llm.tokenizer
@@ -121,6 +134,7 @@ def test_stop_words_truncate_after_the_stop_word(triton_llm, prompts, baseline):
     assert len(text) < len(tok.decode(ids, skip_special_tokens=True))
 
 
+@pytest.mark.triton_llm_entry_models
 def test_bad_words_never_appear(triton_llm, prompts, baseline):
     prompt_ids, ids = baseline
     tok = triton_llm.tokenizer
@@ -145,6 +159,7 @@ def test_optional_outputs_come_only_when_requested(triton_llm, baseline):
     assert asked["output_ids"].shape[:2] == (1, 1) and asked["sequence_length"].shape == (1, 1)  # [batch, beam, ...]
 
 
+@pytest.mark.triton_llm_entry_models
 def test_the_ensemble_answers_one_text_per_request(triton_llm, prompts):
     outputs = triton_llm.client.generate(prompts.completion["fox"], 4).raw
     assert outputs["text_output"].shape == (1,), "postprocessing returns one string per request and beam"
@@ -160,6 +175,7 @@ def test_exclude_input_in_output(triton_llm, baseline):
     assert without.token_ids == ids
 
 
+@pytest.mark.triton_llm_entry_models
 def test_ensemble_excludes_the_prompt_as_deployed(triton_llm, prompts):
     prompt = prompts.completion["fox"]
     text = triton_llm.client.generate(prompt, MAX_TOKENS).text
@@ -176,6 +192,7 @@ def test_log_probs_are_returned_per_token(triton_llm, baseline):
     assert result.cum_log_prob < 0.0
 
 
+@pytest.mark.triton_llm_entry_models
 def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
     prompt = prompts.completion["colors"]
 
@@ -188,6 +205,7 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts)
 
 
 # -- protocols and the end-to-end answer -------------------------------------------------------
+@pytest.mark.triton_llm_entry_models
 def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
     prompt = prompts.completion["machine_learning"]
     protocols = triton_llm.client.protocols  # a decoupled ensemble takes no unary HTTP infer
@@ -196,6 +214,7 @@ def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
     assert set(texts.values()) == {texts["grpc"]}, texts
 
 
+@pytest.mark.triton_llm_entry_models
 def test_chat_answer_contains_paris(triton_llm, prompts):
     answer = triton_llm.client.generate(triton_llm.chat_prompt(prompts.chat_question), 32).text
     assert prompts.chat_expected in answer, answer

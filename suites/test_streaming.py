@@ -16,6 +16,7 @@ pytestmark = pytest.mark.streaming
 TOKENS = 32
 
 
+@pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("streaming")
 def test_tokens_arrive_as_separate_responses(triton_llm, prompts):
     ids = triton_llm.encode(prompts.completion["fox"])
@@ -26,6 +27,7 @@ def test_tokens_arrive_as_separate_responses(triton_llm, prompts):
     assert len(text.content_events) == TOKENS
 
 
+@pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("streaming")
 @pytest.mark.parametrize("name", ["fox", "fibonacci", "language"])
 def test_concatenated_stream_equals_the_non_streamed_output(triton_llm, prompts, name):
@@ -36,6 +38,7 @@ def test_concatenated_stream_equals_the_non_streamed_output(triton_llm, prompts,
     assert triton_llm.client.stream_ids(ids, TOKENS).token_ids == triton_llm.client.generate_ids(ids, TOKENS).token_ids
 
 
+@pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("streaming")
 def test_first_token_arrives_well_before_the_last(triton_llm, prompts):
     result = triton_llm.client.stream(prompts.completion["village"], 64, end_id=NO_END)
@@ -45,6 +48,7 @@ def test_first_token_arrives_well_before_the_last(triton_llm, prompts):
     assert first < last / 4, f"first token after {first:.2f} s, last after {last:.2f} s: the output was not streamed"
 
 
+@pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("streaming")
 def test_only_the_last_response_is_flagged_final(triton_llm, prompts):
     for result in (
@@ -55,6 +59,7 @@ def test_only_the_last_response_is_flagged_final(triton_llm, prompts):
         assert flags.count(True) == 1 and flags[-1], flags
 
 
+@pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("streaming")
 def test_http_generate_stream_and_grpc_streaming_agree(triton_llm, prompts):
     prompt = triton_llm.chat_prompt(prompts.chat_question)
@@ -65,6 +70,7 @@ def test_http_generate_stream_and_grpc_streaming_agree(triton_llm, prompts):
     assert prompts.chat_expected in grpc.text
 
 
+@pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("v1")
 def test_v1_refuses_streaming_with_tensorrt_llm_error(triton_llm, prompts):
     with pytest.raises(GenerationError, match="Streaming is only supported if model is deployed using decoupled mode"):

@@ -69,7 +69,7 @@ def test_refused_options_say_why(project, args, message):
 def test_tests_are_parametrized_by_deployment(project):
     project.makepyfile("def test_x(triton_llm): pass\ndef test_plain(): pass")
     result = project.runpytest("--collect-only", "-q")
-    result.stdout.fnmatch_lines(["*test_x[[]smollm2-135m:v1[]]", "*test_plain"])
+    result.stdout.fnmatch_lines(["*test_plain", "*test_x[[]smollm2-135m:v1[]]"])  # tests needing no server first
     result = project.runpytest("--collect-only", "-q", "--deployment", "smollm2-135m:v1")
     result.stdout.fnmatch_lines(["*test_x[[]smollm2-135m:v1[]]"])
 
@@ -210,7 +210,8 @@ def test_triton_image_without_the_docker_sdk_is_one_line_and_exit_4_once_a_test_
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
     assert errors == [
-        "ERROR: --triton-image 24.09-trtllm: the container runtime needs the docker SDK: pip install 'pytest-triton-llm[container]'"
+        "ERROR: --triton-image 24.09-trtllm: the container runtime needs the docker SDK: "
+        "pip install 'pytest-triton-llm[container]'"
     ]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     # collecting needs no docker, and tests that need no server run
@@ -218,3 +219,27 @@ def test_triton_image_without_the_docker_sdk_is_one_line_and_exit_4_once_a_test_
         ["*test_x[[]smollm2-135m:v1[]]*"]
     )
     project.runpytest_subprocess("--triton-image", "24.09-trtllm", "-k", "plain").assert_outcomes(passed=1)
+
+
+ENTRY_TESTS = """
+import pytest
+
+def test_first(triton_llm): pass
+
+@pytest.mark.triton_llm_entry_models
+def test_text(triton_llm): pass
+
+def test_last(triton_llm): pass
+"""
+
+
+def test_entry_model_tests_run_once_per_entry_model_and_each_deployment_runs_in_one_block(project):
+    project.makepyfile(ENTRY_TESTS)
+    result = project.runpytest("--collect-only", "-q")
+    ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_" in line]
+    plain = [f"smollm2-135m:{d}" for d in ("v1", "inflight") for _test in ("first", "last")]
+    per_entry = [f"smollm2-135m:{d}-{e}" for d in ("v1", "inflight") for e in ("ensemble", "tensorrt_llm_bls")]
+    assert sorted(ids) == sorted(plain + per_entry)
+    deployments = [i.split("-tensorrt_llm_bls")[0].split("-ensemble")[0] for i in ids]
+    blocks = [d for n, d in enumerate(deployments) if n == 0 or deployments[n - 1] != d]
+    assert sorted(blocks) == ["smollm2-135m:inflight", "smollm2-135m:v1"]  # one block each: one server start each
