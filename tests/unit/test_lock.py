@@ -75,3 +75,13 @@ def test_selecting_an_unknown_deployment_names_the_known_ones(lock_text, tmp_pat
     assert [r.id for r in lock.select(["smollm2-135m:v1"])] == ["smollm2-135m:v1"]
     with pytest.raises(LockError, match=r"no deployment named 'nope:v9' \(known: smollm2-135m:inflight, smollm2-135m:v1"):
         lock.select(["nope:v9"])
+
+
+def test_the_nightly_workflows_lock_pins_a_tensorrtllm_engine_with_v1_and_inflight_deployments():
+    root = Path(__file__).resolve().parents[2]
+    assert "--engines-lock engines.gpu.lock" in (root / ".github/workflows/nightly-gpu.yml").read_text()
+    lock = load_lock(root / "engines.gpu.lock")
+    [engine] = lock.engines.values()
+    assert engine.backend == "tensorrtllm"
+    assert len(engine.source.revision) == 40 and engine.source.hf
+    assert {ref.options.batching for ref in lock.deployments().values()} == {"v1", "inflight"}
