@@ -6,7 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from .engines.base import BuildError
+from .lock import LockError
 from .matrix import ReportError, render_matrix
+from .repository.fill import TemplateError
+from .runtimes import RuntimeUnavailable
+from .runtimes.server import ServerStartError
+from .serve import add_arguments, serve
+from .usage import OptionError
+
+# what `serve` reports as one line and exit 2: a user's input or this host, never a traceback
+SERVE_ERRORS = (LockError, OptionError, RuntimeUnavailable, BuildError, TemplateError, ServerStartError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +31,16 @@ def main(argv: list[str] | None = None) -> int:
         help="report files, or folders holding them (searched recursively)",
     )
     matrix.add_argument("-o", "--output", type=Path, help="write the table here as well as to stdout")
+    add_arguments(commands.add_parser(
+        "serve", help="build or reuse the engine, render and serve one deployment as the fixtures do, until Ctrl-C "
+        "or SIGTERM"))  # fmt: skip
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        try:
+            return serve(args)
+        except SERVE_ERRORS as exc:
+            print(f"pytest-triton-llm serve: error: {exc}", file=sys.stderr)
+            return 2
     try:
         paths = [p for r in args.reports for p in (sorted(r.rglob("*.json")) if r.is_dir() else [r])]
         table = render_matrix(paths)

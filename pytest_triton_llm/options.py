@@ -31,18 +31,18 @@ RENAMED = {
 _FLAGS = ("--rebuild-engines",)  # renamed options that take no value
 
 
-def add_options(group) -> None:
+def add_engine_options(group) -> None:
+    """The lock and the engine cache: for pytest and for `pytest-triton-llm serve` (an argparse parser)."""
     group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
     group.addoption(
         "--engines-cache", metavar="DIR", default=DEFAULT_CACHE,
         help=f"built engines, fetched sources, server pidfiles (default: {DEFAULT_CACHE})",
     )  # fmt: skip
     group.addoption("--engines-rebuild", action="store_true", help="rebuild the engines of this run even if cached")
-    group.addoption(
-        "--deployment", metavar="NAME", action="append", default=[],
-        help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)",
-    )  # fmt: skip
-    group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
+
+
+def add_server_options(group) -> None:
+    """Where and how tritonserver starts: for pytest and for `pytest-triton-llm serve`."""
     group.addoption(
         "--triton-image", metavar="TAG",
         help="run tritonserver in containers of this image: YY.MM-trtllm (NGC tritonserver:YY.MM-trtllm-python-py3) "
@@ -68,14 +68,42 @@ def add_options(group) -> None:
         help="TensorRT-LLM's examples/ for tensorrtllm engine builds (default: the image's /app/examples or beside "
         "the installed tensorrt_llm)",
     )  # fmt: skip
-    group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
     group.addoption(
         "--triton-start-timeout", metavar="SECONDS", type=float, default=300.0,
         help="how long a server may take to become ready (default: 300)",
     )  # fmt: skip
+
+
+def add_options(group) -> None:
+    add_engine_options(group)
+    group.addoption(
+        "--deployment", metavar="NAME", action="append", default=[],
+        help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)",
+    )  # fmt: skip
+    group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
+    add_server_options(group)
+    group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
     for old in RENAMED:  # hidden: only to say what they are called now
         group.addoption(old, dest=_renamed_dest(old), default=None, help=argparse.SUPPRESS,
                         **({"action": "store_true"} if old in _FLAGS else {}))  # fmt: skip
+
+
+def server_options(opt) -> ServerOptions:
+    """The --triton-* server options of parsed arguments (pytest's config.option or argparse's namespace)."""
+    try:
+        image = parse_image(opt.triton_image) if opt.triton_image else None
+    except ImageError as exc:
+        raise OptionError(str(exc)) from None
+    if opt.triton_gpus is not None and not re.fullmatch(r"all|\d+(,\d+)*", opt.triton_gpus):
+        raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all' or GPU ids such as 0 or 0,1")
+    if opt.triton_start_timeout <= 0:
+        raise OptionError("--triton-start-timeout must be > 0")
+    return ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples)
+
+
+def runtime_name(server: ServerOptions) -> str:
+    """The registry name of the runtime these options choose."""
+    return server.runtime or ("container" if server.image else "local")
 
 
 def _renamed_dest(old: str) -> str:
@@ -95,8 +123,7 @@ class Options:
 
     @property
     def runtime(self) -> str:
-        """The registry name of the runtime these options choose."""
-        return self.server.runtime or ("container" if self.server.image else "local")
+        return runtime_name(self.server)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Options:
@@ -104,16 +131,8 @@ class Options:
         for old, new in RENAMED.items():
             if getattr(opt, _renamed_dest(old)):
                 raise OptionError(f"{old} is now called {new}")
-        try:
-            image = parse_image(opt.triton_image) if opt.triton_image else None
-        except ImageError as exc:
-            raise OptionError(str(exc)) from None
-        if opt.triton_gpus is not None and not re.fullmatch(r"all|\d+(,\d+)*", opt.triton_gpus):
-            raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all' or GPU ids such as 0 or 0,1")
         if opt.triton_url:
             raise OptionError(f"--triton-url {opt.triton_url}: the remote runtime is not yet supported")
-        if opt.triton_start_timeout <= 0:
-            raise OptionError("--triton-start-timeout must be > 0")
-        server = ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples)
+        server = server_options(opt)
         return cls(opt.engines_lock, opt.engines_cache, opt.engines_rebuild, tuple(opt.deployment),
                    opt.triton_llm_report, opt.triton_start_timeout, opt.triton_url, server)  # fmt: skip

@@ -1,0 +1,71 @@
+"""`pytest-triton-llm serve DEPLOYMENT`: one deployment built (or reused), rendered and served exactly as the
+fixtures serve it, until Ctrl-C or SIGTERM; then the server is stopped and its files removed."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+
+from .cache import EngineCache
+from .deployments import DeploymentManager
+from .engines import check_lock
+from .lock import load_lock
+from .options import DEFAULT_LOCK, add_engine_options, add_server_options, runtime_name, server_options
+from .processes import reap_orphans
+from .progress import Progress
+from .repository import entry_models
+from .runtimes import RUNTIMES
+
+
+class _Declare:
+    """pytest's `group.addoption` on an argparse parser, so both declare the same options."""
+
+    def __init__(self, parser):
+        self.addoption = parser.add_argument
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("deployment", metavar="DEPLOYMENT", help="a deployment of the lock, e.g. smollm2-135m:inflight")
+    add_engine_options(_Declare(parser))
+    add_server_options(_Declare(parser))
+
+
+def serve(args, progress: Progress | None = None, stop: threading.Event | None = None) -> int:
+    """Serve `args.deployment` until `stop` is set (SIGINT and SIGTERM set it). Errors raise with one line."""
+    progress = progress or Progress()
+    stop = stop or _stop_on_signals()
+    lock = check_lock(load_lock(Path(args.engines_lock or DEFAULT_LOCK)))
+    [ref] = lock.select([args.deployment])
+    server = server_options(args)
+    cache = EngineCache(args.engines_cache, progress)
+    reap_orphans(cache.root / "run", progress)
+    runtime = RUNTIMES[runtime_name(server)].create(server, cache.root, progress)
+    workdir = Path(tempfile.mkdtemp(prefix="triton-llm-serve-"))
+    manager = DeploymentManager(cache, runtime, workdir, progress, args.engines_rebuild, args.triton_start_timeout)
+    try:
+        served = manager.serve(ref)
+        endpoints = served.server.endpoints
+        print(f"http:    http://{endpoints.http}", flush=True)
+        print(f"grpc:    grpc://{endpoints.grpc}", flush=True)
+        print(f"metrics: http://{endpoints.metrics}/metrics", flush=True)
+        entries = ", ".join(entry_models(ref))
+        print(f"ready: {ref.id} on Triton {served.server.version} ({runtime.describe()}); entry models {entries}; "
+              f"repository {served.repository}; Ctrl-C or SIGTERM stops it", flush=True)  # fmt: skip
+        while not stop.wait(1.0):
+            if not served.server.alive():
+                progress.say(f"server {ref.id}: exited on its own; log {served.server.log_path}")
+                return 1
+        return 0
+    finally:
+        manager.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
