@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .engines.base import BuildError
 from .lock import LockError
-from .matrix import ReportError, render_matrix
+from .matrix import ReportError, render_matrix, reports_in
 from .repository.fill import TemplateError
 from .runtimes import RuntimeUnavailable
 from .runtimes.server import ServerStartError
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pytest-triton-llm serve: error: {exc}", file=sys.stderr)
             return 2
     try:
-        paths = [p for r in args.reports for p in (sorted(r.rglob("*.json")) if r.is_dir() else [r])]
+        paths, notes = reports_in(args.reports)
+        for note in notes:
+            print(f"pytest-triton-llm: {note}", file=sys.stderr)
         table = render_matrix(paths)
     except ReportError as exc:
         print(f"pytest-triton-llm: error: {exc}", file=sys.stderr)

@@ -21,6 +21,24 @@ def load_report(path: Path) -> dict:
     return document
 
 
+def reports_in(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """(report files, notes): files as given, and the reports in each folder (searched recursively); a folder's JSON
+    that is not a report (an accuracy baseline, a perf baseline kept beside it) is left out with a note."""
+    found, notes = [], []
+    for path in paths:
+        if not path.is_dir():
+            found.append(path)
+            continue
+        for candidate in sorted(path.rglob("*.json")):
+            try:
+                load_report(candidate)
+            except ReportError as exc:
+                notes.append(f"skipped {exc}")
+                continue
+            found.append(candidate)
+    return found, notes
+
+
 def column(document: dict, path: Path) -> str:
     """The image a report ran on (the runtime's name for the embedded server), or the file name."""
     options = document.get("run", {}).get("options", {})

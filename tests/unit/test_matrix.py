@@ -46,3 +46,13 @@ def test_a_file_that_is_not_a_report_is_one_clear_error(tmp_path, capsys):
     (tmp_path / "x.json").write_text('{"hello": 1}')
     assert main(["matrix", str(tmp_path / "x.json")]) == 2
     assert "not a pytest-triton-llm report" in capsys.readouterr().err
+
+
+def test_a_folder_of_reports_skips_other_json_and_says_so(tmp_path, capsys):
+    report(tmp_path / "a.json", "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3", [("functional", "passed")])
+    (tmp_path / "accuracy-outputs.json").write_text('{"outputs": []}')
+    assert main(["matrix", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "24.09-trtllm" in out
+    assert err.strip() == f"pytest-triton-llm: skipped {tmp_path / 'accuracy-outputs.json'}: not a pytest-triton-llm " \
+                          "report (written by --triton-llm-report, schema 1)"  # fmt: skip
