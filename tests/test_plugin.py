@@ -1,5 +1,9 @@
 """The plugin as users meet it on the command line (pytester, no server started)."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from pytest_triton_llm.plugin import MARKERS
@@ -243,3 +247,13 @@ def test_entry_model_tests_run_once_per_entry_model_and_each_deployment_runs_in_
     deployments = [i.split("-tensorrt_llm_bls")[0].split("-ensemble")[0] for i in ids]
     blocks = [d for n, d in enumerate(deployments) if n == 0 or deployments[n - 1] != d]
     assert sorted(blocks) == ["smollm2-135m:inflight", "smollm2-135m:v1"]  # one block each: one server start each
+
+
+def test_the_product_command_from_the_repository_root_selects_the_suites():
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--triton-image", "24.09-trtllm", "-m", "perf"], cwd=root, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert collected and all(line.startswith("suites/test_perf.py::") for line in collected)
