@@ -52,7 +52,7 @@ def served_requests(server) -> int:
 
 def ours(server, protocol: str, concurrency: int, requests: int) -> dict:
     """The load engine against echo's text contract (text_input, max_tokens); each answer counts as one token."""
-    target = Target(server.endpoints.grpc, server.endpoints.http, "echo", protocol)
+    target = Target(server.endpoints, "echo", protocol)
     work = [ensemble_inputs(PROMPT, 8) for _ in range(requests)]
     records, seconds = run_load(target, work, work[: min(50, requests)], concurrency=concurrency)
     result = summarize(records, seconds)

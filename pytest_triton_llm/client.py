@@ -89,12 +89,12 @@ class LLMClient:
     # -- connections (one per thread) --------------------------------------------------------
     def grpc(self) -> grpcclient.InferenceServerClient:
         if getattr(self._local, "grpc", None) is None:
-            self._local.grpc = grpcclient.InferenceServerClient(self.endpoints.grpc)
+            self._local.grpc = self.endpoints.grpc_client()
         return self._local.grpc
 
     def http(self) -> httpclient.InferenceServerClient:
         if getattr(self._local, "http", None) is None:
-            self._local.http = httpclient.InferenceServerClient(self.endpoints.http, network_timeout=self.timeout_s)
+            self._local.http = self.endpoints.http_client(self.timeout_s)
         return self._local.http
 
     def close(self) -> None:
@@ -107,10 +107,10 @@ class LLMClient:
 
     # -- what the server says about its models ---------------------------------------------------
     def model_metadata(self, model: str | None = None) -> dict:
-        return self.grpc().get_model_metadata(model or self.ensemble, as_json=True)
+        return self.grpc().get_model_metadata(model or self.ensemble, headers=self.endpoints.header_dict(), as_json=True)
 
     def model_config(self, model: str | None = None) -> dict:
-        return self.grpc().get_model_config(model or self.ensemble, as_json=True)["config"]
+        return self.grpc().get_model_config(model or self.ensemble, headers=self.endpoints.header_dict(), as_json=True)["config"]
 
     def declared_inputs(self, model: str) -> frozenset[str]:
         """The input names `model` declares (min_length or min_tokens, ...), asked once."""
@@ -144,7 +144,7 @@ class LLMClient:
 
     def metrics(self) -> str:
         """The server's Prometheus metrics text."""
-        with urllib.request.urlopen(f"http://{self.endpoints.metrics}/metrics", timeout=10) as resp:  # noqa: S310
+        with self.endpoints.open(self.endpoints.metrics_url(), timeout=10) as resp:
             return resp.read().decode()
 
     def trtllm_gauges(self) -> Gauges:
@@ -179,9 +179,9 @@ class LLMClient:
         inputs = self.ensemble_inputs(text, max_tokens, stream=True, **options)
         try:
             if protocol == "sse":
-                url = f"http://{self.endpoints.http}/v2/models/{self.ensemble}/generate_stream"
-                return sse_stream(url, json_body(inputs), self.timeout_s)
-            return grpc_stream(self.endpoints.grpc, self.ensemble, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
+                url = self.endpoints.http_url(f"/v2/models/{self.ensemble}/generate_stream")
+                return sse_stream(self.endpoints, url, json_body(inputs), self.timeout_s)
+            return grpc_stream(self.endpoints, self.ensemble, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
 
@@ -220,7 +220,7 @@ class LLMClient:
             raise ValueError("stop_after_s needs a request_id: the stop signal names the request it stops")
         try:
             return grpc_stream(
-                self.endpoints.grpc,
+                self.endpoints,
                 self.core_model,
                 _tensors(grpcclient, inputs),
                 request_id=request_id,
@@ -235,7 +235,7 @@ class LLMClient:
     def send_stop(self, request_id: str) -> StreamResult:
         """Upstream's stop signal for `request_id`, alone on its own stream; its answer is one empty final response."""
         try:
-            return grpc_stream(self.endpoints.grpc, self.core_model, _tensors(grpcclient, STOP_SIGNAL),
+            return grpc_stream(self.endpoints, self.core_model, _tensors(grpcclient, STOP_SIGNAL),
                                request_id=request_id, timeout_s=self.timeout_s)  # fmt: skip
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
@@ -245,7 +245,7 @@ class LLMClient:
         """Non-streamed ensemble requests for every prompt, up to `concurrency` in flight at once (all by
         default), over gRPC streams by the load engine; results in prompt order."""
         requests = [self.ensemble_inputs(p, max_tokens, **options) for p in prompts]
-        target = Target(self.endpoints.grpc, self.endpoints.http, self.ensemble)
+        target = Target(self.endpoints, self.ensemble)
         records, _ = run_load(target, requests, concurrency=concurrency or len(prompts), keep_outputs=True)
         results = []
         for record in sorted(records, key=lambda r: r.index):
@@ -267,7 +267,7 @@ class LLMClient:
             if protocol == "http":
                 raise GenerationError(f"{model}: HTTP infer cannot call a decoupled model; use gRPC or HTTP generate")
             try:
-                result = grpc_stream(self.endpoints.grpc, model, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
+                result = grpc_stream(self.endpoints, model, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
             except StreamError as exc:
                 raise GenerationError(str(exc)) from None
             events = result.content_events
@@ -277,22 +277,20 @@ class LLMClient:
         module = grpcclient if protocol == "grpc" else httpclient
         try:
             if protocol == "grpc":
-                result = self.grpc().infer(model, _tensors(module, inputs), client_timeout=self.timeout_s)
+                result = self.grpc().infer(model, _tensors(module, inputs), client_timeout=self.timeout_s,
+                                           headers=self.endpoints.header_dict())  # fmt: skip
                 names = [o["name"] for o in result.get_response(as_json=True)["outputs"]]
             else:
-                result = self.http().infer(model, _tensors(module, inputs))
+                result = self.http().infer(model, _tensors(module, inputs), headers=self.endpoints.header_dict())
                 names = [o["name"] for o in result.get_response()["outputs"]]
         except InferenceServerException as exc:
             raise GenerationError(f"{model}: {exc.message()}") from None
         return {name: result.as_numpy(name) for name in names}
 
     def _post_generate(self, inputs: dict) -> dict:
-        url = f"http://{self.endpoints.http}/v2/models/{self.ensemble}/generate"
-        request = urllib.request.Request(
-            url, data=json.dumps(json_body(inputs)).encode(), headers={"Content-Type": "application/json"}
-        )
+        url = self.endpoints.http_url(f"/v2/models/{self.ensemble}/generate")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:  # noqa: S310 (loopback URL)
+            with self.endpoints.open(url, json.dumps(json_body(inputs)).encode(), timeout=self.timeout_s) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", errors="replace")

@@ -16,10 +16,12 @@ import asyncio
 import struct
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from .endpoints import Endpoints
 from .streaming import StreamError, sse_payload
 from .tensor_contract import Inputs, batched, returned_token_count
 
@@ -28,8 +30,7 @@ HTTP_PROTOCOLS = ("infer", "generate", "generate_stream")
 
 @dataclass(frozen=True)
 class Target:
-    grpc_url: str  # host:port
-    http_url: str  # host:port
+    endpoints: Endpoints  # the server (addresses, TLS, headers)
     model: str = "tensorrt_llm"
     protocol: str = "grpc"  # grpc | infer | generate | generate_stream
 
@@ -96,7 +97,15 @@ class _GrpcSender:
         from tritonclient.grpc import service_pb2, service_pb2_grpc
 
         self.target, self.keep, self.pb = target, keep, service_pb2
-        self.channel = grpc.aio.insecure_channel(target.grpc_url, options=[("grpc.max_receive_message_length", -1)])
+        options = [("grpc.max_receive_message_length", -1)]
+        endpoints = target.endpoints
+        if endpoints.grpc_tls:
+            certificates = Path(endpoints.ca_file).read_bytes() if endpoints.ca_file else None
+            credentials = grpc.ssl_channel_credentials(root_certificates=certificates)
+            self.channel = grpc.aio.secure_channel(endpoints.grpc, credentials, options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(endpoints.grpc, options=options)
+        self.metadata = endpoints.grpc_metadata()
         self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
 
     def _message(self, index: int, inputs: Inputs):
@@ -116,7 +125,7 @@ class _GrpcSender:
             yield self._message(index, inputs)
 
         try:
-            async for response in self.stub.ModelStreamInfer(requests()):
+            async for response in self.stub.ModelStreamInfer(requests(), metadata=self.metadata):
                 if response.error_message:
                     record.error = response.error_message
                     break
@@ -153,8 +162,11 @@ class _HttpSender:
         import aiohttp
 
         self.target, self.keep = target, keep
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-        self.base = f"http://{target.http_url}/v2/models/{target.model}"
+        endpoints = target.endpoints
+        connector = aiohttp.TCPConnector(ssl=endpoints.ssl_context() or True) if endpoints.http_tls else None
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None), headers=endpoints.header_dict(),
+                                             connector=connector)  # fmt: skip
+        self.base = endpoints.http_url(f"/v2/models/{target.model}")
 
     async def send(self, index: int, inputs: Inputs) -> RequestRecord:
         record = RequestRecord(index, time.perf_counter(), streamed=_streamed(inputs))

@@ -11,12 +11,12 @@ import json
 import queue
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+from .endpoints import Endpoints
 from .tensor_contract import returned_ids
 
 
@@ -66,7 +66,7 @@ class StreamResult:
 
 
 def grpc_stream(
-    url: str,
+    endpoints: Endpoints,
     model: str,
     inputs: list[grpcclient.InferInput],
     *,
@@ -82,10 +82,11 @@ def grpc_stream(
     upstream client's --stop-after-ms) and also wait for that request's final response.
     cancel_after_s: then close the stream with cancellation (--stop-via-request-cancel).
     """
-    client = grpcclient.InferenceServerClient(url)
+    client = endpoints.grpc_client()
     arrivals: queue.Queue = queue.Queue()
     start = time.perf_counter()
-    client.start_stream(callback=lambda result, error: arrivals.put((time.perf_counter() - start, result, error)))
+    client.start_stream(callback=lambda result, error: arrivals.put((time.perf_counter() - start, result, error)),
+                        headers=endpoints.header_dict())  # fmt: skip
     result, expected_finals, stop_sent = StreamResult(), 1, False
     try:
         client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
@@ -129,13 +130,12 @@ def sse_payload(raw: bytes | str) -> dict | None:
     return payload
 
 
-def sse_stream(url: str, body: dict, timeout_s: float = 300.0) -> StreamResult:
+def sse_stream(endpoints: Endpoints, url: str, body: dict, timeout_s: float = 300.0) -> StreamResult:
     """POST to Triton's generate_stream and read its `data:` events until the server closes the stream."""
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     result = StreamResult()
     start = time.perf_counter()
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:  # noqa: S310 (loopback URL we built)
+        with endpoints.open(url, json.dumps(body).encode(), timeout=timeout_s) as resp:
             for raw in resp:
                 payload = sse_payload(raw)
                 if payload is not None:

@@ -48,7 +48,7 @@ def _throughput(served, prompts) -> dict:
     encoded = [served.encode(p) for p in prompts]
     lengths = mixed_lengths(REQUESTS, MIN_TOKENS, MAX_TOKENS)
     requests = [served.client.core_inputs(encoded[i % len(encoded)], n, end_id=NO_END) for i, n in enumerate(lengths)]
-    target = Target(served.server.endpoints.grpc, served.server.endpoints.http, "tensorrt_llm")
+    target = Target(served.server.endpoints, "tensorrt_llm")
     run_load(target, requests[:1], concurrency=1)  # warm-up outside the measurement
     with served.client.watch_trtllm_gauges(interval_s=0.1) as watch:
         records, seconds = run_load(target, requests, concurrency=CONCURRENCY, stagger_s=RAMP_S)

@@ -30,7 +30,7 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     requests = synthetic_requests(workload, workload.requests, vocab, engine.max_input_len, engine.max_output_len)
     warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, seed_offset=1)
     streaming = triton_llm.client.decoupled  # token by token wherever the model can
-    target = Target(triton_llm.server.endpoints.grpc, triton_llm.server.endpoints.http)
+    target = Target(triton_llm.server.endpoints)
     with triton_llm_progress.step(f"perf: {triton_llm.id} {point_name} ({len(requests)} requests, workload {workload_name})"):
         records, seconds = run_load(target, encode(requests, triton_llm.client, workload.fixed_output, streaming),
                                     encode(warmup, triton_llm.client, workload.fixed_output, streaming), seed=workload.seed,

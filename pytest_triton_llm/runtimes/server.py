@@ -6,8 +6,6 @@ import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from ..credentials import without_secrets
@@ -43,14 +41,6 @@ def tritonserver_args(
             argv.append(f"--{endpoint}-address={host}")
         argv.append(f"--{endpoint}-port={ports[endpoint]}")
     return argv + list(extra)
-
-
-def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback URL we built)
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 _ERROR_LINE = re.compile(r"^E\d{4} |Failed to initialize Python stub|failed to load")
@@ -99,7 +89,7 @@ class TritonServer:
 
     def ready(self) -> bool:
         try:
-            status, _ = http_get(f"http://{self.endpoints.http}/v2/health/ready", timeout=1.0)
+            status, _ = self.endpoints.get(self.endpoints.http_url("/v2/health/ready"), timeout=1.0)
         except OSError:
             return False
         return status == 200
@@ -124,7 +114,7 @@ class TritonServer:
                 next_note = now + 10
             time.sleep(0.2)
         self.ready_seconds = time.monotonic() - start
-        _, body = http_get(f"http://{self.endpoints.http}/v2")
+        _, body = self.endpoints.get(self.endpoints.http_url("/v2"))
         self.metadata = json.loads(body)
 
     def stop(self) -> None:
