@@ -97,18 +97,23 @@ class DeploymentManager:
             return self.served[ref.id]
         self._stop_idle()  # the one server held for a switch back is not needed: free its memory first
         start = time.monotonic()
-        engine = self.engine_for(ref)
-        engine_s = time.monotonic() - start
-        base = self.workdir / _slug(ref.id)
-        for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
-            if not base.exists():
-                break
-            base = self.workdir / f"{_slug(ref.id)}-{restart}"
-        runtime, backend = self.runtime, backend_of(ref.engine.backend)
-        repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
-                                    runtime.engine_dir_in_server(engine.name))  # fmt: skip
-        server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
-                                      self.start_timeout_s, ref.engine.world_size, gpu=backend.needs_gpu))  # fmt: skip
+        runtime = self.runtime
+        attached = runtime.attach(ref)
+        if attached is not None:  # served by itself (a remote server): nothing built, rendered or started
+            (engine, server), engine_s, repository = attached, 0.0, Path("(remote)")
+        else:
+            engine = self.engine_for(ref)
+            engine_s = time.monotonic() - start
+            base = self.workdir / _slug(ref.id)
+            for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
+                if not base.exists():
+                    break
+                base = self.workdir / f"{_slug(ref.id)}-{restart}"
+            backend = backend_of(ref.engine.backend)
+            repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
+                                        runtime.engine_dir_in_server(engine.name))  # fmt: skip
+            server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
+                                          self.start_timeout_s, ref.engine.world_size, gpu=backend.needs_gpu))  # fmt: skip
         served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints), runtime.reference,
                                   runtime.hardware)  # fmt: skip
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
@@ -148,7 +153,8 @@ class DeploymentManager:
         served = self.served.pop(deployment_id)
         served.client.close()  # an open keep-alive connection holds tritonserver's shutdown
         served.server.stop()
-        self.progress.say(f"server {deployment_id}: stopped")
+        done = "stopped" if served.server.process is not None else "left running (this session did not start it)"
+        self.progress.say(f"server {deployment_id}: {done}")
 
     def close(self) -> None:
         for deployment_id in list(self.served):

@@ -86,6 +86,8 @@ class Deployment:
     repository: str | None = None
     fill: dict[str, str] = field(default_factory=dict)  # placeholder values of your own, over those from the lock
     models: tuple[str, ...] = ()  # serve only these models of `repository` (default: every one)
+    # a server already running there (--triton-url): what it must serve, checked; its engine recipe gives the limits
+    url: str | None = None
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
@@ -219,17 +221,6 @@ class Lock:
                 refs[ref.id] = ref
         return refs
 
-    def batching_pairs(self, refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, DeploymentRef]]:
-        """(v1, inflight) deployments of the same engine among `refs`, for side-by-side comparisons."""
-        pairs = []
-        for engine in dict.fromkeys(r.engine_name for r in refs):
-            mine = [r for r in refs if r.engine_name == engine]
-            v1 = next((r for r in mine if r.options.batching == "v1"), None)
-            inflight = next((r for r in mine if r.options.batching == "inflight"), None)
-            if v1 and inflight:
-                pairs.append((v1, inflight))
-        return pairs
-
     def select(self, names: list[str] | None) -> list[DeploymentRef]:
         """The deployments named on the command line, or all of them."""
         known = self.deployments()
@@ -239,6 +230,18 @@ class Lock:
         if unknown:
             raise LockError(f"{self.path}: no deployment named {unknown[0]!r} (known: {', '.join(sorted(known)) or 'none'})")
         return [known[n] for n in dict.fromkeys(names)]
+
+
+def batching_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, DeploymentRef]]:
+    """(v1, inflight) deployments of the same engine among `refs`, for side-by-side comparisons."""
+    pairs = []
+    for engine in dict.fromkeys(r.engine_name for r in refs):
+        mine = [r for r in refs if r.engine_name == engine]
+        v1 = next((r for r in mine if r.options.batching == "v1"), None)
+        inflight = next((r for r in mine if r.options.batching == "inflight"), None)
+        if v1 and inflight:
+            pairs.append((v1, inflight))
+    return pairs
 
 
 def _positive(obj, *names: str) -> None:

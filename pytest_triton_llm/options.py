@@ -8,6 +8,7 @@ Names follow one scheme: --triton-* for the server, --engines-* for the lock and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import pytest
 
 from .images import ImageError, parse_image
 from .runtimes import RUNTIMES, ServerOptions
+from .runtimes.remote import remote_options
 from .usage import OptionError
 
 DEFAULT_LOCK = "engines.lock"
@@ -82,7 +84,27 @@ def add_options(group) -> None:
     )  # fmt: skip
     group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
     add_server_options(group)
-    group.addoption("--triton-url", metavar="URL", help="test an already running server; no build, no start (not yet supported)")
+    group.addoption(
+        "--triton-url", metavar="URL",
+        help="test a server that is already running: grpc://HOST:PORT (grpcs:// for TLS); nothing is built, started, "
+        "loaded or unloaded; its deployments are read from the server (or pinned in the lock with url =)",
+    )  # fmt: skip
+    group.addoption("--triton-http-url", metavar="URL", help="its HTTP endpoint (default: http[s]://same host:8000)")
+    group.addoption("--triton-metrics-url", metavar="URL", help="its metrics endpoint (default: http://same host:8002)")
+    group.addoption(
+        "--triton-header", metavar="'NAME: VALUE'", action="append", default=[],
+        help="a header sent with every request to --triton-url, e.g. 'Authorization: Bearer ...' (repeatable; values "
+        "are never written to logs, reports or JUnit)",
+    )  # fmt: skip
+    group.addoption("--triton-ca-file", metavar="PATH", help="CA certificate for grpcs:// and https:// (default: the system's)")
+    group.addoption(
+        "--tokenizer", metavar="DIR_OR_HF_ID",
+        help="the remote server's tokenizer where its preprocessing tokenizer_dir is not readable here",
+    )  # fmt: skip
+    group.addoption(
+        "--triton-allow-load", action="store_true",
+        help="with --triton-url: also run the tests that put the server under stress (marker triton_llm_load)",
+    )  # fmt: skip
     for old in RENAMED:  # hidden: only to say what they are called now
         group.addoption(old, dest=_renamed_dest(old), default=None, help=argparse.SUPPRESS,
                         **({"action": "store_true"} if old in _FLAGS else {}))  # fmt: skip
@@ -103,6 +125,8 @@ def server_options(opt) -> ServerOptions:
 
 def runtime_name(server: ServerOptions) -> str:
     """The registry name of the runtime these options choose."""
+    if server.remote is not None:
+        return "remote"
     return server.runtime or ("container" if server.image else "local")
 
 
@@ -131,8 +155,15 @@ class Options:
         for old, new in RENAMED.items():
             if getattr(opt, _renamed_dest(old)):
                 raise OptionError(f"{old} is now called {new}")
-        if opt.triton_url:
-            raise OptionError(f"--triton-url {opt.triton_url}: the remote runtime is not yet supported")
         server = server_options(opt)
+        if opt.triton_url:
+            if server.image is not None or opt.triton_runtime not in (None, "remote"):
+                raise OptionError("--triton-url tests a running server: give no --triton-image or --triton-runtime with it")
+            remote = remote_options(opt.triton_url, opt.triton_http_url, opt.triton_metrics_url, opt.triton_header,
+                                    opt.triton_ca_file, opt.tokenizer, opt.triton_allow_load)  # fmt: skip
+            server = dataclasses.replace(server, remote=remote)
+        elif opt.triton_header or opt.triton_http_url or opt.triton_metrics_url or opt.triton_ca_file or opt.tokenizer:
+            raise OptionError("--triton-header, --triton-http-url, --triton-metrics-url, --triton-ca-file and "
+                              "--tokenizer apply to --triton-url; give one")  # fmt: skip
         return cls(opt.engines_lock, opt.engines_cache, opt.engines_rebuild, tuple(opt.deployment),
                    opt.triton_llm_report, opt.triton_start_timeout, opt.triton_url, server)  # fmt: skip

@@ -34,6 +34,7 @@ MARKERS = {
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_only("why real engines differ")
+LOAD = "triton_llm_load"  # @pytest.mark.triton_llm_load: stresses the server (skipped on a remote one unless allowed)
 ENTRIES = "triton_llm_entry_models"  # @pytest.mark.triton_llm_entry_models: once per entry model (ensemble, BLS)
 _SESSION = pytest.StashKey[TritonLLMSession]()
 _ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
@@ -71,6 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{STAND_IN_ONLY}(reason): checks what only the reference stand-in does; skipped with the reason on "
         "real engines",
+    )  # fmt: skip
+    config.addinivalue_line(
+        "markers", f"{LOAD}: puts the server under stress (floods, hundreds of clients, cache eviction); skipped on a "
+        "server this session did not start (--triton-url) unless --triton-allow-load",
     )  # fmt: skip
     config.addinivalue_line(
         "markers", f"{ENTRIES}: run once per entry model a deployment serves (ensemble, tensorrt_llm_bls); the client's "
@@ -125,7 +130,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not wanted:
         return
     state = metafunc.config.stash[_SESSION]
-    if state.lock is None:
+    if not state.deployments_known:
         pytest.fail(state.missing_lock_message(), pytrace=False)
     needs = {cap for mark in metafunc.definition.iter_markers(REQUIRES) for cap in mark.args}
     entries = metafunc.definition.get_closest_marker(ENTRIES) is not None
@@ -143,9 +148,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """After pytest's own ordering, tests of one deployment run together (in that order), so that a server starts
     once per deployment, not once per switch between parameters (entry models) of several. Tests marked
     triton_llm_stand_in_only (also on one parameter) are skipped, with their reason, on deployments whose engine
-    is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM."""
+    is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM. On a remote server (a
+    shared one, --triton-url), tests marked triton_llm_load are skipped unless --triton-allow-load."""
     items.sort(key=lambda item: tuple(r.id for r in _refs(item)))
     state = config.stash[_SESSION]
+    if state.remote is not None and not state.remote.allow_load:
+        polite = pytest.mark.skip(reason=f"stresses the server; {state.remote.url} is not this session's: pass "
+                                         "--triton-allow-load to run it")  # fmt: skip
+        for item in items:
+            if item.get_closest_marker(LOAD) is not None:
+                item.add_marker(polite)
     for item in items:
         mark = item.get_closest_marker(STAND_IN_ONLY)
         refs = _refs(item)

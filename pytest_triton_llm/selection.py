@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .lock import DeploymentRef, Lock
+from .lock import DeploymentRef, batching_pairs
 from .repository import entry_models
 
 # a deployment (or pair) and what it lacks for the test: why it is skipped, or None
@@ -38,7 +38,7 @@ def refs_of(value) -> tuple[DeploymentRef, ...]:
 
 
 def choices(
-    fixture: str, lock: Lock, selected: list[DeploymentRef], needs: set[str], lacking: Lacking, entries: bool = False
+    fixture: str, selected: list[DeploymentRef], needs: set[str], lacking: Lacking, entries: bool = False
 ) -> tuple[list[Choice], str]:
     """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture;
     `entries`: `triton_llm` once per entry model of each deployment."""
@@ -54,7 +54,7 @@ def choices(
         reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"
         return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in one_per_engine(refs)], reason
     reason = f"needs a v1 and an inflight deployment of the same engine (selected: {names})"
-    pairs = lock.batching_pairs(refs)
+    pairs = batching_pairs(refs)
     return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {"v1", "inflight"})) for pair in pairs], reason
 
 
@@ -73,10 +73,8 @@ def pair_id(pair: tuple[DeploymentRef, DeploymentRef]) -> str:
     return f"{v1.engine_name}:{v1.name}-vs-{inflight.name}"
 
 
-def schedule_groups(lock: Lock | None, selected: list[DeploymentRef]) -> dict[str, str]:
+def schedule_groups(selected: list[DeploymentRef]) -> dict[str, str]:
     """Parameter id -> the deployments it serves, for scheduling tests over xdist workers."""
-    if lock is None:
-        return {}
     groups = {r.id: r.id for r in selected}
-    groups.update({pair_id(pair): f"{pair[0].id}+{pair[1].id}" for pair in lock.batching_pairs(selected)})
+    groups.update({pair_id(pair): f"{pair[0].id}+{pair[1].id}" for pair in batching_pairs(selected)})
     return groups

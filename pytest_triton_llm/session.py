@@ -23,24 +23,30 @@ class TritonLLMSession:
     def __init__(self, options: Options, progress: Progress):
         self.options = options
         self.progress = progress
+        self.remote = options.server.remote  # --triton-url: deployments come from the server, the lock is optional
         self.lock = self._load_lock()
         self.selected: list[DeploymentRef] = self.lock.select(list(options.deployments)) if self.lock else []
+        if self.remote is not None:
+            self.selected = []  # known once the server has answered
         self.cache = EngineCache(options.engines_cache, progress)
+        self.runtime: Runtime | None = None
+        self.runtime_missing: str | None = None  # what the chosen runtime lacks here, said once a test needs it
+        if self.selected or self.remote is not None:
+            try:
+                self.runtime = RUNTIMES[options.runtime].create(options.server, self.cache.root, progress)
+                served = self.runtime.deployments(self.lock, list(options.deployments))
+                self.selected = self.selected if served is None else served
+            except RuntimeUnavailable as exc:
+                self.runtime_missing = str(exc)
         image = options.server.image
         self.report = RunReport({
             "engines_lock": str(self.lock.path) if self.lock else None,
             "engine_cache": str(self.cache.root),
             "deployments": [r.id for r in self.selected],
             "runtime": options.runtime,
-            "image": image.reference if image else "local",
+            "image": self.runtime.reference if self.remote is not None and self.runtime else
+            (image.reference if image else "local"),
         })  # fmt: skip
-        self.runtime: Runtime | None = None
-        self.runtime_missing: str | None = None  # what the chosen runtime lacks here, said once a test needs it
-        if self.selected:
-            try:
-                self.runtime = RUNTIMES[options.runtime].create(options.server, self.cache.root, progress)
-            except RuntimeUnavailable as exc:
-                self.runtime_missing = str(exc)
         if self.runtime is not None and (block := self.runtime.report_block()) is not None:
             self.report.record_run("server", block)
         self.manager: DeploymentManager | None = None
@@ -51,14 +57,19 @@ class TritonLLMSession:
     def _load_lock(self) -> Lock | None:
         path = Path(self.options.engines_lock or DEFAULT_LOCK)
         if self.options.engines_lock is None and not path.exists():
-            return None  # not a suites run; tests that need a deployment say so
+            return None  # not a suites run (or a remote one); tests that need a deployment say so
         return check_lock(load_lock(path))
+
+    @property
+    def deployments_known(self) -> bool:
+        """Deployments can be parametrized: from the lock, or (--triton-url) from the server."""
+        return self.lock is not None or self.remote is not None
 
     def missing_lock_message(self) -> str:
         return f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass --engines-lock PATH"
 
     def choices(self, fixture: str, needs: set[str], entries: bool = False) -> tuple[list[selection.Choice], str]:
-        return selection.choices(fixture, self.lock, self.selected, needs, self.lacking, entries)
+        return selection.choices(fixture, self.selected, needs, self.lacking, entries)
 
     def lacking(self, ref: DeploymentRef, needs: set[str]) -> str | None:
         """Why `ref` cannot run a test that needs `needs`: its backend's answer on the server in use."""
@@ -69,7 +80,7 @@ class TritonLLMSession:
         return backend_of(ref.engine.backend).stand_in
 
     def schedule_groups(self) -> dict[str, str]:
-        return selection.schedule_groups(self.lock, self.selected)
+        return selection.schedule_groups(self.selected)
 
     def start(self) -> None:
         self.started = time.monotonic()

@@ -94,12 +94,15 @@ def test_a_known_answer_before_the_hostile_requests(triton_llm, known_answer, pr
 
 
 STAND_IN_ONLY = {"input ids outside the vocabulary": "TensorRT-LLM does not check ids against the vocabulary"}
+FLOODS = ("1 MB input", "10,000 stop words", "10,000 bad words")  # stress a server: triton_llm_load
 
 
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=pytest.mark.triton_llm_stand_in_only(STAND_IN_ONLY[c])) if c in STAND_IN_ONLY else c
-             for c in CASES],
-)  # fmt: skip
+def _marks(case: str) -> list:
+    marks = [pytest.mark.triton_llm_stand_in_only(STAND_IN_ONLY[case])] if case in STAND_IN_ONLY else []
+    return marks + ([pytest.mark.triton_llm_load] if case in FLOODS else [])
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_marks(c)) for c in CASES])
 def test_hostile_request_is_answered_not_crashed(triton_llm, known_answer, case):
     expected, send = CASES[case]
     try:
@@ -112,6 +115,7 @@ def test_hostile_request_is_answered_not_crashed(triton_llm, known_answer, case)
     assert triton_llm.server.alive() and triton_llm.server.ready(), f"the server did not survive: {case}"
 
 
+@pytest.mark.triton_llm_load
 def test_200_concurrent_clients_are_all_answered(triton_llm, known_answer):
     with ThreadPoolExecutor(200) as pool:
         answers = list(pool.map(lambda i: triton_llm.client.generate(f"{PROMPT} {i}", 4).text, range(200)))

@@ -54,7 +54,11 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
     "args, message",
     [
         (["--triton-image", "24.9"], "*--triton-image '24.9': give YY.MM-trtllm (e.g. 24.09-trtllm*"),
-        (["--triton-url", "localhost:8001"], "*--triton-url localhost:8001: the remote runtime is not yet supported*"),
+        (["--triton-url", "http://h:8001"], "*--triton-url http://...: give grpc:// or grpcs:// (TLS)*"),
+        (["--triton-url", "grpc://me:pw@h:8001"], "*--triton-url: no credentials in the URL; send them with --triton-header*"),
+        (["--triton-url", "h:8001", "--triton-header", "s3cr3t"], "*--triton-header number 1: expected 'NAME: VALUE'"),
+        (["--triton-header", "A: b"], "*apply to --triton-url; give one*"),
+        (["--triton-url", "h:8001", "--triton-image", "24.09-trtllm"], "*give no --triton-image or --triton-runtime with it*"),
         (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:v1)*"),
         (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
         (["--accuracy-samples", "0"], "*--accuracy-samples must be > 0*"),

@@ -40,7 +40,11 @@ SHARED_MODULES = tuple(resources.files("pytest_triton_llm") / name for name in (
 
 
 def entry_models(ref: DeploymentRef) -> tuple[str, ...]:
-    """The entry models a deployment serves: ours render both; a user's repository those it has (and serves)."""
+    """The entry models a deployment serves: ours render both; a user's repository those it has (and serves); a
+    remote server those its repository index lists as ready."""
+    served = getattr(ref.engine, "entry_models", None)
+    if served is not None:
+        return served
     if ref.options.repository is None:
         return ENTRY_MODELS
     served = [m for m in ENTRY_MODELS if not ref.options.models or m in ref.options.models]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from .base import Launch, Runtime, RuntimeUnavailable, ServerOptions
 from .container import ContainerRuntime
 from .local import LocalRuntime
+from .remote import RemoteRuntime
 
 RUNTIMES: dict[str, type[Runtime]] = {
     "local": LocalRuntime,
     "container": ContainerRuntime,
+    "remote": RemoteRuntime,
 }
 
 __all__ = ["RUNTIMES", "Launch", "Runtime", "RuntimeUnavailable", "ServerOptions"]

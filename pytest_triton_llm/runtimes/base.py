@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ..compat import ImageEntry
 from ..engines.base import BuildSite
 from ..images import ImageRef
 from ..progress import Progress
 from .server import TritonServer
+
+if TYPE_CHECKING:
+    from ..cache import BuiltEngine
+    from ..lock import DeploymentRef, Lock
+    from .remote import RemoteOptions
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -28,6 +33,7 @@ class ServerOptions:
     binary: str | None = None  # --triton-binary
     gpus: str | None = None  # --triton-gpus
     trtllm_examples: str | None = None  # --trtllm-examples
+    remote: RemoteOptions | None = None  # --triton-url and its companions
 
 
 @dataclass(frozen=True)
@@ -74,3 +80,10 @@ class Runtime(Protocol):
 
     def start(self, launch: Launch) -> TritonServer:
         """A ready server for `launch`; ServerStartError (with the log's errors) otherwise."""
+
+    def deployments(self, lock: Lock | None, names: list[str]) -> list[DeploymentRef] | None:
+        """The deployments this runtime serves by itself (a remote server's), or None: the lock's, built and started."""
+
+    def attach(self, ref: DeploymentRef) -> tuple[BuiltEngine, TritonServer] | None:
+        """For a deployment served by itself: its engine as far as it is known here and its running server; None:
+        build, render and start."""

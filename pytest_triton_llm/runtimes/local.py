@@ -105,6 +105,12 @@ class LocalRuntime:
     def engine_dir_in_server(self, engine_name: str) -> None:
         return None  # the server reads the engine where the cache keeps it
 
+    def deployments(self, lock, names) -> None:
+        return None  # the lock's, built and started here
+
+    def attach(self, ref) -> None:
+        return None
+
     def build_site(self) -> BuildSite:
         """Local subprocesses: this interpreter's tensorrt_llm, which the version guard checked."""
         unknown = (

@@ -56,3 +56,11 @@ def test_a_folder_of_reports_skips_other_json_and_says_so(tmp_path, capsys):
     assert "24.09-trtllm" in out
     assert err.strip() == f"pytest-triton-llm: skipped {tmp_path / 'accuracy-outputs.json'}: not a pytest-triton-llm " \
                           "report (written by --triton-llm-report, schema 1)"  # fmt: skip
+
+
+def test_a_remote_run_is_its_own_column_named_by_its_url(tmp_path, capsys):
+    local = report(tmp_path / "local.json", "local", [("functional", "passed")])
+    remote = report(tmp_path / "remote.json", "remote grpc://triton.ml.svc:8001", [("functional", "failed")])
+    assert main(["matrix", str(local), str(remote)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "remote grpc://triton.ml.svc:8001" in header and "local (Triton 2.50.0)" in header
