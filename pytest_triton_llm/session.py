@@ -25,9 +25,10 @@ class TritonLLMSession:
         self.progress = progress
         self.remote = options.server.remote  # --triton-url: deployments come from the server, the lock is optional
         self.lock = self._load_lock()
-        self.selected: list[DeploymentRef] = self.lock.select(list(options.deployments)) if self.lock else []
-        if self.remote is not None:
-            self.selected = []  # known once the server has answered
+        # from the lock; with --triton-url, from the server once it has answered (--deployment names those)
+        self.selected: list[DeploymentRef] = []
+        if self.lock is not None and self.remote is None:
+            self.selected = self.lock.select(list(options.deployments))
         self.cache = EngineCache(options.engines_cache, progress)
         self.runtime: Runtime | None = None
         self.runtime_missing: str | None = None  # what the chosen runtime lacks here, said once a test needs it
