@@ -249,3 +249,21 @@ def returned_ids(outputs: dict) -> list[int]:
 def returned_token_count(outputs: dict) -> int:
     """Tokens a response carries: its sequence lengths (every row and beam summed)."""
     return int(np.asarray(outputs["sequence_length"]).sum()) if "sequence_length" in outputs else 0
+
+
+# -- model parameters, read as tensorrtllm_backend's models read them -------------------------
+_TRUE = ("1", "true", "t", "y", "yes", "on")
+
+
+def config_parameters(config: dict) -> dict[str, str]:
+    """A model config's (JSON) `parameters` as name -> string value; an empty one, or an unfilled `${...}`
+    placeholder, is unset."""
+    values = {k: (v.get("string_value") or "").strip() for k, v in config.get("parameters", {}).items()}
+    return {k: v for k, v in values.items() if v and not v.startswith("${")}
+
+
+def flag(text: str | None, default: bool) -> bool:
+    """A boolean parameter; unset or an unfilled `${...}` placeholder gives `default`."""
+    if text is None or text.startswith("${") or not text.strip():
+        return default
+    return text.strip().lower() in _TRUE

@@ -16,6 +16,7 @@ from ..engines.base import BuildSite
 from ..lock import Deployment, DeploymentRef, Lock
 from ..progress import Progress
 from ..repository import ENTRY_MODELS
+from ..tensor_contract import config_parameters, flag
 from ..usage import OptionError
 from .base import Launch, RuntimeUnavailable, ServerOptions
 from .server import ServerStartError, TritonServer
@@ -211,14 +212,14 @@ class RemoteRuntime:
         configs = {m: json.loads(self._get(f"/v2/models/{m}/config")) for m in ready & {"tensorrt_llm", "preprocessing",
                                                                                          "postprocessing"}}  # fmt: skip
         core = configs["tensorrt_llm"]
-        params = _parameters(core)
+        params = config_parameters(core)
         batching = _BATCHING.get(params.get("gpt_model_type", "V1"))
         if batching is None:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: tensorrt_llm gpt_model_type "
                                      f"{params.get('gpt_model_type')!r} is not one the suites know")  # fmt: skip
         decoupled = bool(core.get("model_transaction_policy", {}).get("decoupled"))
         engine_dir = _readable_dir(params.get("gpt_model_path") or params.get("engine_dir"))
-        pre = _parameters(configs.get("preprocessing", {}))
+        pre = config_parameters(configs.get("preprocessing", {}))
         tokenizer_dir = self._tokenizer_dir(pre.get("tokenizer_dir"))
         limits = _build_config(engine_dir)
         if limits is None:
@@ -227,17 +228,17 @@ class RemoteRuntime:
                 f"directory {params.get('gpt_model_path')!r}); pin the deployment in a lock with url = "
                 f'"{self.options.url}" so its engine recipe gives them'
             )
-        post = _parameters(configs.get("postprocessing", {}))
+        post = config_parameters(configs.get("postprocessing", {}))
         engine = ServedEngine(
             backend="reference" if core.get("backend") == "python" else "tensorrtllm",
             max_batch_size=int(core.get("max_batch_size") or limits.get("max_batch_size") or 1),
             max_input_len=int(limits["max_input_len"]),
             max_output_len=int(limits.get("max_output_len") or limits.get("max_seq_len", 0) - limits["max_input_len"]),
-            add_special_tokens=pre.get("add_special_tokens", "true").lower() in ("true", "1", "yes"),
-            skip_special_tokens=post.get("skip_special_tokens", "true").lower() in ("true", "1", "yes"),
+            add_special_tokens=flag(pre.get("add_special_tokens"), True),
+            skip_special_tokens=flag(post.get("skip_special_tokens"), True),
             entry_models=tuple(m for m in ENTRY_MODELS if m in ready),
         )
-        exclude = params.get("exclude_input_in_output", "true").lower() in ("true", "1", "yes")
+        exclude = flag(params.get("exclude_input_in_output"), True)
         options = Deployment(batching=batching, decoupled=decoupled, exclude_input_in_output=exclude)
         ref = DeploymentRef(ENGINE_NAME, engine, batching, options)  # type: ignore[arg-type]
         return [Discovered(ref, tokenizer_dir, engine_dir)]
@@ -269,11 +270,6 @@ class RemoteRuntime:
                 return resp.read()
         except urllib.error.HTTPError as exc:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: {path} answered HTTP {exc.code}") from None
-
-
-def _parameters(config: dict) -> dict[str, str]:
-    values = {k: (v.get("string_value") or "").strip() for k, v in config.get("parameters", {}).items()}
-    return {k: v for k, v in values.items() if v and not v.startswith("${")}
 
 
 def _readable_dir(path: str | None) -> Path | None:

@@ -5,23 +5,12 @@ from __future__ import annotations
 import json
 
 import triton_python_backend_utils as pb_utils
-
-_TRUE = ("1", "true", "t", "y", "yes", "on")
+from tensor_contract import config_parameters, flag  # noqa: F401 (flag: read by the models through this module)
 
 
 def model_parameters(args: dict) -> dict[str, str]:
-    """config.pbtxt `parameters` as name -> string value; an empty one, or an unfilled `${...}` placeholder, is
-    unset (as tensorrtllm_backend reads them)."""
-    config = json.loads(args["model_config"])
-    values = {k: (v.get("string_value") or "").strip() for k, v in config.get("parameters", {}).items()}
-    return {k: v for k, v in values.items() if v and not v.startswith("${")}
-
-
-def flag(text: str | None, default: bool) -> bool:
-    """A boolean parameter; unset or an unfilled `${...}` placeholder gives `default`."""
-    if text is None or text.startswith("${") or not text.strip():
-        return default
-    return text.strip().lower() in _TRUE
+    """config.pbtxt `parameters` as name -> string value (tensor_contract.config_parameters)."""
+    return config_parameters(json.loads(args["model_config"]))
 
 
 def optional_input(request, name: str):
