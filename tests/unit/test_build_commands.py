@@ -1,11 +1,12 @@
 """The exact commands a tensorrtllm engine build runs, per image (TensorRT-LLM version)."""
 
 import dataclasses
+import typing
 
 import pytest
 
 from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands
+from pytest_triton_llm.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands, load_architectures
 from pytest_triton_llm.lock import Engine, Lora, Source
 
 SOURCE = Source(file="model.safetensors", sha256="0" * 64, path="/models/llama")
@@ -75,3 +76,66 @@ def test_recipes_an_image_cannot_build_are_refused_by_name():
         commands("24.02", lora=LORA)
     with pytest.raises(UnsupportedRecipe, match="float16 or bfloat16"):
         commands("24.09", dtype="float32", quantization="fp8")
+
+
+BUILD_0_9 = [
+    "trtllm-build", "--checkpoint_dir", "/work", "--output_dir", "/engine",
+    "--max_batch_size", "8", "--max_input_len", "2048", "--max_output_len", "512",
+    "--gpt_attention_plugin", "float16", "--gemm_plugin", "float16", "--remove_input_padding", "enable",
+    "--context_fmha", "enable", "--paged_kv_cache", "enable",
+]  # fmt: skip
+BUILD_FROM_0_13 = [
+    "trtllm-build", "--checkpoint_dir", "/work", "--output_dir", "/engine",
+    "--max_batch_size", "8", "--max_input_len", "2048", "--max_seq_len", "2560",
+    "--gpt_attention_plugin", "float16", "--gemm_plugin", "float16", "--remove_input_padding", "enable",
+    "--context_fmha", "enable", "--kv_cache_type", "paged",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("tag", "examples", "build"), [
+    ("24.04", "/app/examples/", BUILD_0_9),
+    ("24.09", "/app/examples/", BUILD_FROM_0_13),
+    ("26.07", "/app/examples/models/core/", BUILD_FROM_0_13),
+])  # fmt: skip
+@pytest.mark.parametrize(("architecture", "convert"), [
+    ("llama", ["llama/convert_checkpoint.py", "--model_dir", "/checkpoint", "--output_dir", "/work", "--dtype", "float16",
+               "--tp_size", "2", "--pp_size", "1"]),
+    ("mistral", ["llama/convert_checkpoint.py", "--model_dir", "/checkpoint", "--output_dir", "/work", "--dtype", "float16",
+                 "--tp_size", "2", "--pp_size", "1"]),
+    ("gpt", ["gpt/convert_checkpoint.py", "--gpt_variant", "gpt2", "--model_dir", "/checkpoint", "--output_dir", "/work",
+             "--dtype", "float16", "--tp_size", "2", "--pp_size", "1"]),
+    ("qwen", ["qwen/convert_checkpoint.py", "--model_dir", "/checkpoint", "--output_dir", "/work", "--dtype", "float16",
+              "--tp_size", "2", "--pp_size", "1"]),
+    ("gemma", ["gemma/convert_checkpoint.py", "--ckpt-type", "hf", "--model-dir", "/checkpoint", "--output-model-dir", "/work",
+               "--dtype", "float16", "--world-size", "2"]),
+    ("phi", ["phi/convert_checkpoint.py", "--model_dir", "/checkpoint", "--output_dir", "/work", "--dtype", "float16",
+             "--tp_size", "2", "--pp_size", "1"]),
+])  # fmt: skip
+def test_each_architecture_converts_with_its_own_example_then_builds_alike(tag, examples, build, architecture, convert):
+    script, *flags = convert
+    assert commands(tag, architecture=architecture, tp_size=2) == [["python3", examples + script, *flags], build]
+
+
+def test_the_examples_moved_under_models_core_in_tensorrt_llm_0_20():
+    assert commands("25.05")[0][1] == "/app/examples/llama/convert_checkpoint.py"  # TensorRT-LLM 0.19.0
+    assert commands("25.06")[0][1] == "/app/examples/models/core/llama/convert_checkpoint.py"  # TensorRT-LLM 0.20.0
+
+
+def test_tensorrt_llm_0_7_builds_mistral_as_llama_and_refuses_the_others_naming_the_first_image_that_can():
+    assert commands("24.01", architecture="mistral") == commands("24.01")
+    refusal = r"^architecture 'gemma': TensorRT-LLM 0\.7\.1 \(image 24\.01\) has no example .* that has one is 24\.04 "
+    with pytest.raises(UnsupportedRecipe, match=refusal):
+        commands("24.01", architecture="gemma")
+    with pytest.raises(UnsupportedRecipe, match=r"'gpt': TensorRT-LLM 0\.8\.0 \(image 24\.02\).* is 24\.04"):
+        commands("24.02", architecture="gpt")
+
+
+def test_architectures_whose_model_is_not_pipeline_parallel_refuse_pp_size():
+    for tag, architecture in (("24.09", "gemma"), ("26.07", "phi"), ("24.04", "gpt")):
+        with pytest.raises(UnsupportedRecipe, match=f"'{architecture}' cannot be pipeline parallel .*set pp_size = 1"):
+            commands(tag, architecture=architecture, pp_size=2)
+    assert commands("24.09", architecture="gpt", pp_size=2)[0][-2:] == ["--pp_size", "2"]
+
+
+def test_every_lock_architecture_has_examples():
+    assert set(load_architectures()) == set(typing.get_args(typing.get_type_hints(Engine)["architecture"]))

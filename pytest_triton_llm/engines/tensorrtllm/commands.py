@@ -1,7 +1,8 @@
 """TensorRT-LLM engine builds rendered from a lock recipe, for the TensorRT-LLM version of an image.
 
-The commands follow the image's version (compat.toml): before 0.8 `examples/llama/build.py`; from 0.8
-`convert_checkpoint.py` (tp/pp are set there) or `quantization/quantize.py` (int4_awq, fp8), then
+The commands follow the image's version (compat.toml) and the recipe's architecture (architectures.toml: which
+example folder, script and flag spelling): before 0.8 `examples/llama/build.py` (llama and mistral only); from 0.8
+the architecture's `convert_checkpoint.py` (tp/pp are set there) or `quantization/quantize.py` (int4_awq, fp8), then
 `trtllm-build`, whose sequence flag became --max_seq_len in 0.11 and whose paged KV cache flag became
 --kv_cache_type paged in 0.13. Every value is passed explicitly: defaults drifted between versions.
 Paths are the build container's (BuildPaths); unit tests pin the commands per version.
@@ -9,10 +10,17 @@ Paths are the build container's (BuildPaths); unit tests pin the commands per ve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
 
-from ...compat import ImageEntry
+from ...compat import ImageEntry, load_compat
 from ...lock import Engine
+from ...schema import SchemaError, load_toml
+from ...schema import build as build_table
+
+ARCHITECTURES_FILE = Path(str(resources.files(__package__) / "architectures.toml"))
 
 
 class UnsupportedRecipe(ValueError):
@@ -28,14 +36,54 @@ class BuildPaths:
     python: str = "python3"  # runs the example scripts: the image's, or this interpreter in a local build
 
 
+@dataclass(frozen=True)
+class Example:
+    """How one TensorRT-LLM version's example converts an architecture's checkpoint (an architectures.toml entry)."""
+
+    since: str  # the first TensorRT-LLM version (major.minor) it holds for, until the architecture's next entry
+    folder: str  # under examples/
+    script: str  # "build.py" (before 0.8) or "convert_checkpoint.py"
+    flags: dict[str, str] = field(default_factory=dict)  # the script's spelling of model, output, dtype, tp[, pp]
+    extra: tuple[str, ...] = ()  # given first, always
+    pipeline_parallel: bool = True  # false: pp_size > 1 is refused
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
 
 
-def _llama_example(entry: ImageEntry, paths: BuildPaths, script: str) -> str:
-    # TensorRT-LLM 1.x moved the model examples under examples/models/core/
-    folder = "models/core/llama" if _version(entry.tensorrt_llm) >= (1, 0) else "llama"
-    return f"{paths.examples}/{folder}/{script}"
+@lru_cache(maxsize=1)
+def load_architectures(path: Path = ARCHITECTURES_FILE) -> dict[str, tuple[Example, ...]]:
+    """Each architecture's examples, oldest first; a SchemaError names the entry and field at fault."""
+    examples = {}
+    for name, entries in load_toml(path).items():
+        examples[name] = tuple(build_table(Example, e, f"{path.name}: {name}[{i}]") for i, e in enumerate(entries))
+        for i, example in enumerate(examples[name]):
+            missing = {"model", "output", "dtype", "tp"} - set(example.flags) if example.script != "build.py" else set()
+            if missing:
+                raise SchemaError(f"{path.name}: {name}[{i}]: field 'flags.{sorted(missing)[0]}': required for {example.script}")
+    return examples
+
+
+def _example(engine: Engine, entry: ImageEntry) -> Example:
+    """The example that converts `engine`'s architecture in `entry`'s TensorRT-LLM, or why there is none."""
+    examples = load_architectures()[engine.architecture]
+    known = [e for e in examples if _version(e.since) <= _version(entry.tensorrt_llm)]
+    if not known:
+        since = _version(examples[0].since)
+        first = next((i for i in load_compat().images.values() if _version(i.tensorrt_llm) >= since), None)
+        raise UnsupportedRecipe(
+            f"architecture {engine.architecture!r}: TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) has no example that "
+            f"converts it; the first image that has one is {first.tag if first else 'none listed'} "
+            f"(TensorRT-LLM {examples[0].since})"
+        )
+    example = known[-1]
+    if engine.pp_size > 1 and not example.pipeline_parallel:
+        raise UnsupportedRecipe(
+            f"architecture {engine.architecture!r} cannot be pipeline parallel in TensorRT-LLM {entry.tensorrt_llm} "
+            f"(image {entry.tag}, examples/{example.folder}/{example.script}): set pp_size = 1"
+        )
+    return example
 
 
 def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
@@ -66,7 +114,7 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
     return options
 
 
-def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[list[str]]:
+def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths, folder: str) -> list[list[str]]:
     """TensorRT-LLM < 0.8: examples/llama/build.py (bare switches; --world_size must equal tp x pp)."""
     if engine.lora is not None:
         raise UnsupportedRecipe(
@@ -75,7 +123,7 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[
         )
     dtype = engine.dtype
     build = [
-        paths.python, _llama_example(entry, paths, "build.py"), "--model_dir", paths.checkpoint, "--dtype", dtype,
+        paths.python, f"{paths.examples}/{folder}/build.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
         "--use_gpt_attention_plugin", dtype, "--use_gemm_plugin", dtype,
         "--remove_input_padding", "--paged_kv_cache", "--enable_context_fmha", "--use_inflight_batching",
         "--max_batch_size", str(engine.max_batch_size), "--max_input_len", str(engine.max_input_len),
@@ -86,7 +134,7 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[
     if engine.quantization is None:
         return [build]
     quantize = [
-        paths.python, _llama_example(entry, paths, "quantize.py"), "--model_dir", paths.checkpoint, "--dtype", dtype,
+        paths.python, f"{paths.examples}/{folder}/quantize.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
         "--qformat", engine.quantization, "--export_path", paths.work,
         "--calib_size", "32" if engine.quantization == "int4_awq" else "512",
     ]  # fmt: skip
@@ -102,12 +150,17 @@ def build_commands(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list
     """The commands, in order, that build `engine` inside a container of `entry`'s image."""
     if engine.dtype == "float32" and engine.quantization:
         raise UnsupportedRecipe("quantization needs dtype float16 or bfloat16")
-    if entry.build == "build.py":
-        return _legacy_build(engine, entry, paths)
+    example = _example(engine, entry)
+    if example.script == "build.py":
+        return _legacy_build(engine, entry, paths, example.folder)
     parallel = ["--tp_size", str(engine.tp_size), "--pp_size", str(engine.pp_size)]
     if engine.quantization is None:
-        prepare = [paths.python, _llama_example(entry, paths, "convert_checkpoint.py"), "--model_dir", paths.checkpoint,
-                   "--output_dir", paths.work, "--dtype", engine.dtype, *parallel]  # fmt: skip
+        flag = example.flags
+        prepare = [
+            paths.python, f"{paths.examples}/{example.folder}/{example.script}", *example.extra,
+            flag["model"], paths.checkpoint, flag["output"], paths.work, flag["dtype"], engine.dtype,
+            flag["tp"], str(engine.tp_size), *([flag["pp"], str(engine.pp_size)] if "pp" in flag else []),
+        ]  # fmt: skip
     else:
         prepare = [
             paths.python, f"{paths.examples}/quantization/quantize.py", "--model_dir", paths.checkpoint,
