@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .equality import Rule as Equality
 from .schema import SchemaError, build, load_toml
 
 LOCK_VERSION = 1
@@ -162,8 +163,12 @@ class Engine:
     tp_size: int = 1  # tensor parallel ranks (tensorrtllm): one tritonserver per rank under mpirun
     pp_size: int = 1  # pipeline parallel ranks
     quantization: Literal["int4_awq", "fp8"] | None = None  # quantize.py --qformat before trtllm-build
+    # the TensorRT-LLM example that converts the checkpoint (engines/tensorrtllm/architectures.toml); mistral is llama's
+    architecture: Literal["llama", "gpt", "qwen", "mistral", "gemma", "phi"] = "llama"
     lora: Lora | None = None
     accuracy: Accuracy | None = None
+    # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
+    equality: Equality | None = None
     deployments: dict[str, Deployment] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -173,10 +178,10 @@ class Engine:
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
 
     def recipe(self) -> dict:
-        """What determines the built engine; deployments and accuracy settings only change serving and testing."""
+        """What determines the built engine; deployments, accuracy and equality settings only change serving and testing."""
         data = dataclasses.asdict(self)
-        del data["deployments"], data["accuracy"]
-        for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None)):
+        del data["deployments"], data["accuracy"], data["equality"]
+        for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None), ("architecture", "llama")):
             if data[key] == default:  # fields added later: their defaults keep existing cache keys
                 del data[key]
         for key in ("hf", "revision"):

@@ -66,7 +66,10 @@ def convert(value: Any, tp: Any, entry: str, field: str) -> Any:
     """Check `value` of `entry`'s `field` against the annotation `tp`; build dataclasses."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        for arg in (a for a in typing.get_args(tp) if a is not type(None)):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(options) == 1 and dataclasses.is_dataclass(options[0]) and isinstance(value, dict):
+            return convert(value, options[0], entry, field)  # an optional table: the error inside it names its field
+        for arg in options:
             try:
                 return convert(value, arg, entry, field)
             except SchemaError:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_triton_llm.client import GenerationError
+from pytest_triton_llm.equality import compare
 from pytest_triton_llm.tensor_contract import NO_END
 
 pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora")]
@@ -54,20 +55,25 @@ def test_adapters_change_the_output(triton_llm, adapters, registered, prompts):
 
 
 def test_task_id_alone_equals_sending_the_weights(triton_llm, adapters, registered, prompts):
+    # exact on every engine: each request runs alone, as the registering one did (same batch, same kernels, same
+    # adapter), so any difference is the adapter the server found for the task id, not rounding
     ids = triton_llm.encode(prompts.completion["fox"])
     for name, lora in adapters.items():
         assert generate(triton_llm, ids, lora, send_weights=False) == registered[name], name
         assert generate(triton_llm, ids, lora, send_weights=True) == registered[name], name
 
 
-def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapters, registered, prompts):
+def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapters, registered, prompts, equality_rule):
     loras = [None, *adapters.values()]
     jobs = [(triton_llm.encode(p), lora) for p in prompts.batch(6) for lora in loras]
     assert len(jobs) == 24
     solo = [generate(triton_llm, ids, lora, send_weights=False) for ids, lora in jobs]
     with triton_llm.client.watch_trtllm_gauges() as watch, ThreadPoolExecutor(len(jobs)) as pool:
         together = list(pool.map(lambda job: generate(triton_llm, job[0], job[1], send_weights=False), jobs))
-    assert together == solo
+    verdict = compare(solo, together, equality_rule)  # exact on float32; float16 kernels are not batch-invariant
+    names = ["the base model", *adapters]  # as in `loras`
+    labels = [f"prompt {i // len(names)} with {names[i % len(names)]}" for i in range(len(jobs))]
+    assert verdict.passed, verdict.report(labels=labels)
     # adapters and the base model really shared iterations (TensorRT-LLM's scheduled-requests gauge)
     assert (watch.most("nv_trt_llm_request_metrics", "scheduled") or 0) > 1, f"{watch.samples} samples"
 

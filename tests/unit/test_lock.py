@@ -33,6 +33,11 @@ def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
         ('dtype = "float32"', "", "engine 'smollm2-135m': missing field 'dtype'"),
         ('dtype = "float32"', 'dtype = "fp8"',
          "field 'dtype': expected one of 'float32', 'float16', 'bfloat16', got string 'fp8'"),
+        ('dtype = "float32"', 'dtype = "float32"\narchitecture = "falcon"',
+         "engine 'smollm2-135m': field 'architecture': expected one of 'llama', 'gpt', 'qwen', 'mistral', 'gemma', 'phi', "
+         "got string 'falcon'"),
+        ("max_rank = 8 ", "max_rank = 0 ", "engine 'smollm2-135m': field 'max_rank' must be > 0, got 0"),  # inside [lora]
+        ("max_rank = 8 ", 'max_rank = "8" ', "engine 'smollm2-135m': field 'lora.max_rank': expected integer, got string '8'"),
         ('batching = "v1"', 'batching = "static"',
          "engine 'smollm2-135m': field 'deployments.v1.batching': expected one of 'v1', 'inflight', got string 'static'"),
         ('batching = "v1"', 'batching = "v1"\nstreaming = 1', "unknown field 'deployments.v1.streaming'"),
@@ -68,6 +73,13 @@ def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
     assert served_differently.engines["smollm2-135m"].recipe() == base.recipe()
     assert built_differently.engines["smollm2-135m"].recipe() != base.recipe()
     assert "deployments" not in base.recipe()
+
+
+def test_the_default_architecture_keeps_existing_cache_keys(lock_text, tmp_path):
+    base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
+    gemma = load_lock(write(tmp_path, lock_text.replace('dtype = "float32"', 'dtype = "float32"\narchitecture = "gemma"', 1)))
+    assert base.architecture == "llama" and "architecture" not in base.recipe()
+    assert gemma.engines["smollm2-135m"].recipe() == {**base.recipe(), "architecture": "gemma"}
 
 
 def test_selecting_an_unknown_deployment_names_the_known_ones(lock_text, tmp_path):

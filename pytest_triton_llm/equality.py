@@ -1,0 +1,138 @@
+"""How equal greedy outputs that should be the same must be: a lock rule, and token lists compared under it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An engine's `[engines.<name>.equality]` table: every compared output agrees with its expected one on at
+    least its first `min_identical_prefix_tokens` tokens (entirely, if shorter), and at least
+    `min_identical_pct` percent of the outputs are identical throughout. 100 percent is exact equality."""
+
+    min_identical_prefix_tokens: int
+    min_identical_pct: float
+
+    def __post_init__(self):
+        if self.min_identical_prefix_tokens < 0:
+            raise ValueError(f"field 'equality.min_identical_prefix_tokens' must be >= 0, got {self.min_identical_prefix_tokens}")
+        if not 0.0 <= self.min_identical_pct <= 100.0:
+            raise ValueError(f"field 'equality.min_identical_pct' must be between 0 and 100, got {self.min_identical_pct}")
+
+    @property
+    def exact(self) -> bool:
+        return self.min_identical_pct >= 100.0
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact: every output identical"
+        return (f"the first {self.min_identical_prefix_tokens} tokens of every output identical, "
+                f">= {self.min_identical_pct:g}% of outputs identical")  # fmt: skip
+
+
+EXACT = Rule(min_identical_prefix_tokens=0, min_identical_pct=100.0)
+
+# The rule of an engine without an [equality] table, by dtype. float32 (the CPU stand-in) is batch-invariant:
+# exact. float16/bfloat16 TensorRT-LLM kernels are not: another batch composition picks other GEMM/attention
+# kernels, hence another reduction order ("different batch sizes may lead to different kernels. So, the
+# results can be different. This is a known issue.", NVIDIA/TensorRT-LLM#1879). Rounding differences only move a
+# greedy argmax where the top two logits nearly tie, so outputs agree for a while and then may fork, the fork
+# carrying on to the end: Thinking Machines' "Defeating Nondeterminism in LLM Inference" (2025) saw 1000
+# temperature-0 bf16 completions of one prompt agree on their first 102 tokens. Hence: an early divergence
+# (within 8 tokens) is a bug (a wrong adapter, prompt, or request mix-up gives one at once), and 3 of 4 outputs
+# of 16-32 tokens must match fully; a late flip in the others is rounding. An engine's table overrides this.
+DEFAULT_RULES: dict[str, Rule] = {
+    "float32": EXACT,
+    "float16": Rule(min_identical_prefix_tokens=8, min_identical_pct=75.0),
+    "bfloat16": Rule(min_identical_prefix_tokens=8, min_identical_pct=75.0),
+}
+
+
+def rule_for(engine, stand_in: bool = False) -> Rule:
+    """The rule for a lock `Engine`: exact on the float32 stand-in always, else its `equality` table, else
+    DEFAULT_RULES for its dtype."""
+    if stand_in and engine.dtype == "float32":
+        return EXACT
+    return engine.equality if engine.equality is not None else DEFAULT_RULES[engine.dtype]
+
+
+def first_divergence(expected: Sequence, actual: Sequence) -> int | None:
+    """The first index where the two differ (the shorter one's length if it is a prefix of the other), or None."""
+    for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
+        if e != a:
+            return i
+    return None if len(expected) == len(actual) else min(len(expected), len(actual))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Pairs of token lists compared under a rule: where each pair first differs, and whether the rule holds."""
+
+    rule: Rule
+    expected: tuple[tuple, ...]
+    actual: tuple[tuple, ...]
+    divergences: tuple[int | None, ...]  # per pair: the first differing token, None where identical
+
+    @property
+    def identical_pct(self) -> float:
+        if not self.divergences:
+            return 100.0
+        return 100.0 * sum(d is None for d in self.divergences) / len(self.divergences)
+
+    @property
+    def early(self) -> list[int]:
+        """Pairs that differ within the rule's prefix (an output shorter than the prefix must be identical)."""
+        n = self.rule.min_identical_prefix_tokens
+        return [i for i, d in enumerate(self.divergences) if d is not None and d < n]
+
+    @property
+    def passed(self) -> bool:
+        if self.rule.exact:
+            return all(d is None for d in self.divergences)
+        return not self.early and self.identical_pct >= self.rule.min_identical_pct
+
+    def summary(self) -> dict:
+        """For the run report: % identical and each differing pair's first divergence."""
+        return {"compared": len(self.divergences), "identical_pct": round(self.identical_pct, 1),
+                "first_divergences": {str(i): d for i, d in enumerate(self.divergences) if d is not None},
+                "rule": self.rule.describe(), "passed": self.passed}  # fmt: skip
+
+    def report(self, decode: Callable[[list], str] | None = None, labels: Sequence[str] | None = None,
+               context: int = 3) -> str:  # fmt: skip
+        """Every differing pair: the first divergence and the tokens around it, expected beside actual (and as
+        text, with `decode`); `labels` name the pairs (default: prompt <index>)."""
+        differing = [i for i, d in enumerate(self.divergences) if d is not None]
+        lines = [f"{len(differing)} of {len(self.divergences)} outputs differ ({self.identical_pct:.1f}% identical); "
+                 f"rule: {self.rule.describe()}"]  # fmt: skip
+        for i in differing:
+            d = self.divergences[i]
+            name = labels[i] if labels is not None else f"prompt {i}"
+            early = " (within the identical prefix)" if i in self.early else ""
+            want, got = (_window(s, d, context) for s in (self.expected[i], self.actual[i]))
+            lines.append(f"{name}: first divergence at token {d}{early}: expected {want} got {got}")
+            if decode is not None:
+                start = max(0, d - context)
+                lines.append(f"    as text from token {start}: expected {decode(list(self.expected[i][start:]))!r} "
+                             f"got {decode(list(self.actual[i][start:]))!r}")  # fmt: skip
+        return "\n".join(lines)
+
+
+def _window(tokens: Sequence, at: int, context: int) -> str:
+    start = max(0, at - context)
+    shown = [str(t) for t in tokens[start : at + context]]
+    if len(tokens) <= at:
+        shown.append("<end>")
+    head = [".."] if start > 0 else []
+    tail = [".."] if len(tokens) > at + context else []
+    return "[" + ", ".join(head + shown + tail) + "]"
+
+
+def compare(expected: Sequence[Sequence[int]], actual: Sequence[Sequence[int]], rule: Rule) -> Verdict:
+    """`actual[i]` against `expected[i]` for every i, under `rule`."""
+    if len(expected) != len(actual):
+        raise ValueError(f"{len(actual)} outputs to compare with {len(expected)} expected ones")
+    expected = tuple(tuple(e) for e in expected)
+    actual = tuple(tuple(a) for a in actual)
+    return Verdict(rule, expected, actual, tuple(first_divergence(e, a) for e, a in zip(expected, actual, strict=True)))
