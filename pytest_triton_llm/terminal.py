@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .perf.budgets import match_label
+
 
 def table(headers: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
@@ -28,23 +30,7 @@ def summary_lines(state, config) -> list[str]:
             ]
         )
     lines = table(["deployment", "engine", "server", "ready in", "server log"], rows)
-    perf = state.report.perf_results()
-    if perf:
-        headers = ["deployment", "load point", "req/s", "tok/s", "latency p50/p99 ms", "TTFT p50 ms", "ITL p50 ms"]
-        rows = [
-            [
-                d,
-                name,
-                p["throughput_rps"],
-                p["output_tokens_per_s"],
-                _pair(p["latency_ms"]),
-                _stat(p["ttft_ms"]),
-                _stat(p["itl_ms"]),
-            ]
-            for d, points in perf.items()
-            for name, p in points.items()
-        ]
-        lines += ["", *table(headers, rows)]
+    lines += perf_lines(state.report.perf_results())
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     startup = state.startup_s if state.startup_s is not None else state.report.worker_times.get("startup_s")
@@ -56,6 +42,34 @@ def summary_lines(state, config) -> list[str]:
     if state.options.report:
         lines.append(f"report: {state.options.report}")
     return lines
+
+
+def perf_lines(perf: dict) -> list[str]:
+    """perf: {deployment: {load point: report entry}} -> the measurements' table, then per load point whether it was
+    judged, against which budget and on which hardware (a GPU without a budget must not pass unnoticed)."""
+    if not perf:
+        return []
+    entries = [(d, name, p) for d, points in perf.items() for name, p in points.items()]
+    headers = ["deployment", "load point", "req/s", "tok/s", "latency p50/p99 ms", "TTFT p50 ms", "ITL p50 ms"]
+    rows = [[d, name, p["throughput_rps"], p["output_tokens_per_s"], _pair(p["latency_ms"]), _stat(p["ttft_ms"]),
+             _stat(p["itl_ms"])] for d, name, p in entries]  # fmt: skip
+    verdicts = [[d, name, p.get("hardware", "-"), perf_verdict(p)] for d, name, p in entries]
+    files = sorted({p["budget_file"] for _, _, p in entries if "budget_file" in p})
+    return ["", *table(headers, rows), "", *table(["deployment", "load point", "hardware", "budget"], verdicts),
+            *(f"perf budgets: {f}" for f in files)]  # fmt: skip
+
+
+def perf_verdict(entry: dict) -> str:
+    """One load point's budget verdict: judged by which budget (its place in the file, what it matches) and how it
+    fared; or not judged, and why (no budget matches this deployment on that hardware and image)."""
+    if "judged" not in entry:  # the test failed (errors, missing tokens) before the budget check
+        return "not judged: the load point failed before its budget check"
+    if not entry["judged"]:
+        return f"not judged: no budget for hardware '{entry['hardware']}', image '{entry['image']}' in {entry['budget_file']}"
+    match = entry["budget_match"]
+    missed = [limit for limit, verdict in entry["budget"].items() if verdict == "MISSED"]
+    outcome = f"MISSED {', '.join(missed)}" if missed else "ok"
+    return f"judged by budget #{match['entry']} [{match_label(match)}]: {outcome}"
 
 
 def _stat(stats: dict | None, key: str = "p50") -> str:

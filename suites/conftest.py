@@ -9,10 +9,10 @@ import pytest
 
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
+from pytest_triton_llm.engines import backend_of
+from pytest_triton_llm.equality import rule_for
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
-from pytest_triton_llm.perf.budgets import load_budgets
-from pytest_triton_llm.perf.workload import load_workloads
 from pytest_triton_llm.plugin import perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
@@ -46,6 +46,13 @@ def contract(triton_llm) -> dict:
 
 
 @pytest.fixture(scope="session")
+def equality_rule(triton_llm):
+    """How equal outputs that should be the same must be on this deployment's engine (its lock's [equality], or
+    pytest_triton_llm.equality.DEFAULT_RULES by dtype; exact on the float32 stand-in)."""
+    return rule_for(triton_llm.ref.engine, stand_in=backend_of(triton_llm.ref.engine.backend).stand_in)
+
+
+@pytest.fixture(scope="session")
 def lora_adapters(triton_llm, triton_llm_engine_cache) -> dict:
     """fixtures/lora_adapters.toml's adapters for the deployment's engine, built once and cached."""
     recipes = {n: r for n, r in load_recipes(FIXTURES / "lora_adapters.toml").items() if r.engine == triton_llm.ref.engine_name}
@@ -72,25 +79,20 @@ def accuracy_outputs(triton_llm_accuracy_options):
     return OutputsWriter(path) if path else None
 
 
-def _perf_workload(name: str):
-    workloads = load_workloads(FIXTURES / "perf_workloads.toml")
-    if name not in workloads:
-        raise pytest.UsageError(f"--perf-workload {name}: fixtures/perf_workloads.toml has {', '.join(sorted(workloads))}")
-    return name, workloads[name]
-
-
 def pytest_generate_tests(metafunc):
     if "load_point" in metafunc.fixturenames:  # the perf suite: one test per load point of the workload
-        _, workload = _perf_workload(perf_settings(metafunc.config).workload)
+        _, workload = perf_settings(metafunc.config).workload_from(FIXTURES / "perf_workloads.toml")
         points = workload.load_points()
         metafunc.parametrize("load_point", points, ids=[name for name, _ in points])
 
 
 @pytest.fixture(scope="session")
 def perf_workload(triton_llm_perf_options):
-    return _perf_workload(triton_llm_perf_options.workload)
+    """(name, workload): --perf-workload of --perf-workloads's file, else of fixtures/perf_workloads.toml."""
+    return triton_llm_perf_options.workload_from(FIXTURES / "perf_workloads.toml")
 
 
 @pytest.fixture(scope="session")
-def perf_budgets():
-    return load_budgets(FIXTURES / "perf_budgets.toml")
+def perf_budgets(triton_llm_perf_options):
+    """(file, budgets): --perf-budgets's file, which replaces fixtures/perf_budgets.toml, else that one."""
+    return triton_llm_perf_options.budgets_from(FIXTURES / "perf_budgets.toml")

@@ -4,8 +4,9 @@ The workload (fixtures/perf_workloads.toml, --perf-workload) sends synthetic tok
 to tensorrt_llm, as upstream's benchmark_core_model does, from an asyncio load generator: gRPC
 streams (token by token on decoupled deployments, so TTFT and ITL are measured), closed-loop
 concurrency points and open-loop Poisson rates. Each load point is recorded in the report
-(metrics.perf), as JUnit properties, checked against fixtures/perf_budgets.toml for this
-hardware and image, and against --perf-compare's baseline with --perf-compare-fail rules.
+(metrics.perf), as JUnit properties, checked against the budgets (fixtures/perf_budgets.toml, or
+--perf-budgets) for this hardware and image, and against --perf-compare's baseline with --perf-compare-fail
+rules. The terminal summary says per load point whether it was judged, by which budget, on which hardware.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
                                     encode(warmup, triton_llm.client, workload.fixed_output, streaming), seed=workload.seed,
                                     **point)  # fmt: skip
     result = summarize(records, seconds)
-    result.update(load_point=point_name, workload=workload_name, streamed=streaming)
+    # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on
+    identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=triton_llm.hardware,
+                    image=triton_llm.image, load_point=point_name)  # fmt: skip
+    budgets_file, budgets = perf_budgets
+    # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied
+    result.update(load_point=point_name, workload=workload_name, streamed=streaming, hardware=identity["hardware"],
+                  image=identity["image"], budget_file=str(budgets_file))  # fmt: skip
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
     for key in ("throughput_rps", "output_tokens_per_s"):
         record_property(f"perf.{point_name}.{key}", result[key])
@@ -50,12 +57,11 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
-    # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on
-    identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=triton_llm.hardware,
-                    image=triton_llm.image, load_point=point_name)  # fmt: skip
-    budget = find_budget(perf_budgets, **identity)
+    budget = find_budget(budgets, **identity)
     problems = []
+    result["judged"], result["budget_match"] = budget is not None, None
     if budget is not None:
+        result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
         rows = budget.check(result)
         result["budget"] = {r[0]: r[3] for r in rows}
         if any(r[3] == "MISSED" for r in rows):

@@ -1,4 +1,4 @@
-"""Perf budgets (fixtures/perf_budgets.toml): limits per engine, deployment, hardware and image.
+"""Perf budgets (fixtures/perf_budgets.toml, or --perf-budgets): limits per engine, deployment, hardware and image.
 
 A budget applies when every key matches ("*" matches anything); the most specific one wins.
 Where none applies, the load point is measured and reported, not judged.
@@ -28,6 +28,10 @@ class Budget:
 
     def matches(self, **identity: str) -> bool:
         return all(getattr(self, k) in ("*", identity[k]) for k in self.KEYS)
+
+    def match(self, entry: int) -> dict:
+        """What this budget matches, and its place in the file (1-based, as schema errors count): the report's budget_match."""
+        return {"entry": entry, **{k: getattr(self, k) for k in self.KEYS}}
 
     @property
     def specificity(self) -> int:
@@ -62,6 +66,14 @@ def load_budgets(path: Path) -> list[Budget]:
     if not isinstance(tables, list):
         raise SchemaError(f"{path}: expected [[budget]] tables")
     return [build(Budget, table, f"{path}: budget #{i + 1}") for i, table in enumerate(tables)]
+
+
+def match_label(match: dict) -> str:
+    """engine.deployment.hardware.image.load_point of a budget_match, trailing "*" left out: smollm2-135m.inflight.cpu.local."""
+    keys = [match[k] for k in Budget.KEYS]
+    while len(keys) > 1 and keys[-1] == "*":
+        keys.pop()
+    return ".".join(keys)
 
 
 def find_budget(budgets: list[Budget], **identity: str) -> Budget | None:

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from ..schema import SchemaError
 from ..usage import OptionError
 from .baseline import FailRule, load_baseline
+from .budgets import Budget, load_budgets
+from .workload import Workload, load_workloads
 
 
 def add_options(group) -> None:
     group.addoption(
-        "--perf-workload", metavar="NAME", default="default", help="workload of fixtures/perf_workloads.toml (default: default)"
-    )
+        "--perf-workload", metavar="NAME", default="default",
+        help="workload of the workloads file (--perf-workloads, else fixtures/perf_workloads.toml) to run (default: default)",
+    )  # fmt: skip
+    group.addoption(
+        "--perf-workloads", metavar="PATH",
+        help="your workloads file, with the schema of fixtures/perf_workloads.toml; --perf-workload names one of its "
+        "workloads (default: fixtures/perf_workloads.toml)",
+    )  # fmt: skip
+    group.addoption(
+        "--perf-budgets", metavar="PATH",
+        help="your budgets file, with the schema of fixtures/perf_budgets.toml; it replaces fixtures/perf_budgets.toml "
+        "(none of whose budgets then applies). A load point that no budget matches (engine, deployment, hardware, "
+        "image) is measured, not judged (default: fixtures/perf_budgets.toml)",
+    )  # fmt: skip
     group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
     group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
     group.addoption(
@@ -24,6 +40,16 @@ def add_options(group) -> None:
     )  # fmt: skip
 
 
+def _read(path: str | None, option: str, load: Callable[[Path], object]):
+    """A user's data file, read and checked now, so that a typo stops the run before any server starts."""
+    if path is None:
+        return None
+    try:
+        return load(Path(path))
+    except SchemaError as exc:  # already one line naming the file, the entry and the field
+        raise OptionError(f"{option}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class PerfOptions:
     workload: str
@@ -31,6 +57,10 @@ class PerfOptions:
     compare: str | None
     fail_rules: tuple[FailRule, ...]
     baseline: dict | None  # the --perf-compare file, read (and checked) once
+    budgets_file: Path | None  # --perf-budgets; None: the suites' fixtures file
+    budgets: list[Budget] | None  # the --perf-budgets file, read (and checked) once
+    workloads_file: Path | None  # --perf-workloads; None: the suites' fixtures file
+    workloads: dict[str, Workload] | None  # the --perf-workloads file, read (and checked) once
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -43,7 +73,26 @@ class PerfOptions:
                 raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
         elif rules:
             raise OptionError("--perf-compare-fail needs --perf-compare BASELINE")
-        return cls(opt.perf_workload, opt.perf_save, opt.perf_compare, rules, baseline)
+        budgets = _read(opt.perf_budgets, "--perf-budgets", load_budgets)
+        workloads = _read(opt.perf_workloads, "--perf-workloads", load_workloads)
+        return cls(opt.perf_workload, opt.perf_save, opt.perf_compare, rules, baseline,
+                   Path(opt.perf_budgets) if opt.perf_budgets else None, budgets,
+                   Path(opt.perf_workloads) if opt.perf_workloads else None, workloads)  # fmt: skip
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
         return (self.baseline or {}).get("deployments", {}).get(deployment_id, {}).get(load_point)
+
+    def budgets_from(self, default: Path) -> tuple[Path, list[Budget]]:
+        """(file, budgets): --perf-budgets's, else `default`'s (the suites' fixtures file); a user file replaces it."""
+        if self.budgets_file is not None:
+            return self.budgets_file, self.budgets
+        return default, load_budgets(default)
+
+    def workload_from(self, default: Path) -> tuple[str, Workload]:
+        """(name, workload) of --perf-workload in --perf-workloads's file, else in `default` (the suites' fixtures file)."""
+        path = self.workloads_file or default
+        workloads = self.workloads if self.workloads_file is not None else load_workloads(default)
+        if self.workload not in workloads:
+            # the suite asks first in pytest_generate_tests: a usage error there stops the run at collection
+            raise pytest.UsageError(f"--perf-workload {self.workload}: {path} has {', '.join(sorted(workloads))}")
+        return self.workload, workloads[self.workload]

@@ -1,14 +1,19 @@
 import json
+import shutil
+from types import SimpleNamespace
 
 import pytest
 
 from pytest_triton_llm.perf.baseline import BaselineError, FailRule, load_baseline, save_baseline
-from pytest_triton_llm.perf.budgets import Budget, find_budget
+from pytest_triton_llm.perf.budgets import Budget, find_budget, load_budgets
 from pytest_triton_llm.load import RequestRecord
 from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.options import PerfOptions
 from pytest_triton_llm.perf.plot import plot_latency_vs_throughput
 from pytest_triton_llm.perf.workload import Lengths, Workload, load_workloads, synthetic_requests
 from pytest_triton_llm.schema import SchemaError
+from pytest_triton_llm.terminal import perf_lines, perf_verdict
+from pytest_triton_llm.usage import OptionError
 
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -91,3 +96,111 @@ def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
     png = plot_latency_vs_throughput(results, tmp_path / "r.perf.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_latency_vs_throughput({"e:v1": {}}, tmp_path / "none.png") is None
+
+
+def perf_options(**given) -> PerfOptions:
+    """PerfOptions from the command line's values (those not given at their defaults)."""
+    defaults = dict(perf_workload="default", perf_workloads=None, perf_budgets=None, perf_save=None, perf_compare=None,
+                    perf_compare_fail=[])  # fmt: skip
+    return PerfOptions.from_config(SimpleNamespace(option=SimpleNamespace(**{**defaults, **given})))
+
+
+def test_without_the_options_budgets_and_workloads_come_from_the_fixtures():
+    options = perf_options()
+    path, budgets = options.budgets_from(FIXTURES / "perf_budgets.toml")
+    assert path == FIXTURES / "perf_budgets.toml" and budgets == load_budgets(path)
+    assert options.workload_from(FIXTURES / "perf_workloads.toml")[0] == "default"
+
+
+def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
+    (tmp_path / "budgets.toml").write_text('[[budget]]\nengine = "llama-8b"\nhardware = "NVIDIA H200"\n'
+                                           "min_output_tokens_per_s = 2000\n")  # fmt: skip
+    (tmp_path / "workloads.toml").write_text("[workload.mine]\ninput_tokens = {mean = 1024}\noutput_tokens = {mean = 256}\n"
+                                             "requests = 64\nconcurrency = [32]\n")  # fmt: skip
+    options = perf_options(perf_budgets=str(tmp_path / "budgets.toml"), perf_workloads=str(tmp_path / "workloads.toml"),
+                           perf_workload="mine")  # fmt: skip
+    path, budgets = options.budgets_from(FIXTURES / "perf_budgets.toml")
+    assert path == tmp_path / "budgets.toml"
+    assert budgets == [Budget(engine="llama-8b", hardware="NVIDIA H200", min_output_tokens_per_s=2000.0)]  # no cpu budget left
+    name, workload = options.workload_from(FIXTURES / "perf_workloads.toml")
+    assert name == "mine" and workload.requests == 64 and workload.load_points() == [("concurrency=32", {"concurrency": 32})]
+    with pytest.raises(pytest.UsageError, match=r"^--perf-workload default: .*workloads.toml has mine$"):
+        perf_options(perf_workloads=str(tmp_path / "workloads.toml")).workload_from(FIXTURES / "perf_workloads.toml")
+
+
+@pytest.mark.parametrize("option, text, message", [
+    ("perf_budgets", '[[budget]]\nengine = "e"\nmin_output_tokens_per_s = "fast"\n',
+     "--perf-budgets: {path}: budget #1: field 'min_output_tokens_per_s': expected number, got string 'fast'"),
+    ("perf_budgets", '[[budget]]\nengine = "e"\ngpu = "H200"\n', "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
+     "(allowed: deployment, engine, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, min_output_tokens_per_s, "
+     "min_throughput_rps)"),
+    ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\noutput_tokens = {mean = 8}\nrequests = 2.0\nconcurrency = [1]\n",
+     "--perf-workloads: {path}: workload 'w': field 'requests': expected integer, got number 2.0"),
+    ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\nrequests = 1\nconcurrency = [1]\n",
+     "--perf-workloads: {path}: workload 'w': missing field 'output_tokens' (table)"),
+    ("perf_budgets", None, "--perf-budgets: {path}: file not found"),
+])  # fmt: skip
+def test_a_schema_error_in_a_users_file_is_one_line_naming_the_file_and_the_field(tmp_path, option, text, message):
+    path = tmp_path / "mine.toml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(OptionError) as caught:
+        perf_options(**{option: str(path)})
+    assert str(caught.value) == message.format(path=path)
+
+
+def test_a_broken_budgets_file_stops_the_run_with_one_usage_error_line(project):
+    shutil.copy(FIXTURES / "perf_budgets.toml", project.path / "mine.toml")
+    text = (project.path / "mine.toml").read_text().replace("max_ttft_p99_ms = 5000", 'max_ttft_p99_ms = "5 s"')
+    (project.path / "mine.toml").write_text(text)
+    result = project.runpytest_subprocess("--perf-budgets", "mine.toml", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        "ERROR: --perf-budgets: mine.toml: budget #2: field 'max_ttft_p99_ms': expected number, got string '5 s'"]  # fmt: skip
+
+
+def test_the_gpu_workloads_take_256_requests_of_the_stated_lengths():
+    workloads = load_workloads(FIXTURES / "perf_workloads.toml")
+    shapes = {name: (w.input_tokens, w.output_tokens) for name, w in workloads.items() if name.startswith("gpu")}
+    assert shapes == {"gpu": (Lengths(512), Lengths(512)), "gpu-prefill": (Lengths(2048), Lengths(128)),
+                      "gpu-decode": (Lengths(128), Lengths(512))}  # fmt: skip
+    for name in shapes:
+        assert workloads[name].requests == 256 and workloads[name].fixed_output
+        assert [point for point, _ in workloads[name].load_points()] == ["concurrency=4", "concurrency=16", "concurrency=64"]
+    requests = synthetic_requests(workloads["gpu-prefill"], 256, range(100, 1000), max_input=4096, max_output=4096)
+    assert {(len(r.input_ids), r.max_tokens) for r in requests} == {(2048, 128)}
+
+
+JUDGED = {"hardware": "cpu", "image": "local", "budget_file": "fixtures/perf_budgets.toml", "judged": True,
+          "budget": {"min_output_tokens_per_s": "ok", "max_latency_p99_ms": "ok", "max_ttft_p99_ms": "ok"},
+          "budget_match": Budget(engine="smollm2-135m", deployment="inflight", hardware="cpu", image="local").match(2),
+          "throughput_rps": 1.5, "output_tokens_per_s": 48.0, "latency_ms": {"p50": 900.0, "p99": 2100.0},
+          "ttft_ms": {"p50": 80.0}, "itl_ms": {"p50": 25.0}}  # fmt: skip
+NOT_JUDGED = dict(JUDGED, hardware="NVIDIA H200", image="24.09-trtllm", budget_file="/tmp/mybudgets.toml",
+                  judged=False, budget_match=None,
+                  budget="none for hardware NVIDIA H200, image 24.09-trtllm: measured, not judged")  # fmt: skip
+
+
+def test_a_judged_load_point_names_its_budget_and_how_it_fared():
+    assert perf_verdict(JUDGED) == "judged by budget #2 [smollm2-135m.inflight.cpu.local]: ok"
+    missed = dict(JUDGED, budget={"min_output_tokens_per_s": "MISSED", "max_ttft_p99_ms": "n/a"})
+    assert perf_verdict(missed) == "judged by budget #2 [smollm2-135m.inflight.cpu.local]: MISSED min_output_tokens_per_s"
+    wildcard = dict(JUDGED, budget_match=Budget(engine="e", load_point="concurrency=4").match(1))
+    assert perf_verdict(wildcard) == "judged by budget #1 [e.*.*.*.concurrency=4]: ok"
+
+
+def test_a_load_point_without_a_budget_says_it_was_not_judged_for_which_hardware_in_which_file():
+    assert perf_verdict(NOT_JUDGED) == (
+        "not judged: no budget for hardware 'NVIDIA H200', image '24.09-trtllm' in /tmp/mybudgets.toml")  # fmt: skip
+    failed = {k: v for k, v in JUDGED.items() if k not in ("judged", "budget_match", "budget")}
+    assert perf_verdict(failed) == "not judged: the load point failed before its budget check"
+
+
+def test_the_summary_has_a_budget_row_per_load_point_with_its_hardware():
+    lines = perf_lines({"smollm2-135m:inflight": {"concurrency=8": JUDGED}, "llama-8b:inflight": {"concurrency=64": NOT_JUDGED}})
+    rows = [line.split() for line in lines]
+    assert ["smollm2-135m:inflight", "concurrency=8", "cpu", "judged", "by", "budget", "#2",
+            "[smollm2-135m.inflight.cpu.local]:", "ok"] in rows  # fmt: skip
+    assert ["llama-8b:inflight", "concurrency=64", "NVIDIA", "H200", "not", "judged:"] == rows[-3][:6]
+    assert lines[-2:] == ["perf budgets: /tmp/mybudgets.toml", "perf budgets: fixtures/perf_budgets.toml"]
+    assert perf_lines({}) == []
