@@ -14,6 +14,8 @@ from .engines import backend_of
 from .hf_tokenizer import load_tokenizer
 from .lock import DeploymentRef
 from .progress import Progress
+from .repository import PYTHON_MODELS, python_model_files
+from .repository.user import serve_with_stand_in
 from .runtimes import Launch, Runtime
 from .runtimes.server import TritonServer
 
@@ -45,7 +47,7 @@ class ServedDeployment:
     def tokenizer(self):
         """The engine's own tokenizer (loaded on first use)."""
         if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.engine.path)
+            self._tokenizer = load_tokenizer(self.engine.tokenizer_path)
         return self._tokenizer
 
     @property
@@ -72,13 +74,14 @@ class DeploymentManager:
     without), and a restart per switch would cost seconds each."""
 
     def __init__(self, cache: EngineCache, runtime: Runtime, workdir: Path, progress: Progress, rebuild: bool,
-                 start_timeout_s: float):  # fmt: skip
+                 start_timeout_s: float, trtllm_stand_in: bool = False):  # fmt: skip
         self.cache = cache
         self.runtime = runtime
         self.workdir = workdir
         self.progress = progress
         self.rebuild = rebuild
         self.start_timeout_s = start_timeout_s
+        self.trtllm_stand_in = trtllm_stand_in  # --trtllm-stand-in: tensorrtllm models served by the reference stand-in
         self.engines: dict[str, BuiltEngine] = {}
         self.served: dict[str, ServedDeployment] = {}
         self.users: dict[str, int] = {}  # deployment id -> fixtures holding it
@@ -98,7 +101,7 @@ class DeploymentManager:
         self._stop_idle()  # the one server held for a switch back is not needed: free its memory first
         start = time.monotonic()
         runtime = self.runtime
-        attached = runtime.attach(ref)
+        attached, swapped = runtime.attach(ref), False
         if attached is not None:  # served by itself (a remote server): nothing built, rendered or started
             (engine, server), engine_s, repository = attached, 0.0, Path("(remote)")
         else:
@@ -112,8 +115,14 @@ class DeploymentManager:
             backend = backend_of(ref.engine.backend)
             repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
                                         runtime.engine_dir_in_server(engine.name))  # fmt: skip
+            swapped = self.trtllm_stand_in and not backend.stand_in
+            if swapped:
+                stood_in = serve_with_stand_in(repository, python_model_files(PYTHON_MODELS / "tensorrt_llm"))
+                self.progress.say(f"server {ref.id}: {', '.join(stood_in) or 'no model'} served by the reference stand-in "
+                                  "(--trtllm-stand-in)")  # fmt: skip
             server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
-                                          self.start_timeout_s, ref.engine.world_size, gpu=backend.needs_gpu))  # fmt: skip
+                                          self.start_timeout_s, ref.engine.world_size,
+                                          gpu=backend.needs_gpu and not swapped))  # fmt: skip
         served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints), runtime.reference,
                                   runtime.hardware)  # fmt: skip
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
@@ -126,6 +135,7 @@ class DeploymentManager:
         self.records[ref.id] = {
             "engine": engine.name,
             "backend": ref.engine.backend,
+            **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
             "batching": ref.options.batching,
             "engine_digest": engine.digest,
             "engine_path": str(engine.path),

@@ -41,6 +41,10 @@ def add_engine_options(group) -> None:
         help=f"built engines, fetched sources, server pidfiles (default: {DEFAULT_CACHE})",
     )  # fmt: skip
     group.addoption("--engines-rebuild", action="store_true", help="rebuild the engines of this run even if cached")
+    group.addoption(
+        "--engines-verify", action="store_true",
+        help="hash every file of a reused engine (default: its files' sizes and mtimes are checked against the manifest)",
+    )  # fmt: skip
 
 
 def add_server_options(group) -> None:
@@ -69,6 +73,12 @@ def add_server_options(group) -> None:
         "--trtllm-examples", metavar="DIR",
         help="TensorRT-LLM's examples/ for tensorrtllm engine builds (default: the image's /app/examples or beside "
         "the installed tensorrt_llm)",
+    )  # fmt: skip
+    group.addoption(
+        "--trtllm-stand-in", action="store_true",
+        help="serve tensorrtllm engines' tensorrt_llm model with the project's reference stand-in (python backend), "
+        "the rest of the repository as rendered: proves build, engine directory, tokenizer and repository on a host "
+        "without TensorRT-LLM; such deployments count as stand-ins (their results say nothing of TensorRT-LLM)",
     )  # fmt: skip
     group.addoption(
         "--triton-start-timeout", metavar="SECONDS", type=float, default=300.0,
@@ -120,7 +130,8 @@ def server_options(opt) -> ServerOptions:
         raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all' or GPU ids such as 0 or 0,1")
     if opt.triton_start_timeout <= 0:
         raise OptionError("--triton-start-timeout must be > 0")
-    return ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples)
+    return ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples,
+                         trtllm_stand_in=opt.trtllm_stand_in)  # fmt: skip
 
 
 def runtime_name(server: ServerOptions) -> str:
@@ -144,6 +155,7 @@ class Options:
     start_timeout_s: float
     url: str | None
     server: ServerOptions
+    engines_verify: bool = False
 
     @property
     def runtime(self) -> str:
@@ -166,4 +178,4 @@ class Options:
             raise OptionError("--triton-header, --triton-http-url, --triton-metrics-url, --triton-ca-file and "
                               "--tokenizer apply to --triton-url; give one")  # fmt: skip
         return cls(opt.engines_lock, opt.engines_cache, opt.engines_rebuild, tuple(opt.deployment),
-                   opt.triton_llm_report, opt.triton_start_timeout, opt.triton_url, server)  # fmt: skip
+                   opt.triton_llm_report, opt.triton_start_timeout, opt.triton_url, server, opt.engines_verify)  # fmt: skip

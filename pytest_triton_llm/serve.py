@@ -40,11 +40,12 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
     lock = check_lock(load_lock(Path(args.engines_lock or DEFAULT_LOCK)))
     [ref] = lock.select([args.deployment])
     server = server_options(args)
-    cache = EngineCache(args.engines_cache, progress)
+    cache = EngineCache(args.engines_cache, progress, verify=args.engines_verify)
     reap_orphans(cache.root / "run", progress)
     runtime = RUNTIMES[runtime_name(server)].create(server, cache.root, progress)
     workdir = Path(tempfile.mkdtemp(prefix="triton-llm-serve-"))
-    manager = DeploymentManager(cache, runtime, workdir, progress, args.engines_rebuild, args.triton_start_timeout)
+    manager = DeploymentManager(cache, runtime, workdir, progress, args.engines_rebuild, args.triton_start_timeout,
+                                server.trtllm_stand_in)  # fmt: skip
     try:
         served = manager.serve(ref)
         endpoints = served.server.endpoints

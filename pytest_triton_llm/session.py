@@ -29,7 +29,7 @@ class TritonLLMSession:
         self.selected: list[DeploymentRef] = []
         if self.lock is not None and self.remote is None:
             self.selected = self.lock.select(list(options.deployments))
-        self.cache = EngineCache(options.engines_cache, progress)
+        self.cache = EngineCache(options.engines_cache, progress, verify=options.engines_verify)
         self.runtime: Runtime | None = None
         self.runtime_missing: str | None = None  # what the chosen runtime lacks here, said once a test needs it
         if self.selected or self.remote is not None:
@@ -76,9 +76,9 @@ class TritonLLMSession:
         """Why `ref` cannot run a test that needs `needs`: its backend's answer on the server in use."""
         return backend_of(ref.engine.backend).lacking(needs, self.runtime.entry if self.runtime else None)
 
-    @staticmethod
-    def is_stand_in(ref: DeploymentRef) -> bool:
-        return backend_of(ref.engine.backend).stand_in
+    def is_stand_in(self, ref: DeploymentRef) -> bool:
+        """The reference backend, or (--trtllm-stand-in) any engine: the stand-in serves its tensorrt_llm model."""
+        return backend_of(ref.engine.backend).stand_in or self.options.server.trtllm_stand_in
 
     def schedule_groups(self) -> dict[str, str]:
         return selection.schedule_groups(self.selected)
@@ -94,7 +94,8 @@ class TritonLLMSession:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
             self.manager = DeploymentManager(self.cache, self.runtime, workdir, self.progress,
-                                             self.options.engines_rebuild, self.options.start_timeout_s)  # fmt: skip
+                                             self.options.engines_rebuild, self.options.start_timeout_s,
+                                             self.options.server.trtllm_stand_in)  # fmt: skip
         try:
             served = self.manager.serve(ref)
         finally:

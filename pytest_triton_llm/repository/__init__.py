@@ -66,9 +66,9 @@ def template_text(family: str, model: str) -> str:
     return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
 
 
-def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_backend: str) -> dict:
-    """Placeholder values for a deployment whose tensorrt_llm model runs on Triton backend `triton_backend`;
-    None drops an optional parameter line."""
+def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_backend: str, tokenizer_subdir: str = "") -> dict:
+    """Placeholder values for a deployment whose tensorrt_llm model runs on Triton backend `triton_backend`, its
+    tokenizer in `tokenizer_subdir` of the engine; None drops an optional parameter line."""
     engine, options = ref.engine, ref.options
     values = dict.fromkeys(set().union(*(placeholders(template_text(family, m)) for m in MODELS)))
     values.update(
@@ -80,7 +80,7 @@ def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_ba
         max_beam_width=1,
         batching_strategy=options.gpt_model_type,
         engine_dir=str(engine_dir),
-        tokenizer_dir=str(engine_dir),
+        tokenizer_dir=str(engine_dir / tokenizer_subdir),
         exclude_input_in_output=options.exclude_input_in_output,
         add_special_tokens=engine.add_special_tokens,
         skip_special_tokens=engine.skip_special_tokens,
@@ -114,7 +114,8 @@ def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_
     model of `python_code` with that code. `engine_dir` is where the server sees the engine (a container's
     mount), by default where the cache keeps it."""
     family = template_family(triton_version)
-    values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend)
+    values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend,
+                             built.manifest.get("tokenizer", ""))  # fmt: skip
     out.mkdir(parents=True)
     for model in MODELS:
         text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt")

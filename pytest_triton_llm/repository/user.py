@@ -81,14 +81,14 @@ def render_user_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, en
     for model in (p.parent for p in out.glob("*/config.pbtxt")):
         if ref.options.models and model.name not in ref.options.models:
             shutil.rmtree(model)
-    values = placeholder_values(ref, engine_dir, engine_dir)
+    values = placeholder_values(ref, engine_dir, str(Path(engine_dir) / built.manifest.get("tokenizer", "")))
     swapped = []
     for config_path in sorted(out.glob("*/config.pbtxt")):
         text = fill_like_upstream(config_path.read_text(), values)
         config_path.write_text(text)
         config = _parse(text, source / config_path.relative_to(out), ref)
         if stand_in is not None and config.backend == "tensorrtllm":
-            swapped.append(_serve_with_stand_in(config_path, config, stand_in))
+            swapped.append(_swap_in(config_path, config, stand_in))
     (out.parent / f"{out.name}.rendered.json").write_text(json.dumps(
         {"deployment": ref.id, "repository": str(source), "engine_digest": built.digest, "values": values,
          "served_by_the_reference_stand_in": swapped}, indent=2, sort_keys=True))  # fmt: skip
@@ -105,7 +105,18 @@ def _parse(text: str, source: Path, ref: DeploymentRef) -> model_config_pb2.Mode
         raise TemplateError(f"{source}: filled config.pbtxt does not parse as ModelConfig: {exc}{hint}") from None
 
 
-def _serve_with_stand_in(config_path: Path, config: model_config_pb2.ModelConfig, stand_in: list[Traversable]) -> str:
+def serve_with_stand_in(repository: Path, stand_in: list[Traversable]) -> list[str]:
+    """Serve a rendered repository's models on the tensorrtllm backend by the reference stand-in (`stand_in`, its
+    files); everything else stays as rendered. Returns the models swapped."""
+    swapped = []
+    for config_path in sorted(repository.glob("*/config.pbtxt")):
+        config = text_format.Parse(config_path.read_text(), model_config_pb2.ModelConfig())
+        if config.backend == "tensorrtllm":
+            swapped.append(_swap_in(config_path, config, stand_in))
+    return swapped
+
+
+def _swap_in(config_path: Path, config: model_config_pb2.ModelConfig, stand_in: list[Traversable]) -> str:
     config.backend = "python"
     config_path.write_text(text_format.MessageToString(config))
     version_dir = config_path.parent / "1"

@@ -33,6 +33,7 @@ class ServerOptions:
     binary: str | None = None  # --triton-binary
     gpus: str | None = None  # --triton-gpus
     trtllm_examples: str | None = None  # --trtllm-examples
+    trtllm_stand_in: bool = False  # --trtllm-stand-in
     remote: RemoteOptions | None = None  # --triton-url and its companions
 
 

@@ -127,6 +127,8 @@ def toolchain(tmp_path, monkeypatch):
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "model.safetensors").write_bytes(b"weights")
+    (checkpoint / "tokenizer_config.json").write_text('{"tokenizer_class": "GPT2Tokenizer"}')
+    (checkpoint / "config.json").write_text('{"model_type": "llama"}')
     source = Source(path=str(checkpoint), file="model.safetensors", sha256=hashlib.sha256(b"weights").hexdigest())
     engine = Engine(backend="tensorrtllm", source=source, dtype="float16", max_batch_size=4, max_input_len=256,
                     max_output_len=64)  # fmt: skip
@@ -140,8 +142,13 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
     entry = load_compat().entry("24.09")
     built = build_local(cache, engine, entry, "0.13.0", examples)
     assert (built.path / "rank0.engine").read_text() == "engine\n"
-    assert built.manifest["builder"] == {"backend": "tensorrtllm", "executor": "local", "tensorrt_llm": "0.13.0",
-                                         "compute_capability": "9.0"}  # fmt: skip
+    assert built.manifest["builder"] == {"backend": "tensorrtllm", "builder_version": 2, "executor": "local",
+                                         "tensorrt_llm": "0.13.0", "compute_capability": "9.0"}  # fmt: skip
+    # the checkpoint's tokenizer travels in the engine, beside (not over) the engine's own config.json
+    assert built.manifest["tokenizer"] == "tokenizer" and built.tokenizer_path == built.path / "tokenizer"
+    assert sorted(p.name for p in built.tokenizer_path.iterdir()) == ["config.json", "tokenizer_config.json"]
+    assert "tokenizer/tokenizer_config.json" in built.manifest["files"]  # part of the digest
+    assert (built.path / "config.json").read_text() == "{}\n"
     assert [c.split()[1 if c.startswith(sys.executable) else 0] for c in built.manifest["commands"]] == [
         f"{examples}/llama/convert_checkpoint.py", "trtllm-build"]  # fmt: skip
     log = (built.path / "build.log").read_text()
@@ -169,6 +176,15 @@ def test_a_failing_command_names_itself_keeps_its_log_and_publishes_nothing(tmp_
         build_local(cache, engine, entry, "0.13.0", tmp_path / "failing" / "examples")
     assert not list((cache.root / "engines").iterdir())
     assert "converting" in (cache.root / "logs" / "llama-build.log").read_text()
+
+
+def test_a_checkpoint_without_a_tokenizer_is_refused_before_any_command_runs(tmp_path, toolchain):
+    examples, engine = toolchain
+    (Path(engine.source.path) / "tokenizer_config.json").unlink()
+    cache = EngineCache(tmp_path / "cache", Progress(lambda line: None))
+    with pytest.raises(BuildError, match="has no tokenizer \\(none of tokenizer.json, tokenizer_config.json"):
+        build_local(cache, engine, load_compat().entry("24.09"), "0.13.0", examples)
+    assert not (cache.root / "logs").exists()  # nothing ran
 
 
 def test_no_gpu_means_no_tensorrtllm_build(tmp_path, toolchain, monkeypatch):

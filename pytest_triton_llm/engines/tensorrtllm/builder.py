@@ -4,7 +4,8 @@ version (tensorrtllm.build_commands) and run one after another by an executor, w
 The cache key covers the recipe, the TensorRT-LLM version, the image digest (container builds) and
 the GPU's compute capability: an engine only runs on the architecture and version that built it.
 Every command's output goes to logs/<engine>-build.log in the cache (kept when a build fails) and into
-the engine directory as build.log.
+the engine directory as build.log. The checkpoint's tokenizer is copied into the engine (tokenizer/, part of
+its digest): preprocessing, postprocessing and the harness read it there, the engine carries all it serves.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from ..sources import fetch_checkpoint
 from .commands import build_commands
 
 BUILD_LOG = "build.log"
+TOKENIZER_DIR = "tokenizer"
+# what AutoTokenizer reads from a checkpoint; config.json too, for tokenizers whose tokenizer_config.json
+# names no tokenizer_class (GPT-2's): AutoTokenizer then goes by the model type
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "merges.txt", "*.tiktoken",
+                   "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json")  # fmt: skip
+_TOKENIZER_CORE = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 _HEARTBEAT_S = 20.0
 
 
@@ -30,6 +38,17 @@ def command_label(argv: list[str]) -> str:
     """`convert_checkpoint.py`, `trtllm-build`: what a progress line calls a command."""
     program = argv[1] if Path(argv[0]).name.startswith("python") and len(argv) > 1 else argv[0]
     return Path(program).name
+
+
+def tokenizer_files(checkpoint: Path) -> list[Path]:
+    """The checkpoint's tokenizer files; BuildError, before any build command runs, when it has none."""
+    found = sorted({path for pattern in TOKENIZER_FILES for path in checkpoint.glob(pattern) if path.is_file()})
+    if not any(path.name in _TOKENIZER_CORE for path in found):
+        raise BuildError(
+            f"the checkpoint {checkpoint} has no tokenizer (none of {', '.join(_TOKENIZER_CORE)}): the engine serves "
+            "its tokenizer to preprocessing and postprocessing; use a checkpoint directory that holds one"
+        )
+    return found
 
 
 class TrtllmBuilder:
@@ -43,10 +62,12 @@ class TrtllmBuilder:
                 'here; run on a GPU host, or use a reference engine (backend = "reference") on CPU'
             )
         self.executor, self.cache_root, self.progress = executor, cache_root, progress
-        self.identity = {"backend": "tensorrtllm", **executor.identity, "compute_capability": capability}
+        # builder_version 2: the engine carries its tokenizer (engines of version 1 lack it and are rebuilt)
+        self.identity = {"backend": "tensorrtllm", "builder_version": 2, **executor.identity, "compute_capability": capability}
 
     def build(self, name: str, engine: Engine, out: Path) -> dict:
         checkpoint = fetch_checkpoint(engine.source, self.cache_root / "sources", self.progress)
+        tokenizer = tokenizer_files(checkpoint)
         self.progress.say(f"engine {name}: building with {self.executor.describe()} from {checkpoint}")
         log_path = self.cache_root / "logs" / f"{name}-build.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +81,11 @@ class TrtllmBuilder:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         shutil.copy2(log_path, out / BUILD_LOG)
-        return {"commands": [shlex.join(argv) for argv in commands], "tensorrt_llm": self.executor.entry.tensorrt_llm}
+        (out / TOKENIZER_DIR).mkdir()
+        for path in tokenizer:
+            shutil.copy2(path, out / TOKENIZER_DIR / path.name)
+        return {"commands": [shlex.join(argv) for argv in commands], "tensorrt_llm": self.executor.entry.tensorrt_llm,
+                "tokenizer": TOKENIZER_DIR}  # fmt: skip
 
     def _run(self, name: str, step: str, argv: list[str], run, log) -> None:
         log.write(f"$ {shlex.join(argv)}\n")

@@ -1,0 +1,95 @@
+"""A tensorrtllm deployment end to end, as far as this host goes: a Hugging Face checkpoint with its tokenizer,
+built by the stand-in TensorRT-LLM 0.14.0 (tests/stand_ins/tensorrt_llm: convert_checkpoint.py -> trtllm-build ->
+engine directory) through the product's local build, rendered from the 24.10 templates for Triton's tensorrtllm
+backend, served on the embedded Triton 2.51 with only its tensorrt_llm model swapped for the reference stand-in
+(--trtllm-stand-in), and the functional suite passing through it: engine directory, tokenizer, repository, client
+and report are all the product's own. What is not proved here: real TensorRT-LLM kernels and the C++ backend."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_triton_llm.cache import EngineCache, file_sha256
+from pytest_triton_llm.engines import backend_of
+from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.options import DEFAULT_CACHE
+from pytest_triton_llm.progress import Progress
+
+ROOT = Path(__file__).resolve().parents[2]
+STAND_IN = ROOT / "tests" / "stand_ins" / "tensorrt_llm"
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+
+def hf_checkpoint(tmp_path: Path) -> Path:
+    """The embedded default's model as a Hugging Face checkpoint: its reference engine (cached) without engine.json."""
+    lock = load_lock(ROOT / "engines.lock")
+    built = backend_of("reference").build(EngineCache(DEFAULT_CACHE, Progress()), "smollm2-135m",
+                                          lock.engines["smollm2-135m"], False, lambda: None)  # fmt: skip
+    checkpoint = tmp_path / "SmolLM2-135M-Instruct"
+    checkpoint.mkdir()
+    for path in built.path.iterdir():
+        if path.is_file() and path.name not in ("engine.json", "manifest.json"):
+            try:
+                os.link(path, checkpoint / path.name)  # the same files, only read: no 0.5 GB copy
+            except OSError:  # another filesystem
+                shutil.copy2(path, checkpoint / path.name)
+    return checkpoint
+
+
+def tensorrtllm_lock(tmp_path: Path, checkpoint: Path) -> Path:
+    lock = tmp_path / "tensorrtllm.lock"
+    lock.write_text(f"""version = 1
+
+[engines.smollm2-trtllm]
+backend = "tensorrtllm"
+dtype = "float32"
+max_batch_size = 8
+max_input_len = 1024
+max_output_len = 256
+
+[engines.smollm2-trtllm.source]
+path = "{checkpoint}"
+file = "model.safetensors"
+sha256 = "{file_sha256(checkpoint / 'model.safetensors')}"
+
+[engines.smollm2-trtllm.deployments.inflight]
+batching = "inflight"
+decoupled = true
+exclude_input_in_output = true
+""")
+    return lock
+
+
+def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functional_suite_end_to_end(tmp_path):
+    checkpoint = hf_checkpoint(tmp_path)
+    lock, cache, report = tensorrtllm_lock(tmp_path, checkpoint), tmp_path / "cache", tmp_path / "report.json"
+    env = {**os.environ, "PATH": f"{STAND_IN / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(STAND_IN / "site"), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    argv = [sys.executable, "-m", "pytest", "suites", "-m", "functional", "-k", "not tensorrt_llm_bls", "-p", "no:cacheprovider",
+            "--engines-lock", str(lock), "--engines-cache", str(cache), "--trtllm-examples", str(STAND_IN / "examples"),
+            "--trtllm-stand-in", "--triton-llm-report", str(report), "-q", "-rfEs"]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1700)
+    tail = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, tail
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " failed" not in summary and int(summary.split(" passed")[0].split()[-1]) >= 15, summary
+
+    [engine] = (cache / "engines").glob("smollm2-trtllm-*")
+    manifest = json.loads((engine / "manifest.json").read_text())
+    assert manifest["builder"]["backend"] == "tensorrtllm" and manifest["tensorrt_llm"] == "0.14.0"
+    assert [c.split()[1].rsplit("/", 1)[-1] if c.startswith(sys.executable) else c.split()[0] for c in manifest["commands"]] == [
+        "convert_checkpoint.py", "trtllm-build"]  # fmt: skip
+    # the tokenizer travelled into the engine and is part of its digest
+    assert manifest["tokenizer"] == "tokenizer" and "tokenizer/tokenizer_config.json" in manifest["files"]
+    assert "[TRT-LLM stand-in] engine written to" in (engine / "build.log").read_text()
+
+    record = json.loads(report.read_text())["deployments"]["smollm2-trtllm:inflight"]
+    assert record["backend"] == "tensorrtllm" and record["tensorrt_llm_model"].startswith("reference stand-in")
+    rendered = json.loads(Path(record["server_log"]).parent.joinpath("model_repository.rendered.json").read_text())
+    assert rendered["values"]["tokenizer_dir"] == str(engine / "tokenizer")
+    assert rendered["values"]["triton_backend"] == "tensorrtllm"  # rendered for the C++ backend, then swapped
