@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import sys
 from pathlib import Path
 
+from .cache_admin import CacheAdminError, list_cache, prune, render_listing, render_pruned
 from .engines.base import BuildError
 from .lock import LockError
 from .matrix import ReportError, render_matrix, reports_in
+from .options import DEFAULT_CACHE, DEFAULT_LOCK
 from .repository.fill import TemplateError
 from .runtimes import RuntimeUnavailable
 from .runtimes.server import ServerStartError
@@ -19,7 +23,70 @@ from .usage import OptionError
 SERVE_ERRORS = (LockError, OptionError, RuntimeUnavailable, BuildError, TemplateError, ServerStartError)
 
 
+def _add_cache_commands(commands) -> None:
+    cache = commands.add_parser("cache", help="list the engine cache, or prune entries built long ago")
+    actions = cache.add_subparsers(dest="cache_command", required=True)
+    listing = actions.add_parser("list", help="engines and adapters in the cache: size, when built, path")
+    prune_ = actions.add_parser("prune", help="remove entries built more than --older-than DAYS ago, never one in use")
+    prune_.add_argument("--older-than", type=float, metavar="DAYS",
+                        help="required: remove engines and adapters built more than DAYS ago")  # fmt: skip
+    prune_.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+    for action in (listing, prune_):
+        action.add_argument("--cache-dir", "--engines-cache", dest="cache_dir", metavar="DIR", default=DEFAULT_CACHE,
+                            help=f"the engine cache (default: {DEFAULT_CACHE}, as the plugin's --engines-cache)")  # fmt: skip
+
+
+def _cache(args: argparse.Namespace) -> int:
+    try:
+        if args.cache_command == "list":
+            sys.stdout.write(render_listing(list_cache(args.cache_dir)))
+        else:
+            sys.stdout.write(render_pruned(prune(args.cache_dir, args.older_than, args.dry_run)))
+    except CacheAdminError as exc:
+        print(f"pytest-triton-llm cache: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    try:
+        paths, notes = reports_in(args.reports)
+        for note in notes:
+            print(f"pytest-triton-llm: {note}", file=sys.stderr)
+        table = render_matrix(paths)
+    except ReportError as exc:
+        print(f"pytest-triton-llm: error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(table)
+    if args.output:
+        args.output.write_text(table)
+    return 0
+
+
+def suites_argv(pytest_args: list[str], cwd: Path) -> list[str]:
+    """pytest's arguments for the suites shipped in the wheel: the packaged lock (the embedded default) unless
+    --engines-lock is given or ./engines.lock exists, pytest's cache in the working directory, not site-packages."""
+    suites = Path(importlib.util.find_spec("pytest_triton_llm.suites").origin).parent
+    argv = ["--pyargs", "pytest_triton_llm.suites", "--rootdir", str(cwd)]
+    given = any(arg == "--engines-lock" or arg.startswith("--engines-lock=") for arg in pytest_args)
+    if not given and not (cwd / DEFAULT_LOCK).exists():
+        packaged = suites.parent / "fixtures" / DEFAULT_LOCK
+        print(f"pytest-triton-llm run: no ./{DEFAULT_LOCK}: the packaged {packaged} (the embedded default)",
+              file=sys.stderr, flush=True)  # fmt: skip
+        argv += ["--engines-lock", str(packaged)]
+    return argv + pytest_args
+
+
+def run(pytest_args: list[str]) -> int:
+    """pytest in this process's place: a fresh interpreter, so pytest rewrites the plugin's asserts as usual."""
+    os.execv(sys.executable, [sys.executable, "-m", "pytest", *suites_argv(pytest_args, Path.cwd())])
+    return 0  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:  # everything after it is pytest's, options included
+        return run(argv[1:])
     parser = argparse.ArgumentParser(prog="pytest-triton-llm")
     commands = parser.add_subparsers(dest="command", required=True)
     matrix = commands.add_parser("matrix", help="markdown table (suites x images) from --triton-llm-report files")
@@ -34,25 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(commands.add_parser(
         "serve", help="build or reuse the engine, render and serve one deployment as the fixtures do, until Ctrl-C "
         "or SIGTERM"))  # fmt: skip
+    _add_cache_commands(commands)
+    commands.add_parser("run", help="run the suites shipped with the plugin: `run -m functional`, any pytest options "
+                        "after it (default lock: ./engines.lock, else the packaged embedded default)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.command == "cache":
+        return _cache(args)
     if args.command == "serve":
         try:
             return serve(args)
         except SERVE_ERRORS as exc:
             print(f"pytest-triton-llm serve: error: {exc}", file=sys.stderr)
             return 2
-    try:
-        paths, notes = reports_in(args.reports)
-        for note in notes:
-            print(f"pytest-triton-llm: {note}", file=sys.stderr)
-        table = render_matrix(paths)
-    except ReportError as exc:
-        print(f"pytest-triton-llm: error: {exc}", file=sys.stderr)
-        return 2
-    sys.stdout.write(table)
-    if args.output:
-        args.output.write_text(table)
-    return 0
+    return _matrix(args)
 
 
 if __name__ == "__main__":

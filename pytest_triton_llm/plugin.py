@@ -10,6 +10,7 @@ import pytest
 from . import distributed, options
 from .accuracy import options as accuracy_options
 from .accuracy.drift import DriftError
+from .engines import backend_of
 from .lock import LockError
 from .perf import options as perf_options
 from .perf.baseline import BaselineError
@@ -136,11 +137,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     entries = metafunc.definition.get_closest_marker(ENTRIES) is not None
     for name in wanted:
         chosen, missing = state.choices(name, needs, entries)
-        params = [pytest.param(c.value, marks=[pytest.mark.skip(reason=c.skip)] if c.skip else []) for c in chosen]
+        params = [pytest.param(c.value, marks=_deployment_marks(state, c)) for c in chosen]
         ids = [c.id for c in chosen]
         if not params:  # an honest skip that says which deployments were selected
             params, ids = [pytest.param(None, marks=pytest.mark.skip(reason=missing))], ["no-deployment"]
         metafunc.parametrize(name, params, ids=ids, indirect=True, scope="session")
+
+
+def _deployment_marks(state: TritonLLMSession, choice) -> list:
+    """A parameter's skip (with its reason), and the `gpu` / `container` markers where its deployment runs on a GPU
+    (a real engine) or in containers: `-m "not gpu"` leaves those deployments out."""
+    marks = [pytest.mark.skip(reason=choice.skip)] if choice.skip else []
+    refs = refs_of(choice.value)
+    if any(backend_of(r.engine.backend).needs_gpu and not state.is_stand_in(r) for r in refs):
+        marks.append(pytest.mark.gpu)
+    if refs and state.options.runtime == "container":
+        marks.append(pytest.mark.container)
+    return marks
 
 
 @pytest.hookimpl(trylast=True)

@@ -261,3 +261,21 @@ def test_the_product_command_from_the_repository_root_selects_the_suites():
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     collected = [line for line in done.stdout.splitlines() if "::" in line]
     assert collected and all(line.startswith("suites/test_perf.py::") for line in collected)
+
+
+def test_the_cards_command_collects_the_suites_and_marks_gpu_and_container_deployments():
+    """`pytest --triton-image 24.09-trtllm -m perf` from the repository root, as the product card writes it (collect only:
+    no docker needed); the GPU lock's tensorrtllm deployments carry `gpu`, the embedded default's do not."""
+    root = Path(__file__).resolve().parents[1]
+
+    def collect(*args):
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                              cwd=root, capture_output=True, text=True, timeout=300)  # fmt: skip
+        return [line for line in done.stdout.splitlines() if line.startswith("suites/")]
+
+    perf = collect("--triton-image", "24.09-trtllm", "-m", "perf")
+    assert perf and all(line.startswith("suites/test_perf.py::") for line in perf)
+    assert collect("--triton-image", "24.09-trtllm", "-m", "container and functional")  # served in containers
+    gpu_lock = collect("--engines-lock", "engines.gpu.lock", "-m", "gpu and functional")
+    assert gpu_lock and all("smollm2-135m-trt:" in line for line in gpu_lock)
+    assert collect("-m", "gpu") == [] and collect("-m", "container") == []  # local, stand-in: neither
