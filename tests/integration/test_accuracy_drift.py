@@ -10,15 +10,43 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-MINI_CNN = ROOT.parent / "shared" / "datasets" / "cnn_dailymail" / "mini_cnn_eval.json"
 SAMPLES = "4"
+# Four made-up news articles of ~600 words (as long as CNN/DailyMail's): the test's own data, in MLPerf's
+# cnn_eval.json layout. Long enough that max_input_len 256 cuts them shorter than the lock's 512 tokens.
+TOPICS = [
+    ("The city council of Lindenport", "a new tram line", "commuters", "the harbour district"),
+    ("Researchers at the Norrvik institute", "a drought-tolerant barley", "farmers", "the northern valleys"),
+    ("The national rowing federation", "a youth training programme", "coaches", "the lake clubs"),
+    ("Engineers at a small satellite company", "a weather camera", "forecasters", "the mountain stations"),
+]
+SENTENCES = [
+    "{who} announced on Tuesday that {what} would be ready by the end of next year.",
+    "Officials said {whom} in {where} had asked for it for more than a decade.",
+    "The plan was delayed twice, first by a funding dispute and then by a shortage of parts.",
+    "{who} said the cost had risen by a fifth since the first estimate, but that the budget still held.",
+    "Critics argued that {what} would help {whom} in {where} less than promised.",
+    "A spokesperson replied that early trials had gone better than expected and that more were planned.",
+    "Local newspapers reported that {whom} had mixed feelings, welcoming the news but doubting the timetable.",
+    "The next public meeting on {what} is scheduled for March, when a detailed report will be presented.",
+]
+
+
+def write_articles(path: Path) -> Path:
+    articles = []
+    for who, what, whom, where in TOPICS:
+        paragraphs = [" ".join(s.format(who=who, what=what, whom=whom, where=where) for s in SENTENCES[i:] + SENTENCES[:i])
+                      + f" By {month}, {120 * (i + 3)} people had signed a petition and {i + 2} hearings had been held."
+                      for i, month in enumerate(["January", "April", "June", "September", "November"])]  # fmt: skip
+        articles.append({"instruction": "Summarize the following news article:", "input": "\n\n".join(paragraphs),
+                         "output": f"{who} announced {what} for {whom} in {where} .\nThe plan was delayed twice ."})  # fmt: skip
+    path.write_text(json.dumps(articles))
+    return path
 
 
 def accuracy_run(pytester, *args):
-    if not MINI_CNN.is_file():
-        pytest.fail(f"{MINI_CNN} is missing: CI clones the project next to shared/", pytrace=False)
+    dataset = write_articles(pytester.path / "articles.json")
     return pytester.runpytest_subprocess(
-        str(ROOT / "suites"), "-m", "accuracy", "-p", "no:cacheprovider", "--accuracy-dataset", str(MINI_CNN),
+        str(ROOT / "suites"), "-m", "accuracy", "-p", "no:cacheprovider", "--accuracy-dataset", str(dataset),
         "--accuracy-samples", SAMPLES, *args, timeout=600,
     )  # fmt: skip
 

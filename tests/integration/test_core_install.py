@@ -1,6 +1,6 @@
 """The core package keeps numpy 2: only the `reference` extra (the embedded server's python backend stub) pins
-numpy<2. A user who tests containers or a remote server installs the plugin beside numpy 2, and its unit tests
-pass there (tests of the extras they did not install skip, saying which extra)."""
+numpy<2. A GPU host installs the plugin with its `gpu` extra beside numpy 2 and without torch (a serving image
+brings its own), and the unit tests pass there (tests of the extras it did not install skip, saying which)."""
 
 import subprocess
 import sys
@@ -17,7 +17,7 @@ def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-def test_the_core_package_and_its_unit_tests_run_on_numpy_2(tmp_path):
+def test_the_gpu_extra_installs_without_torch_on_numpy_2_and_the_unit_tests_pass(tmp_path):
     constraints = tmp_path / "constraints.txt"
     constraints.write_text(
         "".join(line + "\n" for line in (ROOT / "constraints.txt").read_text().splitlines() if not line.startswith(EXTRA_PINS))
@@ -26,8 +26,9 @@ def test_the_core_package_and_its_unit_tests_run_on_numpy_2(tmp_path):
     run([sys.executable, "-m", "venv", str(venv)])
     python = str(venv / "bin" / "python")
     run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(constraints),
-         f"{ROOT}[test]", "numpy>=2"], timeout=900)  # fmt: skip
+         f"{ROOT}[test,gpu]", "numpy>=2"], timeout=900)  # fmt: skip
     assert run([python, "-c", "import numpy; print(numpy.__version__)"]).stdout.startswith("2.")
+    assert run([python, "-c", "import importlib.util as u; print(u.find_spec('torch'))"]).stdout.strip() == "None"
     done = subprocess.run([python, "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider", "-rs"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:]
