@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -63,11 +62,17 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def suites_dir() -> Path:
+    """The suites: inside the installed package (a wheel), or beside it (a checkout keeps suites/ at its root)."""
+    package = Path(__file__).resolve().parent
+    return next(d for d in (package / "suites", package.parent / "suites") if (d / "conftest.py").is_file())
+
+
 def suites_argv(pytest_args: list[str], cwd: Path) -> list[str]:
-    """pytest's arguments for the suites shipped in the wheel: the packaged lock (the embedded default) unless
+    """pytest's arguments for the suites shipped with the plugin: the packaged lock (the embedded default) unless
     --engines-lock is given or ./engines.lock exists, pytest's cache in the working directory, not site-packages."""
-    suites = Path(importlib.util.find_spec("pytest_triton_llm.suites").origin).parent
-    argv = ["--pyargs", "pytest_triton_llm.suites", "--rootdir", str(cwd)]
+    suites = suites_dir()
+    argv = [str(suites), "--rootdir", str(cwd)]
     given = any(arg == "--engines-lock" or arg.startswith("--engines-lock=") for arg in pytest_args)
     if not given and not (cwd / DEFAULT_LOCK).exists():
         packaged = suites.parent / "fixtures" / DEFAULT_LOCK

@@ -19,7 +19,7 @@ def test_every_package_of_the_plugin_is_listed_for_the_wheel():
 
 def test_run_uses_the_packaged_lock_only_where_none_is_given_or_beside(tmp_path, capsys):
     argv = suites_argv(["-m", "functional"], tmp_path)
-    assert argv[:4] == ["--pyargs", "pytest_triton_llm.suites", "--rootdir", str(tmp_path)]
+    assert argv[:3] == [str(ROOT / "suites"), "--rootdir", str(tmp_path)]  # a checkout: suites/ beside the package
     packaged = Path(argv[argv.index("--engines-lock") + 1])
     assert packaged == ROOT / "fixtures" / "engines.lock" and argv[-2:] == ["-m", "functional"]
     assert f"no ./engines.lock: the packaged {packaged}" in capsys.readouterr().err
