@@ -80,6 +80,7 @@ class ServedEngine:
     lora: None = None  # the LoRA suite's adapters are made per lock engine: not yet for a discovered one
     entry_models: tuple[str, ...] = ()  # of ensemble, tensorrt_llm_bls: those the server has ready
     accuracy: None = None
+    equality: None = None  # equality.rule_for: the half-precision default, the dtype being unknown
     dtype: str = "as served"
     tp_size: int = 1
     pp_size: int = 1

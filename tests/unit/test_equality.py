@@ -131,3 +131,10 @@ def test_an_invalid_equality_table_is_one_line_naming_the_field(lock_text, tmp_p
     assert message.startswith(f"{path}: engine 'smollm2-135m': ")
     assert expected in message
     assert "\n" not in message
+
+
+def test_a_remote_servers_engine_of_unknown_dtype_gets_the_half_precision_default():
+    from pytest_triton_llm.runtimes.remote import ServedEngine
+
+    engine = ServedEngine(backend="tensorrtllm", max_batch_size=8, max_input_len=512, max_output_len=64)
+    assert rule_for(engine) == DEFAULT_RULES["float16"]
