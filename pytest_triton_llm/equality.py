@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,12 @@ def rule_for(engine, stand_in: bool = False) -> Rule:
         return engine.equality
     # a remote server's engine, whose dtype is not known here: judged as a half-precision one
     return DEFAULT_RULES.get(engine.dtype, DEFAULT_RULES["float16"])
+
+
+def compare_texts(expected: list[str], actual: list[str], rule: Rule, tokenizer) -> Verdict:
+    """`compare` of texts, as the tokens `tokenizer` makes of them (entry models answer text, not ids)."""
+    encode = partial(tokenizer.encode, add_special_tokens=False)
+    return compare([encode(t) for t in expected], [encode(t) for t in actual], rule)
 
 
 def first_divergence(expected: Sequence, actual: Sequence) -> int | None:

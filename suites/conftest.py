@@ -45,11 +45,21 @@ def contract(triton_llm) -> dict:
     return load_toml(FIXTURES / "contracts" / f"{template_family(triton_llm.server.version)}.toml")
 
 
+def _rule_of(served):
+    """How equal outputs that should be the same must be on a served deployment's engine (its lock's [equality], or
+    pytest_triton_llm.equality.DEFAULT_RULES by dtype; exact on the float32 stand-in)."""
+    return rule_for(served.ref.engine, stand_in=backend_of(served.ref.engine.backend).stand_in)
+
+
 @pytest.fixture(scope="session")
 def equality_rule(triton_llm):
-    """How equal outputs that should be the same must be on this deployment's engine (its lock's [equality], or
-    pytest_triton_llm.equality.DEFAULT_RULES by dtype; exact on the float32 stand-in)."""
-    return rule_for(triton_llm.ref.engine, stand_in=backend_of(triton_llm.ref.engine.backend).stand_in)
+    return _rule_of(triton_llm)
+
+
+@pytest.fixture(scope="session")
+def pair_equality_rule(triton_llm_pair):
+    """The rule of the pair's engine (both deployments serve one engine)."""
+    return _rule_of(triton_llm_pair[0])
 
 
 @pytest.fixture(scope="session")

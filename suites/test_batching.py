@@ -22,8 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.equality import compare, rule_for
+from pytest_triton_llm.equality import compare_texts
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.workload import mixed_lengths
 from pytest_triton_llm.tensor_contract import NO_END
@@ -38,16 +37,14 @@ ROUNDS = 2
 RAMP_S = 0.02  # between client starts
 
 
-def test_v1_and_inflight_give_identical_greedy_outputs(triton_llm_pair, prompts):
+def test_v1_and_inflight_give_identical_greedy_outputs(triton_llm_pair, prompts, pair_equality_rule):
     batch = prompts.batch(16)
     outputs = [[g.text for g in served.client.generate_many(batch, 32, concurrency=16)] for served in triton_llm_pair]
     v1, inflight = outputs
     assert all(v1), "empty outputs"
-    # texts compared as their tokens, under the engine's rule (exact on float32; float16 kernels are not batch-invariant)
-    engine, tok = triton_llm_pair[0].ref.engine, triton_llm_pair[0].tokenizer
-    rule = rule_for(engine, stand_in=backend_of(engine.backend).stand_in)
-    expected, actual = ([tok.encode(t, add_special_tokens=False) for t in texts] for texts in (v1, inflight))
-    verdict = compare(expected, actual, rule)
+    # under the engine's rule: exact on float32; float16 kernels are not batch-invariant
+    tok = triton_llm_pair[0].tokenizer
+    verdict = compare_texts(v1, inflight, pair_equality_rule, tok)
     assert verdict.passed, verdict.report(decode=tok.decode)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
-from pytest_triton_llm.equality import compare
+from pytest_triton_llm.equality import compare_texts
 from pytest_triton_llm.repository import ENTRY_MODELS, entry_models
 from pytest_triton_llm.tensor_contract import NO_END
 
@@ -83,11 +83,9 @@ def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts, equal
     alone = [triton_llm.client.generate(p, MAX_TOKENS).text for p in batch]
     with triton_llm.client.watch_trtllm_gauges() as watch:
         together = [g.text for g in triton_llm.client.generate_many(batch, MAX_TOKENS, concurrency=8)]
-    # texts compared as their tokens, under the engine's rule (exact on float32; float16 kernels are not batch-invariant)
-    tok = triton_llm.tokenizer
-    expected, actual = ([tok.encode(t, add_special_tokens=False) for t in texts] for texts in (alone, together))
-    verdict = compare(expected, actual, equality_rule)
-    assert verdict.passed, verdict.report(decode=tok.decode)
+    # under the engine's rule: exact on float32; float16 kernels are not batch-invariant
+    verdict = compare_texts(alone, together, equality_rule, triton_llm.tokenizer)
+    assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
     # the 8 really ran together: TensorRT-LLM's own gauge saw an iteration schedule more than one request
     assert (watch.most(*SCHEDULED) or 0) > 1, f"no iteration scheduled more than one request ({watch.samples} samples)"
 
