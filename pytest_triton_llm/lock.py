@@ -24,7 +24,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .equality import Rule as Equality
 from .schema import SchemaError, build, load_toml
@@ -89,6 +89,11 @@ class Deployment:
     models: tuple[str, ...] = ()  # serve only these models of `repository` (default: every one)
     # a server already running there (--triton-url): what it must serve, checked; its engine recipe gives the limits
     url: str | None = None
+    # which of upstream's all_models/ serves it: the engine ensemble (preprocessing -> tensorrt_llm -> postprocessing)
+    # or the one python model of the PyTorch path; None: the engine backend's own (llmapi for backend "llmapi")
+    layout: Literal["inflight_batcher_llm", "llmapi"] | None = None
+    # llmapi: model.yaml's triton_config.max_batch_size (Triton's batch per execute); None: the engine's
+    max_batch_size: int | None = None
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
@@ -99,6 +104,8 @@ class Deployment:
             raise ValueError(f"field 'fill.{bad[0]}': a value may not contain ',' or ':'")
         if self.max_queue_delay_us < 0:
             raise ValueError("field 'max_queue_delay_us' must be >= 0")
+        if self.max_batch_size is not None:
+            _positive(self, "max_batch_size")
 
     @property
     def gpt_model_type(self) -> str:
@@ -169,18 +176,31 @@ class Engine:
     accuracy: Accuracy | None = None
     # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
     equality: Equality | None = None
+    # LLM API arguments written into an llmapi deployment's model.yaml over the ones derived from this recipe
+    # (checked against the arguments the served TensorRT-LLM version knows: repository/llmapi.toml)
+    llmapi: dict[str, Any] = field(default_factory=dict)
     deployments: dict[str, Deployment] = field(default_factory=dict)
 
     def __post_init__(self):
         _positive(self, "max_batch_size", "max_input_len", "max_output_len", "tp_size", "pp_size")
-        for name in self.deployments:
+        for name, options in self.deployments.items():
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
+            llmapi = (options.layout or ("llmapi" if self.backend == "llmapi" else None)) == "llmapi"
+            if llmapi and options.batching != "inflight":
+                raise ValueError(f"field 'deployments.{name}.batching': the llmapi model batches in flight (TensorRT-LLM's "
+                                 "PyTorch backend has no V1 batching); use 'inflight'")  # fmt: skip
+            if llmapi and options.repository is not None:
+                raise ValueError(f"field 'deployments.{name}.repository': a repository of your own is served with the "
+                                 "engine ensemble's templates; an llmapi deployment is rendered from model.yaml")  # fmt: skip
+            if not llmapi and options.max_batch_size is not None:
+                raise ValueError(f"field 'deployments.{name}.max_batch_size': an llmapi deployment's (triton_config); "
+                                 "an engine's batch is the engine's max_batch_size")  # fmt: skip
 
     def recipe(self) -> dict:
         """What determines the built engine; deployments, accuracy and equality settings only change serving and testing."""
         data = dataclasses.asdict(self)
-        del data["deployments"], data["accuracy"], data["equality"]
+        del data["deployments"], data["accuracy"], data["equality"], data["llmapi"]
         for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None), ("architecture", "llama")):
             if data[key] == default:  # fields added later: their defaults keep existing cache keys
                 del data[key]
@@ -208,9 +228,15 @@ class DeploymentRef:
         return f"{self.engine_name}:{self.name}"
 
     @property
+    def layout(self) -> str:
+        """Which of upstream's all_models/ serves it: inflight_batcher_llm (engine ensemble) or llmapi."""
+        return self.options.layout or ("llmapi" if self.engine.backend == "llmapi" else "inflight_batcher_llm")
+
+    @property
     def capabilities(self) -> frozenset[str]:
-        """The deployment's own, plus `lora` where its engine was built with LoRA."""
-        return self.options.capabilities | ({"lora"} if self.engine.lora is not None else set())
+        """The deployment's own, its layout (what its models take: token ids through tensorrt_llm, or text through
+        llmapi), plus `lora` where its engine was built with LoRA."""
+        return self.options.capabilities | {self.layout} | ({"lora"} if self.engine.lora is not None else set())
 
 
 @dataclass(frozen=True)
@@ -241,11 +267,23 @@ def batching_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, Deplo
     """(v1, inflight) deployments of the same engine among `refs`, for side-by-side comparisons."""
     pairs = []
     for engine in dict.fromkeys(r.engine_name for r in refs):
-        mine = [r for r in refs if r.engine_name == engine]
+        mine = [r for r in refs if r.engine_name == engine and r.layout == "inflight_batcher_llm"]
         v1 = next((r for r in mine if r.options.batching == "v1"), None)
         inflight = next((r for r in mine if r.options.batching == "inflight"), None)
         if v1 and inflight:
             pairs.append((v1, inflight))
+    return pairs
+
+
+def migration_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, DeploymentRef]]:
+    """(engine deployment, llmapi deployment) pairs of the same checkpoint (one engine, or engines of one source)
+    among `refs`, for the engine -> PyTorch migration gate; the in-flight engine deployment where there is one."""
+    pairs = []
+    for new in (r for r in refs if r.layout == "llmapi"):
+        old = [r for r in refs if r.layout == "inflight_batcher_llm" and r.engine.source == new.engine.source]
+        old.sort(key=lambda r: (r.engine_name != new.engine_name, r.options.batching != "inflight"))
+        if old:
+            pairs.append((old[0], new))
     return pairs
 
 

@@ -29,10 +29,12 @@ MARKERS = {
     "accuracy": "ROUGE on CNN/DailyMail and output drift",
     "perf": "throughput and latency budgets",
     "robustness": "malformed and hostile requests",
+    "migration": "an engine deployment vs the llmapi one of the same checkpoint (TensorRT engine -> PyTorch migration)",
     "gpu": "needs an NVIDIA GPU",
     "container": "needs docker and a Triton image",
 }
-DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair")  # parametrized from the lock
+# parametrized from the lock
+DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair", "triton_llm_migration")
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_only("why real engines differ")
 LOAD = "triton_llm_load"  # @pytest.mark.triton_llm_load: stresses the server (skipped on a remote one unless allowed)
@@ -215,14 +217,24 @@ def triton_llm_per_engine(request: pytest.FixtureRequest, tmp_path_factory: pyte
     yield from _serve(request, tmp_path_factory)
 
 
-@pytest.fixture(scope="session")
-def triton_llm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """(v1, inflight) deployments of one engine, both served, for side-by-side comparisons."""
+def _serve_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     state = request.config.stash[_SESSION]
     pair = tuple(state.serve(ref, tmp_path_factory) for ref in request.param)
     yield pair
     for served in pair:
         state.release(served.id)
+
+
+@pytest.fixture(scope="session")
+def triton_llm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(v1, inflight) deployments of one engine, both served, for side-by-side comparisons."""
+    yield from _serve_pair(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def triton_llm_migration(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(engine deployment, llmapi deployment) of one checkpoint, both served: the engine -> PyTorch migration gate."""
+    yield from _serve_pair(request, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,8 @@ def _fail(entry: str, field: str, tp: Any, value: Any) -> SchemaError:
 
 def convert(value: Any, tp: Any, entry: str, field: str) -> Any:
     """Check `value` of `entry`'s `field` against the annotation `tp`; build dataclasses."""
+    if tp is Any:  # passed through as written (checked by whoever reads it)
+        return value
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         options = [a for a in typing.get_args(tp) if a is not type(None)]

@@ -6,11 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .lock import DeploymentRef, batching_pairs
+from .lock import DeploymentRef, batching_pairs, migration_pairs
 from .repository import entry_models
 
 # a deployment (or pair) and what it lacks for the test: why it is skipped, or None
 Lacking = Callable[[DeploymentRef, set[str]], "str | None"]
+# a test that needs a layout (what a deployment's models take) is skipped, saying why, on deployments of the other
+LAYOUT_MISSING = {
+    "inflight_batcher_llm": "the llmapi model takes and returns text (one python model): it has no token-id "
+                            "tensorrt_llm model, ensemble or BLS to check this on",
+    "llmapi": "checks the llmapi model's own inputs and outputs, which the engine ensemble does not have",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -42,17 +48,25 @@ def choices(
 ) -> tuple[list[Choice], str]:
     """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture;
     `entries`: `triton_llm` once per entry model of each deployment."""
-    refs = [r for r in selected if needs <= r.capabilities]
+    refs = [r for r in selected if needs - set(LAYOUT_MISSING) <= r.capabilities]
     names = ", ".join(r.id for r in selected) or "none"
+
+    def why(ref: DeploymentRef) -> str | None:
+        layout = next((LAYOUT_MISSING[n] for n in sorted(needs & set(LAYOUT_MISSING)) if n not in ref.capabilities), None)
+        return layout or lacking(ref, needs | {ref.options.batching})
+
     if fixture == "triton_llm":
         reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {names})"
         if entries:
-            return [Choice(AtEntry(r, model), f"{r.id}-{model}", lacking(r, needs | {r.options.batching}))
-                    for r in refs for model in entry_models(r)], reason  # fmt: skip
-        return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in refs], reason
+            return [Choice(AtEntry(r, model), f"{r.id}-{model}", why(r)) for r in refs for model in entry_models(r)], reason
+        return [Choice(r, r.id, why(r)) for r in refs], reason
     if fixture == "triton_llm_per_engine":
         reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"
         return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in one_per_engine(refs)], reason
+    if fixture == "triton_llm_migration":
+        reason = f"needs an engine deployment and an llmapi deployment of the same checkpoint (selected: {names})"
+        return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {pair[0].options.batching}) or
+                       lacking(pair[1], needs | {"llmapi"})) for pair in migration_pairs(selected)], reason  # fmt: skip
     reason = f"needs a v1 and an inflight deployment of the same engine (selected: {names})"
     pairs = batching_pairs(refs)
     return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {"v1", "inflight"})) for pair in pairs], reason
@@ -69,12 +83,15 @@ def one_per_engine(refs: list[DeploymentRef]) -> list[DeploymentRef]:
 
 
 def pair_id(pair: tuple[DeploymentRef, DeploymentRef]) -> str:
-    v1, inflight = pair
-    return f"{v1.engine_name}:{v1.name}-vs-{inflight.name}"
+    first, second = pair
+    if first.engine_name == second.engine_name:
+        return f"{first.engine_name}:{first.name}-vs-{second.name}"
+    return f"{first.id}-vs-{second.id}"
 
 
 def schedule_groups(selected: list[DeploymentRef]) -> dict[str, str]:
     """Parameter id -> the deployments it serves, for scheduling tests over xdist workers."""
     groups = {r.id: r.id for r in selected}
-    groups.update({pair_id(pair): f"{pair[0].id}+{pair[1].id}" for pair in batching_pairs(selected)})
+    pairs = batching_pairs(selected) + migration_pairs(selected)
+    groups.update({pair_id(pair): f"{pair[0].id}+{pair[1].id}" for pair in pairs})
     return groups
