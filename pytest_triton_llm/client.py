@@ -29,10 +29,12 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from .endpoints import Endpoints
+from .llmapi_contract import LlmapiRequestError, llmapi_inputs, output_text, speaks_llmapi
 from .load import Target, json_body, run_load
 from .server_metrics import Gauges, GaugeWatch, trtllm_gauges
 from .streaming import StreamError, StreamResult, grpc_stream, sse_stream
-from .tensor_contract import STOP_SIGNAL, Inputs, RequestError, Sampling, batched, core_inputs, ensemble_inputs, returned_ids
+from .tensor_contract import (STOP_SIGNAL, Inputs, RequestError, Sampling, Unbatched, batched, core_inputs, ensemble_inputs,
+                              returned_ids)
 
 __all__ = ["GenerationError", "Generation", "LLMClient", "Sampling"]
 
@@ -57,7 +59,10 @@ class Generation:
 
 
 def _log_probs(outputs: dict) -> tuple[float | None, list[float] | None]:
-    """(cum_log_prob, output_log_probs): present only when the request asked for log probs."""
+    """(cum_log_prob, output_log_probs): present only when the request asked for log probs (the llmapi model: the
+    cumulative one only, as a string)."""
+    if "cumulative_logprob" in outputs:
+        return float(output_text(outputs, "cumulative_logprob")), None
     if "cum_log_probs" not in outputs:
         return None, None
     return float(outputs["cum_log_probs"].reshape(-1)[0]), outputs["output_log_probs"].reshape(-1).tolist()
@@ -83,8 +88,12 @@ class LLMClient:
         self.core_model = core_model
         self.timeout_s = timeout_s
         self.decode = decode  # token ids -> text, for generate_ids
+        # an llmapi deployment's exclude_input_in_output: sent with every text request, as the model's own default
+        # (upstream's: false, the prompt echoed) has no config parameter
+        self.exclude_input: bool | None = None
         self._local = threading.local()
         self._declared: dict[str, frozenset[str]] = {}
+        self._batching: dict[str, bool] = {}
 
     # -- connections (one per thread) --------------------------------------------------------
     def grpc(self) -> grpcclient.InferenceServerClient:
@@ -119,8 +128,28 @@ class LLMClient:
         return self._declared[model]
 
     def ensemble_inputs(self, text: str | bytes, max_tokens: int, **options) -> Inputs:
-        """The ensemble's inputs (tensor_contract.ensemble_inputs), named as the served ensemble has them."""
+        """The entry model's inputs, named as the served model has them: the ensemble's or BLS's
+        (tensor_contract.ensemble_inputs), or the llmapi model's (llmapi_contract.llmapi_inputs)."""
+        if self.speaks_llmapi:
+            if self.exclude_input is not None:
+                options.setdefault("exclude_input_in_output", self.exclude_input)
+            options = {k: v for k, v in options.items() if k != "stream" or v is not None}
+            inputs = self._encode(llmapi_inputs, self.ensemble, text, max_tokens, options)
+            if not self._batches(self.ensemble):  # upstream's max_batch_size 0: no batch dimension
+                inputs = {name: (Unbatched.of(value, dtype), dtype) for name, (value, dtype) in inputs.items()}
+            return inputs
         return self._encode(ensemble_inputs, self.ensemble, text, max_tokens, options)
+
+    def _batches(self, model: str) -> bool:
+        """Whether `model` takes a batch dimension (max_batch_size > 0), asked once."""
+        if model not in self._batching:
+            self._batching[model] = int(self.model_config(model).get("max_batch_size", 0)) > 0
+        return self._batching[model]
+
+    @property
+    def speaks_llmapi(self) -> bool:
+        """The entry model is TensorRT-LLM's llmapi model (text in, text out, sampling_param_* inputs)."""
+        return speaks_llmapi(self.declared_inputs(self.ensemble))
 
     def core_inputs(self, input_ids: Sequence[int], max_tokens: int, **options) -> Inputs:
         """tensorrt_llm's inputs (tensor_contract.core_inputs), named as the served tensorrt_llm has them."""
@@ -129,7 +158,7 @@ class LLMClient:
     def _encode(self, encoder, model: str, prompt, max_tokens: int, options: dict) -> Inputs:
         try:
             return encoder(prompt, max_tokens, declared=self.declared_inputs(model), **options)
-        except RequestError as exc:
+        except (RequestError, LlmapiRequestError) as exc:
             raise GenerationError(f"{model}: {exc}") from None
 
     @cached_property
@@ -172,18 +201,24 @@ class LLMClient:
         result.latency_s = time.perf_counter() - start
         return result
 
-    def stream(self, text: str | bytes, max_tokens: int, *, protocol: str = "grpc", **options) -> StreamResult:
-        """The ensemble with stream=true; one event per response, text pieces in order."""
+    def stream(self, text: str | bytes, max_tokens: int, *, protocol: str = "grpc", cancel_after_s: float | None = None,
+               **options) -> StreamResult:  # fmt: skip
+        """The entry model with stream=true; one event per response (text pieces in order; the llmapi model's carry the
+        text so far), the gRPC stream closed after `cancel_after_s` when given."""
         if protocol not in STREAM_PROTOCOLS:
             raise ValueError(f"protocol must be one of {STREAM_PROTOCOLS}, not {protocol!r}")
         inputs = self.ensemble_inputs(text, max_tokens, stream=True, **options)
         try:
             if protocol == "sse":
                 url = self.endpoints.http_url(f"/v2/models/{self.ensemble}/generate_stream")
-                return sse_stream(self.endpoints, url, json_body(inputs), self.timeout_s)
-            return grpc_stream(self.endpoints, self.ensemble, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
+                result = sse_stream(self.endpoints, url, json_body(inputs), self.timeout_s)
+            else:
+                result = grpc_stream(self.endpoints, self.ensemble, _tensors(grpcclient, inputs),
+                                     cancel_after_s=cancel_after_s, timeout_s=self.timeout_s)  # fmt: skip
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
+        result.cumulative = self.speaks_llmapi
+        return result
 
     # -- the tensorrt_llm model --------------------------------------------------------------
     def generate_ids(self, input_ids: Sequence[int], max_tokens: int, *, protocol: str = "grpc", **options) -> Generation:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .endpoints import Endpoints
 from .streaming import StreamError, sse_payload
-from .tensor_contract import Inputs, batched, returned_token_count
+from .tensor_contract import Inputs, Unbatched, batched, returned_token_count
 
 HTTP_PROTOCOLS = ("infer", "generate", "generate_stream")
 
@@ -148,8 +148,9 @@ def json_body(inputs: Inputs) -> dict:
     """Inputs as HTTP generate's JSON body: one value per input, byte strings as text."""
     body = {}
     for name, (value, dtype) in inputs.items():
+        value = batched(value, dtype) if isinstance(value, Unbatched) else value
         if isinstance(value, np.ndarray):
-            value = value.reshape(-1).tolist() if value.size != 1 else value.reshape(-1)[0].item()
+            value = value.reshape(-1).tolist() if value.size != 1 else value.reshape(-1).tolist()[0]
         if dtype == "BYTES":
             value = [v.decode("utf-8", errors="surrogateescape") for v in value] if isinstance(value, list) \
                 else value.decode("utf-8", errors="surrogateescape")  # fmt: skip

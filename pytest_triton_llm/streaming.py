@@ -46,9 +46,12 @@ class StreamEvent:
 class StreamResult:
     events: list[StreamEvent] = field(default_factory=list)
     cancelled: bool = False  # the client closed the stream before the request ended
+    cumulative: bool = False  # each response carries the text so far (the llmapi model), not its new piece
 
     @property
     def text(self) -> str:
+        if self.cumulative:
+            return self.content_events[-1].text() if self.content_events else ""
         return "".join(e.text() for e in self.events)
 
     @property

@@ -167,8 +167,22 @@ STOP_SIGNAL: Inputs = {
 }
 
 
+@dataclass(frozen=True)
+class Unbatched:
+    """A tensor sent as it is, with no batch dimension: the input of a model with max_batch_size 0 (the llmapi model)."""
+
+    array: np.ndarray
+
+    @classmethod
+    def of(cls, value, dtype: str) -> Unbatched:
+        """Scalars -> [1], lists -> [N]."""
+        return cls(np.array(value if isinstance(value, list) else [value], dtype=NUMPY[dtype]))
+
+
 def batched(value, dtype: str) -> np.ndarray:
-    """A request of batch size 1: scalars -> [1, 1], lists -> [1, N], arrays get a batch dimension."""
+    """A request of batch size 1: scalars -> [1, 1], lists -> [1, N], arrays get a batch dimension; Unbatched as is."""
+    if isinstance(value, Unbatched):
+        return value.array
     if isinstance(value, np.ndarray):
         return value if value.ndim >= 2 else value.reshape(1, -1)
     if isinstance(value, list):
