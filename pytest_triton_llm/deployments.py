@@ -15,6 +15,7 @@ from .hf_tokenizer import load_tokenizer
 from .lock import DeploymentRef
 from .progress import Progress
 from .repository import PYTHON_MODELS, python_model_files
+from .repository.llmapi import copy_stand_in
 from .repository.user import serve_with_stand_in
 from .runtimes import Launch, Runtime
 from .runtimes.server import TritonServer
@@ -41,6 +42,7 @@ class ServedDeployment:
     def at_entry(self, model: str) -> ServedDeployment:
         """The same deployment, its client's text requests sent to entry model `model` (ensemble, tensorrt_llm_bls)."""
         client = LLMClient(self.server.endpoints, ensemble=model, decode=self.client.decode)
+        client.exclude_input = self.client.exclude_input
         return dataclasses.replace(self, client=client, entry=model, _tokenizer=self.tokenizer)
 
     @property
@@ -117,14 +119,18 @@ class DeploymentManager:
                                         runtime.engine_dir_in_server(engine.name))  # fmt: skip
             swapped = self.trtllm_stand_in and not backend.stand_in
             if swapped:
-                stood_in = serve_with_stand_in(repository, python_model_files(PYTHON_MODELS / "tensorrt_llm"))
+                stood_in = copy_stand_in(repository / "tensorrt_llm" / "1") if ref.layout == "llmapi" else \
+                    serve_with_stand_in(repository, python_model_files(PYTHON_MODELS / "tensorrt_llm"))  # fmt: skip
                 self.progress.say(f"server {ref.id}: {', '.join(stood_in) or 'no model'} served by the reference stand-in "
                                   "(--trtllm-stand-in)")  # fmt: skip
             server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
                                           self.start_timeout_s, ref.engine.world_size,
                                           gpu=backend.needs_gpu and not swapped))  # fmt: skip
-        served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints), runtime.reference,
-                                  runtime.hardware)  # fmt: skip
+        entry = "tensorrt_llm" if ref.layout == "llmapi" else "ensemble"  # the model text requests go to
+        served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints, ensemble=entry),
+                                  runtime.reference, runtime.hardware, entry)  # fmt: skip
+        if ref.layout == "llmapi":
+            served.client.exclude_input = ref.options.exclude_input_in_output
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
         self.progress.say(
             f"server {ref.id}: ready in {server.ready_seconds:.1f} s (Triton {server.version}, "
@@ -137,6 +143,7 @@ class DeploymentManager:
             "backend": ref.engine.backend,
             **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
             "batching": ref.options.batching,
+            "layout": ref.layout,
             "engine_digest": engine.digest,
             "engine_path": str(engine.path),
             "engine_cached": engine.cached,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from ..lock import Lock, LockError
 from .base import Backend, BuildError, BuildSite
+from .llmapi import LlmapiBackend
 from .reference import ReferenceBackend
 from .tensorrtllm import TensorrtllmBackend
 
 BACKENDS: dict[str, Backend] = {
     "reference": ReferenceBackend(),
     "tensorrtllm": TensorrtllmBackend(),
+    "llmapi": LlmapiBackend(),
 }
 
 __all__ = ["BACKENDS", "Backend", "BuildError", "BuildSite", "backend_of", "check_lock"]

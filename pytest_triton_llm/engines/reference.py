@@ -19,6 +19,7 @@ from ..compat import ImageEntry
 from ..lock import DeploymentRef, Engine
 from ..progress import Progress
 from ..repository import PYTHON_MODELS, python_model_files, render_repository
+from ..repository.llmapi import check_arguments, render_llmapi_repository
 from ..repository.user import render_user_repository
 from .base import BuildError, SiteFn
 from .sources import fetch_source
@@ -26,7 +27,7 @@ from .sources import fetch_source
 ENGINE_CONFIG = "engine.json"
 _VERSIONED = ("torch", "transformers", "gguf", "safetensors", "pytest-triton-llm")
 # what the reference model implements (see the triton_llm_requires marker)
-CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellation", "lora"})
+CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellation", "lora", "inflight_batcher_llm", "llmapi"})
 
 
 def _versions() -> dict[str, str]:
@@ -106,6 +107,7 @@ class ReferenceBackend:
     def check_recipe(self, engine: Engine) -> None:
         if engine.world_size != 1 or engine.quantization:
             raise ValueError("fields 'tp_size', 'pp_size', 'quantization': only the tensorrtllm backend has them")
+        check_arguments(engine)
 
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         builder = ReferenceBuilder(cache.sources_dir(), cache.progress)  # converts here, whatever the runtime
@@ -114,6 +116,8 @@ class ReferenceBackend:
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
                engine_dir: str | None) -> Path:  # fmt: skip
+        if ref.layout == "llmapi":  # the PyTorch path's one python model, the checkpoint loaded as converted
+            return render_llmapi_repository(ref, built, out, triton_version, engine_dir, code=True)
         if ref.options.repository is not None:  # the user's own, its tensorrtllm models served by the stand-in
             stand_in = python_model_files(PYTHON_MODELS / "tensorrt_llm")
             return render_user_repository(ref, built, out, engine_dir or str(built.path), stand_in)

@@ -22,7 +22,12 @@ class TensorrtllmBackend:
     needs_gpu = True
 
     def check_recipe(self, engine: Engine) -> None:
-        return None  # every recipe field applies; what a TensorRT-LLM version cannot build is refused at build time
+        """Every recipe field applies (what a TensorRT-LLM version cannot build is refused at build time); an engine
+        is served by the engine ensemble only."""
+        llmapi = sorted(n for n, d in engine.deployments.items() if d.layout == "llmapi")
+        if llmapi:
+            raise ValueError(f"field 'deployments.{llmapi[0]}.layout': the llmapi model loads a Hugging Face checkpoint, "
+                             "not a TensorRT engine; serve the checkpoint from an engine with backend = \"llmapi\"")  # fmt: skip
 
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         executor = executor_for(site())

@@ -89,11 +89,12 @@ class ReferenceEngine:
 
     lora = None  # a lora.LoraSupport when the engine was built with LoRA
 
-    def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None):
+    def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None, config: dict | None = None):
+        """`config` ({"dtype", "build_config"}) for a plain Hugging Face checkpoint; else the engine's engine.json."""
         from transformers import AutoModelForCausalLM
 
         engine_dir = Path(engine_dir)
-        config = json.loads((engine_dir / "engine.json").read_text())
+        config = config or json.loads((engine_dir / "engine.json").read_text())
         self.build_config = config["build_config"]
         self.dtype = getattr(torch, config["dtype"])
         self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval()

@@ -1,0 +1,209 @@
+"""Reference `llmapi` model: the python model of TensorRT-LLM's PyTorch path (triton_backend/all_models/llmapi/
+tensorrt_llm), answering as upstream's model.py does (inputs, outputs, error texts: llmapi_contract.py), served by the
+project's in-flight scheduler on transformers, with block-based KV-cache reuse (prefix_cache.py).
+
+model.yaml is read as upstream reads it: `triton_config` (max_batch_size, decoupled) completes config.pbtxt; every
+other key is an LLM API argument. Honoured here: model, dtype, max_batch_size, max_seq_len, max_input_len,
+kv_cache_config.enable_block_reuse and tokens_per_block; the rest only matter to TensorRT-LLM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import traceback
+from functools import partial
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+import yaml
+from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
+from hf_tokenizer import load_tokenizer
+from llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
+from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+DEFAULT_MAX_TOKENS = 32  # tensorrt_llm SamplingParams.max_tokens
+TOKENS_PER_BLOCK = 32  # the PyTorch backend's KV-cache block, unless kv_cache_config.tokens_per_block says otherwise
+DTYPES = {"auto": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+# LLM API finish reasons of the scheduler's endings; the stop string (or None) is the stop reason
+FINISH = {"length": "length", "end_id": "stop", "stop_words": "stop", "cancelled": "cancelled"}
+
+
+def _model_yaml() -> dict:
+    path = os.environ.get("LLM_CONFIG_PATH", "model.yaml")
+    path = path if os.path.isabs(path) else os.path.join(os.path.dirname(os.path.abspath(__file__)), path)
+    try:
+        with open(path) as fh:
+            return yaml.safe_load(fh) or {}
+    except yaml.YAMLError as exc:
+        raise pb_utils.TritonModelException(f"Failed to parse YAML engine config: {exc}") from None
+
+
+def _scalar(request, name: str):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    if tensor is None:
+        return None
+    value = tensor.as_numpy()
+    if value.size != 1:
+        raise pb_utils.TritonModelException(f"Expected a scalar tensor for tensor {name}")
+    item = value.item(0)
+    return item.decode("utf-8") if isinstance(item, bytes) else item
+
+
+def _strings(values) -> np.ndarray:
+    return np.asarray([str(v).encode("utf-8") for v in values], dtype=np.object_)
+
+
+class TritonPythonModel:
+    @classmethod
+    def auto_complete_config(cls, auto_complete_model_config):
+        triton_config = _model_yaml()["triton_config"]
+        auto_complete_model_config.set_model_transaction_policy(dict(decoupled=bool(triton_config["decoupled"])))
+        auto_complete_model_config.set_max_batch_size(int(triton_config["max_batch_size"]))
+        return auto_complete_model_config
+
+    def initialize(self, args):
+        args_yaml = {k: v for k, v in _model_yaml().items() if k != "triton_config"}
+        self.decoupled = bool(_model_yaml()["triton_config"]["decoupled"])
+        checkpoint = args_yaml["model"]
+        self.tokenizer = load_tokenizer(args_yaml.get("tokenizer") or checkpoint)
+        max_seq_len = int(args_yaml.get("max_seq_len") or 2048)
+        build_config = {"max_batch_size": int(args_yaml.get("max_batch_size") or 8), "max_seq_len": max_seq_len,
+                        "max_input_len": int(args_yaml.get("max_input_len") or max_seq_len),
+                        "max_output_len": max_seq_len}  # fmt: skip
+        dtype = DTYPES.get(str(args_yaml.get("dtype", "auto")), "float32")
+        kv = args_yaml.get("kv_cache_config") or {}
+        self.prefix = PrefixCache(int(kv.get("tokens_per_block", TOKENS_PER_BLOCK)), max_blocks=4096,
+                                  enabled=bool(kv.get("enable_block_reuse", True)))  # fmt: skip
+        load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config})
+        self.scheduler = PrefixCachingScheduler(load, self.prefix)
+        self.engine = self.scheduler.engine
+        self._ids = itertools.count(1)
+
+    # -- requests ------------------------------------------------------------------------
+    def execute(self, requests):
+        for request in requests:
+            self._submit(request)
+        return None  # every response goes through the request's response sender, decoupled or not
+
+    def _submit(self, request) -> None:
+        sender = request.get_response_sender()
+        arrival = time.monotonic_ns()
+        try:
+            if _scalar(request, "stop"):
+                self._stop(request, sender)
+                return
+            job = self._job(request, sender, arrival)
+        except Exception as exc:  # noqa: BLE001 - upstream answers every failure the same way
+            error = pb_utils.TritonError(f"Error generating request: {exc}")
+            text = pb_utils.Tensor("text_output", np.asarray([b"N/A"], dtype=np.object_))
+            sender.send(pb_utils.InferenceResponse(output_tensors=[text], error=error), flags=FINAL)
+            return
+        self.scheduler.submit(job)
+
+    def _stop(self, request, sender) -> None:
+        if not request.request_id():
+            raise ValueError("A request id must be provided for request cancellation")
+        self.scheduler.request_stop(request.request_id())
+        sender.send(_cancelled(), flags=FINAL)
+
+    def _job(self, request, sender, arrival: int) -> TimedJob:
+        text = pb_utils.get_input_tensor_by_name(request, "text_input")
+        if text is None:
+            raise pb_utils.TritonModelException("text_input is missing from the request")
+        text = text.as_numpy().reshape(-1)
+        if text.size != 1:
+            raise ValueError("The current implementation only supports text_input being a 1D tensor.")
+        prompt = text[0].decode("utf-8") if isinstance(text[0], bytes) else str(text[0])
+        streaming = bool(_scalar(request, "streaming") or False)
+        if streaming and not self.decoupled:
+            raise pb_utils.TritonModelException("Streaming is only supported in decoupled mode.")
+        stops = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop")
+        stops = [s.decode("utf-8") for s in stops.as_numpy().reshape(-1)] if stops is not None else []
+        ids = self.tokenizer.encode(prompt)
+        limit = self.engine.build_config["max_input_len"]
+        if len(ids) > limit:
+            raise ValueError(f"The prompt length ({len(ids)}) exceeds max_input_len ({limit})")
+        max_tokens = _scalar(request, "sampling_param_max_tokens")
+        sampling = Sampling(
+            top_k=int(_scalar(request, "sampling_param_top_k") or 0),
+            top_p=float(_scalar(request, "sampling_param_top_p") or 0.0),
+            temperature=float(_valued(_scalar(request, "sampling_param_temperature"), 1.0)),
+            presence_penalty=float(_scalar(request, "sampling_param_presence_penalty") or 0.0),
+            frequency_penalty=float(_scalar(request, "sampling_param_frequency_penalty") or 0.0),
+            seed=int(_scalar(request, "sampling_param_seed") or 0),
+        )
+        generation = GenerationRequest(
+            input_ids=ids, max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens),
+            end_id=self.tokenizer.eos_token_id, sampling=sampling,
+            # TensorRT-LLM matches stop strings on the text; here on tokens, as the word alone or after a space
+            stop_words=[self.tokenizer.encode(v, add_special_tokens=False) for s in stops for v in (s, f" {s}")],
+            return_log_probs=bool(_scalar(request, "return_cumulative_logprob")),
+        )  # fmt: skip
+        if generation.max_new_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {generation.max_new_tokens}")
+        self.engine.validate(generation)
+        exclude = bool(_scalar(request, "sampling_param_exclude_input_from_output") or False)
+        wanted = {name: bool(_scalar(request, name)) for name in
+                  ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")}  # fmt: skip
+        perf = bool(_scalar(request, "sampling_param_return_perf_metrics"))
+        respond = partial(self._respond, sender, ids, stops, exclude, wanted, perf)
+        return TimedJob(Sequence(generation), request.request_id() or f"llmapi-{next(self._ids)}", respond,
+                        streaming=streaming, is_cancelled=request.is_cancelled, arrival_ns=arrival)  # fmt: skip
+
+    # -- responses -------------------------------------------------------------------------
+    def _respond(self, sender, prompt_ids, stops, exclude, wanted, perf, job: TimedJob, tokens, log_probs, final: bool,
+                 error: str | None = None) -> None:  # fmt: skip
+        try:
+            if error is not None:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"Error generating request: {error}")),
+                            flags=FINAL)  # fmt: skip
+            elif job.sequence.finish_reason == "cancelled" and final:
+                sender.send(_cancelled(), flags=FINAL)
+            elif job.streaming or final:
+                if final:
+                    job.last_token_ns = time.monotonic_ns()
+                outputs = self._outputs(job, prompt_ids, stops, exclude, wanted, perf and final)
+                sender.send(pb_utils.InferenceResponse(output_tensors=outputs), flags=FINAL if final else 0)
+        except Exception:  # the client closed its stream (the scheduler frees the slot all the same), or a bug
+            traceback.print_exc()
+
+    def _outputs(self, job: TimedJob, prompt_ids, stops, exclude, wanted, perf: bool) -> list:
+        seq = job.sequence
+        text = self.tokenizer.decode(seq.tokens if exclude else [*prompt_ids, *seq.tokens], skip_special_tokens=True)
+        stop_reason = None
+        if seq.finish_reason == "stop_words":  # the stop string ends the text and is not part of it
+            stop_reason = next((s for s in stops if s in text), None)
+            if stop_reason is not None:
+                text = text[: text.rindex(stop_reason)]
+        tensors = [pb_utils.Tensor("text_output", _strings([text]))]
+        finish = FINISH.get(seq.finish_reason) if seq.finished else None
+        values = {"return_finish_reason": ("finish_reason", finish),
+                  "return_stop_reason": ("stop_reason", stop_reason),
+                  "return_cumulative_logprob": ("cumulative_logprob", seq.cum_log_prob)}  # fmt: skip
+        for key, (name, value) in values.items():
+            if wanted[key]:
+                tensors.append(pb_utils.Tensor(name, _strings([value])))
+        if perf and job.kv is not None:
+            kv = job.kv
+            kv.total = -(-(len(prompt_ids) + len(seq.tokens)) // self.prefix.block)
+            kv.new = kv.total - kv.reused
+            figures = dict(zip(KV_CACHE_OUTPUTS, (kv.reused, kv.missed, kv.new, kv.total, kv.hit_rate), strict=True))
+            times = (job.arrival_ns, job.first_scheduled_ns, job.first_token_ns, job.last_token_ns)
+            figures.update(zip(TIMESTAMP_OUTPUTS, times, strict=True))
+            figures.update(acceptance_rate=0.0, total_accepted_draft_tokens=0, total_draft_tokens=0)  # no draft model
+            tensors.extend(pb_utils.Tensor(name, _strings([value])) for name, value in figures.items())
+        return tensors
+
+    def finalize(self):
+        self.scheduler.close()
+
+
+def _cancelled():
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError("Request cancelled by client", pb_utils.TritonError.CANCELLED))
+
+
+def _valued(value, default):
+    return default if value is None else value

@@ -1,0 +1,119 @@
+"""Block-based KV-cache reuse for the reference llmapi model, counted as TensorRT-LLM's KV cache manager reports it.
+
+A prompt is cut into blocks of `tokens_per_block` tokens; a full block is named by a hash chained over every token
+before it (and the LoRA adapter), so a block matches only under the same prefix. After a request's context phase its
+full prompt blocks are kept (their keys and values, per layer); a later prompt that starts with the same blocks takes
+them from here and computes only the rest: real reuse, not bookkeeping. At least one prompt token is always computed
+(its logits give the first output token), as in TensorRT-LLM.
+
+Per request (RequestPerfMetrics.kv_cache_metrics): reused blocks, missed blocks (prompt blocks not found), newly
+allocated blocks, total allocated blocks and the hit rate reused / (reused + missed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+from inflight import InflightScheduler, Job
+
+
+@dataclass
+class KvStats:
+    reused: int = 0
+    missed: int = 0
+    new: int = 0
+    total: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        looked_up = self.reused + self.missed
+        return self.reused / looked_up if looked_up else 0.0
+
+
+@dataclass(eq=False)
+class TimedJob(Job):
+    """A scheduler job with what the llmapi model reports of it: KV-cache counters and the four timestamps (ns)."""
+
+    kv: KvStats | None = None
+    arrival_ns: int = 0
+    first_scheduled_ns: int = 0
+    first_token_ns: int = 0
+    last_token_ns: int = 0
+
+
+class PrefixCache:
+    def __init__(self, tokens_per_block: int, max_blocks: int, enabled: bool):
+        self.block = tokens_per_block
+        self.max_blocks = max_blocks
+        self.enabled = enabled
+        self._blocks: OrderedDict[bytes, list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()  # LRU
+
+    def _names(self, tokens: list[int], salt: str) -> list[bytes]:
+        names, chain = [], hashlib.sha256(salt.encode())
+        for start in range(0, len(tokens) - len(tokens) % self.block, self.block):
+            chain.update(repr(tokens[start : start + self.block]).encode())
+            names.append(chain.copy().digest())
+        return names
+
+    def lookup(self, prompt: list[int], salt: str) -> tuple[list, KvStats]:
+        """(the reused blocks' per-layer keys/values, counters) for a prompt about to be computed."""
+        names = self._names(prompt[:-1], salt)  # the last prompt token is always computed
+        reused = []
+        for name in names if self.enabled else ():
+            if name not in self._blocks:
+                break
+            self._blocks.move_to_end(name)
+            reused.append(self._blocks[name])
+        blocks = -(-len(prompt) // self.block)
+        stats = KvStats(reused=len(reused), missed=blocks - len(reused), new=blocks - len(reused), total=blocks)
+        return reused, stats
+
+    def keep(self, prompt: list[int], salt: str, cache, first_new: int) -> None:
+        """Keep the full prompt blocks from `first_new` on, out of a one-row cache holding the whole prompt."""
+        if not self.enabled:
+            return
+        for index, name in enumerate(self._names(prompt, salt)):
+            if index < first_new or name in self._blocks:
+                continue
+            span = slice(index * self.block, (index + 1) * self.block)
+            self._blocks[name] = [(layer.keys[0, :, span].clone(), layer.values[0, :, span].clone()) for layer in cache.layers]
+            while len(self._blocks) > self.max_blocks:
+                self._blocks.popitem(last=False)
+
+
+class PrefixCachingScheduler(InflightScheduler):
+    """The in-flight scheduler, each newcomer's context phase starting from the prompt blocks already cached."""
+
+    def __init__(self, load_engine, prefix: PrefixCache):
+        self.prefix = prefix
+        super().__init__(load_engine)
+
+    @torch.inference_mode()
+    def _prefill(self, jobs: list[TimedJob]) -> None:
+        from transformers import DynamicCache
+
+        for job in jobs:
+            job.first_scheduled_ns = time.monotonic_ns()
+            prompt = job.sequence.request.input_ids
+            salt = repr(job.sequence.request.lora)
+            blocks, job.kv = self.prefix.lookup(prompt, salt)
+            start = len(blocks) * self.prefix.block
+            cache = DynamicCache()
+            for layer in range(len(blocks[0]) if blocks else 0):
+                keys = torch.cat([b[layer][0] for b in blocks], dim=1).unsqueeze(0)
+                values = torch.cat([b[layer][1] for b in blocks], dim=1).unsqueeze(0)
+                cache.update(keys, values, layer)
+            ids = torch.tensor([prompt[start:]], dtype=torch.long)
+            mask = torch.ones((1, len(prompt)), dtype=torch.long)
+            out = self.engine.forward([job.sequence.request.lora], input_ids=ids, attention_mask=mask,
+                                      position_ids=torch.arange(start, len(prompt)).unsqueeze(0),
+                                      past_key_values=cache if blocks else None, use_cache=True, logits_to_keep=1)  # fmt: skip
+            self.prefix.keep(prompt, salt, out.past_key_values, len(blocks))
+            self.engine.select([job.sequence], out.logits[:, -1, :])
+            job.first_token_ns = time.monotonic_ns()
+            self._batch.join([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
+            self._deliver(job)

@@ -1,0 +1,135 @@
+"""Render an llmapi deployment: TensorRT-LLM's PyTorch path, one python model as upstream's all_models/llmapi has it.
+
+    <out>/tensorrt_llm/config.pbtxt      the family's (templates/llmapi-*), with model.yaml's triton_config
+                                         (max_batch_size, decoupled) appended, as upstream's auto-complete sets them
+    <out>/tensorrt_llm/1/model.yaml      the family's, with LLM API arguments from the lock's recipe, then the
+                                         engine's [engines.X.llmapi] table over them
+    <out>/tensorrt_llm/1/model.py, ...   the reference stand-in's code; for TensorRT-LLM itself, links to the image's
+                                         own /app/all_models/llmapi/tensorrt_llm/1/ (resolved inside the server's
+                                         container: tensorrtllm_backend's Dockerfile.triton.trt_llm_backend copies
+                                         all_models to /app)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from ..cache import BuiltEngine
+from ..lock import DeploymentRef, Engine
+from ..schema import load_toml
+from . import PYTHON_MODELS, copy_python_model, parse_config
+from .fill import TemplateError
+
+_PACKAGE = resources.files(__package__)
+ARGUMENTS_FILE = "llmapi_arguments.toml"
+IMAGE_MODEL_DIR = "/app/all_models/llmapi/tensorrt_llm/1"  # upstream's model code inside an NGC trtllm image
+UPSTREAM_CODE = ("model.py", "helpers.py")
+# what the stand-in runs: its own model, the reference generation code it shares with the tensorrt_llm stand-in
+STAND_IN_CODE = (PYTHON_MODELS / "llmapi", *(PYTHON_MODELS / "tensorrt_llm" / f for f in
+                 ("generation.py", "inflight.py", "lora.py", "errors.py")))  # fmt: skip
+LLMAPI_CONTRACT = resources.files("pytest_triton_llm") / "llmapi_contract.py"
+
+
+def llmapi_family(triton_version: str) -> str:
+    """The llmapi template set of a Triton server version; the newest where its images carry none."""
+    table = load_toml(Path(str(_PACKAGE / "families.toml")))["llmapi"]
+    return table.get(".".join(triton_version.split(".")[:2]), table["newest"])
+
+
+def known_arguments(family: str | None = None) -> set[str]:
+    """The top-level model.yaml keys of `family` (of any family when None)."""
+    table = load_toml(Path(str(_PACKAGE / ARGUMENTS_FILE)))["families"]
+    extra = [table[family]] if family else [v for k, v in table.items() if k != "common"]
+    return {"triton_config", *table["common"], *(key for keys in extra for key in keys)}
+
+
+def check_arguments(engine: Engine, family: str | None = None) -> None:
+    """ValueError naming the first [engines.X.llmapi] key the family (any family, when None) does not know."""
+    unknown = sorted(set(engine.llmapi) - known_arguments(family))
+    if unknown:
+        where = f"the llmapi model of {family}" if family else "any llmapi model"
+        raise ValueError(f"field 'llmapi.{unknown[0]}': not an LLM API argument of {where} (known: "
+                         f"pytest_triton_llm/repository/{ARGUMENTS_FILE})")  # fmt: skip
+
+
+def _merged(base: dict, over: dict) -> dict:
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = _merged(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def model_yaml(ref: DeploymentRef, family: str, checkpoint: str) -> dict:
+    """model.yaml's content: the family's, the recipe's arguments, then the lock's [engines.X.llmapi] table."""
+    engine, options = ref.engine, ref.options
+    try:
+        check_arguments(engine, family)
+    except ValueError as exc:
+        raise TemplateError(f"engine {ref.engine_name}: {exc}") from None
+    base = yaml.safe_load((_PACKAGE / "templates" / family / "tensorrt_llm" / "model.yaml").read_text())
+    derived = {
+        "model": checkpoint,
+        "backend": "pytorch",
+        "tensor_parallel_size": engine.tp_size,
+        "pipeline_parallel_size": engine.pp_size,
+        "dtype": engine.dtype,
+        "max_batch_size": engine.max_batch_size,
+        "max_input_len": engine.max_input_len,
+        "max_seq_len": engine.max_input_len + engine.max_output_len,
+        "triton_config": {
+            # upstream's 0: its model takes one prompt per request, text_input with no batch dimension
+            "max_batch_size": options.max_batch_size or 0,
+            "decoupled": options.decoupled,
+        },
+    }
+    return _merged(_merged(base, derived), engine.llmapi)
+
+
+def render_llmapi_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
+                             engine_dir: str | None, code: bool) -> Path:  # fmt: skip
+    """Write the llmapi repository for `ref` into `out` (which must not exist yet); `code`: the stand-in's model
+    code, else links to the image's upstream model. `engine_dir` is where the server sees the checkpoint."""
+    family = llmapi_family(triton_version)
+    content = model_yaml(ref, family, engine_dir or str(built.path))
+    triton = content["triton_config"]
+    # upstream's model.py sets these from model.yaml in auto_complete_config; the server here runs with
+    # --disable-auto-complete-config, so they are written into config.pbtxt too (the same values)
+    text = (_PACKAGE / "templates" / family / "tensorrt_llm" / "config.pbtxt").read_text() + (
+        f"\n# from model.yaml triton_config\nmax_batch_size: {int(triton['max_batch_size'])}\n"
+        f"model_transaction_policy {{\n  decoupled: {'true' if triton['decoupled'] else 'false'}\n}}\n")
+    version_dir = out / "tensorrt_llm" / "1"
+    version_dir.mkdir(parents=True)
+    parse_config(text, str(out / "tensorrt_llm" / "config.pbtxt"))
+    (out / "tensorrt_llm" / "config.pbtxt").write_text(text)
+    (version_dir / "model.yaml").write_text(
+        f"# {ref.id}: rendered by pytest-triton-llm from templates/{family}/tensorrt_llm/model.yaml\n"
+        + yaml.safe_dump(content, sort_keys=False)
+    )
+    if code:
+        copy_stand_in(version_dir)
+    else:
+        for name in UPSTREAM_CODE:
+            os.symlink(f"{IMAGE_MODEL_DIR}/{name}", version_dir / name)
+    (out.parent / f"{out.name}.rendered.json").write_text(
+        json.dumps({"deployment": ref.id, "family": family, "engine_digest": built.digest, "model_yaml": content,
+                    "model_code": "reference stand-in" if code else IMAGE_MODEL_DIR}, indent=2, default=str)  # fmt: skip
+    )
+    return out
+
+
+def copy_stand_in(version_dir: Path) -> list[str]:
+    """The reference stand-in's code in an llmapi model's version directory, in place of links to upstream's."""
+    for name in UPSTREAM_CODE:
+        (version_dir / name).unlink(missing_ok=True)
+    for item in STAND_IN_CODE:
+        if item.is_dir():
+            copy_python_model(item, version_dir)
+        else:
+            (version_dir / item.name).write_text(item.read_text())
+    (version_dir / LLMAPI_CONTRACT.name).write_text(LLMAPI_CONTRACT.read_text())
+    return ["tensorrt_llm"]
