@@ -63,6 +63,12 @@ def pair_equality_rule(triton_llm_pair):
 
 
 @pytest.fixture(scope="session")
+def migration_equality_rule(triton_llm_migration):
+    """The rule of the llmapi side's engine: how equal its answers must be to the engine deployment's."""
+    return _rule_of(triton_llm_migration[1])
+
+
+@pytest.fixture(scope="session")
 def lora_adapters(triton_llm, triton_llm_engine_cache) -> dict:
     """fixtures/lora_adapters.toml's adapters for the deployment's engine, built once and cached."""
     recipes = {n: r for n, r in load_recipes(FIXTURES / "lora_adapters.toml").items() if r.engine == triton_llm.ref.engine_name}

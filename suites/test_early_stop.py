@@ -14,7 +14,7 @@ import pytest
 
 from pytest_triton_llm.tensor_contract import NO_END
 
-pytestmark = [pytest.mark.early_stop, pytest.mark.triton_llm_requires("cancellation")]
+pytestmark = [pytest.mark.early_stop, pytest.mark.triton_llm_requires("cancellation", "inflight_batcher_llm")]
 
 LONG = 256  # far more tokens than are generated before the stop arrives
 

@@ -17,7 +17,7 @@ from pytest_triton_llm.client import GenerationError
 from pytest_triton_llm.equality import compare
 from pytest_triton_llm.tensor_contract import NO_END
 
-pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora")]
+pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora", "inflight_batcher_llm")]
 
 TOKENS = 16
 

@@ -18,7 +18,8 @@ import pytest
 from pytest_triton_llm.client import GenerationError, Sampling
 from pytest_triton_llm.tensor_contract import NO_END
 
-pytestmark = pytest.mark.robustness
+# the hostile requests are written against the ensemble and tensorrt_llm models of the engine line
+pytestmark = [pytest.mark.robustness, pytest.mark.triton_llm_requires("inflight_batcher_llm")]
 
 PROMPT = "The quick brown fox"
 ERROR, ANSWER, EITHER = "error", "answer", "error or answer"

@@ -59,7 +59,8 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
         (["--triton-url", "h:8001", "--triton-header", "s3cr3t"], "*--triton-header number 1: expected 'NAME: VALUE'"),
         (["--triton-header", "A: b"], "*apply to --triton-url; give one*"),
         (["--triton-url", "h:8001", "--triton-image", "24.09-trtllm"], "*give no --triton-image or --triton-runtime with it*"),
-        (["--deployment", "nope:v1"], "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:v1)*"),
+        (["--deployment", "nope:v1"],
+         "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:llmapi, smollm2-135m:v1)*"),
         (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
         (["--accuracy-samples", "0"], "*--accuracy-samples must be > 0*"),
         (["--gpus", "all"], "*--gpus is now called --triton-gpus*"),
@@ -245,12 +246,12 @@ def test_entry_model_tests_run_once_per_entry_model_and_each_deployment_runs_in_
     project.makepyfile(ENTRY_TESTS)
     result = project.runpytest("--collect-only", "-q")
     ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_" in line]
-    plain = [f"smollm2-135m:{d}" for d in ("v1", "inflight") for _test in ("first", "last")]
+    plain = [f"smollm2-135m:{d}" for d in ("v1", "inflight", "llmapi") for _test in ("first", "last")]
     per_entry = [f"smollm2-135m:{d}-{e}" for d in ("v1", "inflight") for e in ("ensemble", "tensorrt_llm_bls")]
-    assert sorted(ids) == sorted(plain + per_entry)
-    deployments = [i.split("-tensorrt_llm_bls")[0].split("-ensemble")[0] for i in ids]
+    assert sorted(ids) == sorted(plain + per_entry + ["smollm2-135m:llmapi-tensorrt_llm"])  # llmapi: one entry model
+    deployments = [i.split("-tensorrt_llm")[0].split("-ensemble")[0] for i in ids]
     blocks = [d for n, d in enumerate(deployments) if n == 0 or deployments[n - 1] != d]
-    assert sorted(blocks) == ["smollm2-135m:inflight", "smollm2-135m:v1"]  # one block each: one server start each
+    assert sorted(blocks) == ["smollm2-135m:inflight", "smollm2-135m:llmapi", "smollm2-135m:v1"]  # one server start each
 
 
 def test_the_product_command_from_the_repository_root_selects_the_suites():

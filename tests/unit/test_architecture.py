@@ -14,7 +14,8 @@ from pytest_triton_llm.schema import load_toml
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_triton_llm"
 # the reference backend's python models import their siblings by bare name, as Triton's stub runs them
-MODEL_MODULES = {p.stem for p in (PACKAGE / "reference_backend" / "models").rglob("*.py")} | {"tensor_contract", "hf_tokenizer"}
+MODEL_MODULES = {p.stem for p in (PACKAGE / "reference_backend" / "models").rglob("*.py")}
+MODEL_MODULES |= {"tensor_contract", "llmapi_contract", "hf_tokenizer"}
 
 
 def contracts() -> list[dict]:

@@ -49,7 +49,9 @@ def tensors(entries) -> dict[str, dict]:
 
 
 def test_every_family_has_a_contract_file():
-    assert sorted(p.stem for p in CONTRACTS.glob("*.toml")) == FAMILIES
+    assert sorted(p.stem for p in CONTRACTS.glob("trtllm-*.toml")) == FAMILIES
+    llmapi = sorted(p.name for p in (CONTRACTS.parent.parent / "pytest_triton_llm" / "repository" / "templates").glob("llmapi-*"))
+    assert sorted(p.stem for p in CONTRACTS.glob("llmapi-*.toml")) == llmapi
 
 
 @pytest.mark.parametrize("family", FAMILIES)

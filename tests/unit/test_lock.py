@@ -85,7 +85,8 @@ def test_the_default_architecture_keeps_existing_cache_keys(lock_text, tmp_path)
 def test_selecting_an_unknown_deployment_names_the_known_ones(lock_text, tmp_path):
     lock = load_lock(write(tmp_path, lock_text))
     assert [r.id for r in lock.select(["smollm2-135m:v1"])] == ["smollm2-135m:v1"]
-    with pytest.raises(LockError, match=r"no deployment named 'nope:v9' \(known: smollm2-135m:inflight, smollm2-135m:v1"):
+    known = "smollm2-135m:inflight, smollm2-135m:llmapi, smollm2-135m:v1"
+    with pytest.raises(LockError, match=rf"no deployment named 'nope:v9' \(known: {known}"):
         lock.select(["nope:v9"])
 
 

@@ -1,0 +1,173 @@
+"""The llmapi model's own contract (TensorRT-LLM's PyTorch path, triton_backend/all_models/llmapi): its inputs and
+outputs as the served version declares them, finish and stop reasons, KV-cache block reuse, the four timestamps,
+streaming and cancellation. Text-level checks shared with the engine ensemble run from the other suites."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
+from pytest_triton_llm.repository.llmapi import llmapi_family
+from pytest_triton_llm.schema import load_toml
+
+from .conftest import FIXTURES
+
+TOKENS = 24
+
+
+def _ask(served, prompt: str, max_tokens: int = TOKENS, **options):
+    return served.client.generate(prompt, max_tokens, return_finish_reason=True, return_stop_reason=True, **options)
+
+
+@pytest.fixture(scope="session")
+def llmapi_contract(triton_llm):
+    return load_toml(FIXTURES / "contracts" / f"{llmapi_family(triton_llm.server.version)}.toml")
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+@pytest.mark.parametrize("side", ["inputs", "outputs"])
+def test_tensors_match_the_upstream_llmapi_contract(triton_llm, llmapi_contract, side):
+    metadata = {t["name"]: t for t in triton_llm.client.model_metadata("tensorrt_llm")[side]}
+    expected = llmapi_contract[side]
+    assert sorted(metadata) == sorted(expected)
+    for name, spec in expected.items():
+        assert metadata[name]["datatype"] == spec["dtype"].removeprefix("TYPE_").replace("STRING", "BYTES"), name
+        assert [int(d) for d in metadata[name]["shape"]] == spec["dims"], name
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_finish_reason_is_length_when_max_tokens_ends_it(triton_llm, prompts):
+    result = _ask(triton_llm, prompts.completion["village"], 6)
+    assert output_text(result.raw, "finish_reason") == "length"
+    assert output_text(result.raw, "stop_reason") == "None"
+    assert len(triton_llm.tokenizer.encode(result.text, add_special_tokens=False)) <= 7  # 6, give or take a merge
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_a_stop_string_ends_the_text_and_is_the_stop_reason(triton_llm, prompts):
+    prompt = prompts.completion["fox"]
+    full = _ask(triton_llm, prompt).text
+    words = full.split()
+    assert len(words) >= 4, full
+    stop = words[2]
+    result = _ask(triton_llm, prompt, stop_words=[stop])
+    assert output_text(result.raw, "finish_reason") == "stop"
+    assert output_text(result.raw, "stop_reason") == stop
+    assert stop not in result.text and full.startswith(result.text)
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_the_end_token_is_a_stop_with_no_stop_reason(triton_llm, prompts):
+    result = _ask(triton_llm, triton_llm.chat_prompt(prompts.chat_question), 200)
+    assert output_text(result.raw, "finish_reason") == "stop", result.text
+    assert output_text(result.raw, "stop_reason") == "None"
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_optional_outputs_come_only_when_requested(triton_llm, prompts):
+    plain = triton_llm.client.generate(prompts.completion["fox"], 4).raw
+    assert set(plain) == {"text_output"}
+    asked = triton_llm.client.generate(prompts.completion["fox"], 4, return_log_probs=True, return_perf_metrics=True).raw
+    assert {"cumulative_logprob", *KV_CACHE_OUTPUTS, *TIMESTAMP_OUTPUTS} <= set(asked)
+    assert float(output_text(asked, "cumulative_logprob")) < 0.0
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_the_prompt_is_returned_unless_excluded(triton_llm, prompts):
+    prompt = prompts.completion["fox"]
+    echoed = triton_llm.client.generate(prompt, 8, exclude_input_in_output=False).text
+    excluded = triton_llm.client.generate(prompt, 8, exclude_input_in_output=True).text
+    assert echoed.startswith(prompt.strip()) and echoed.endswith(excluded)
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_a_repeated_prompt_reuses_its_kv_cache_blocks(triton_llm, prompts):
+    # a prefix no earlier request had, then enough text for several blocks (32 tokens each on the PyTorch backend)
+    prompt = f"Request {uuid.uuid4().hex}. " + " ".join(prompts.batch(6))
+    first = triton_llm.client.generate(prompt, 4, return_perf_metrics=True).raw
+    second = triton_llm.client.generate(prompt, 4, return_perf_metrics=True).raw
+    figures = {name: (output_number(first, name), output_number(second, name)) for name in KV_CACHE_OUTPUTS}
+    assert figures["kv_cache_reused_block"][0] == 0, figures
+    assert figures["kv_cache_reused_block"][1] >= 2, figures
+    assert figures["kv_cache_alloc_new_blocks"][1] < figures["kv_cache_alloc_new_blocks"][0], figures
+    assert figures["kv_cache_hit_rate"][1] > 0.5, figures
+    assert first["text_output"].tolist() == second["text_output"].tolist()  # reused blocks give the same answer
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_timestamps_are_ordered_arrival_scheduled_first_token_last_token(triton_llm, prompts):
+    raw = triton_llm.client.generate(prompts.completion["columbus"], 12, return_perf_metrics=True).raw
+    arrival, scheduled, first, last = (output_number(raw, name) for name in TIMESTAMP_OUTPUTS)
+    assert 0 < arrival <= scheduled <= first <= last, (arrival, scheduled, first, last)
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
+    def sample(seed):
+        return triton_llm.client.generate(prompts.completion["colors"], TOKENS,
+                                          sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)).text  # fmt: skip
+
+    assert sample(7) == sample(7)
+    assert {sample(s) for s in (1, 2, 3)} != {sample(7)}
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi")
+def test_a_prompt_over_max_input_len_is_refused_and_the_server_keeps_serving(triton_llm, prompts):
+    with pytest.raises(GenerationError, match="Error generating request"):
+        triton_llm.client.generate("word " * (triton_llm.ref.engine.max_input_len + 10), 4)
+    assert triton_llm.client.generate(prompts.completion["fox"], 4).text
+
+
+@pytest.mark.streaming
+@pytest.mark.triton_llm_requires("llmapi", "streaming")
+def test_each_streamed_response_carries_the_text_so_far(triton_llm, prompts):
+    result = triton_llm.client.stream(prompts.completion["village"], TOKENS, return_finish_reason=True)
+    texts = [e.text() for e in result.content_events]
+    assert len(texts) > 4
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:], strict=False)), texts
+    assert output_text(result.content_events[-1].outputs, "finish_reason") in ("length", "stop")
+
+
+@pytest.mark.streaming
+@pytest.mark.triton_llm_requires("llmapi", "streaming")
+def test_the_first_streamed_text_arrives_well_before_the_last(triton_llm, prompts):
+    events = triton_llm.client.stream(prompts.completion["village"], 48).content_events
+    assert len(events) > 8
+    assert events[0].t_s < events[-1].t_s / 4, [e.t_s for e in events]
+
+
+@pytest.mark.streaming
+@pytest.mark.triton_llm_requires("llmapi")
+def test_streaming_on_a_model_that_is_not_decoupled_is_refused(triton_llm, prompts):
+    if triton_llm.ref.options.decoupled:
+        pytest.skip(f"{triton_llm.id} is decoupled: it streams")
+    with pytest.raises(GenerationError, match="Streaming is only supported in decoupled mode"):
+        triton_llm.client.stream(prompts.completion["fox"], 8)
+
+
+@pytest.mark.early_stop
+@pytest.mark.triton_llm_requires("llmapi", "cancellation")
+def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts):
+    prompt = prompts.completion["columbus"]
+    expected = triton_llm.client.generate(prompt, 12).text
+    with ThreadPoolExecutor(4) as pool:
+        cancelled = list(pool.map(lambda _: triton_llm.client.stream(prompt, 200, cancel_after_s=1.0), range(4)))
+    assert all(r.cancelled for r in cancelled)
+    with ThreadPoolExecutor(4) as pool:
+        later = list(pool.map(lambda _: triton_llm.client.generate(prompt, 12).text, range(4)))
+    assert later == [expected] * 4
+

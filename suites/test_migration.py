@@ -1,0 +1,93 @@
+"""The engine -> PyTorch migration gate: an engine deployment (the engine ensemble) and an llmapi deployment of the
+same checkpoint, both served, answering the same prompts and CNN/DailyMail articles the same way.
+
+Greedy outputs must be identical, or within the engine's equality rule (lock [engines.X.equality]); every differing
+prompt is listed side by side. Streams must add up to the unary answer on both, max_tokens must give the same token
+counts, and throughput, time to first token and inter-token latency go into the report side by side with their ratio."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from pytest_triton_llm.equality import compare_texts
+
+pytestmark = pytest.mark.migration
+
+TOKENS = 32
+ARTICLES = 4  # a smoke workload on a CPU; --accuracy-articles is for the accuracy suite
+
+
+def _side_by_side(prompts, old, new) -> str:
+    rows = [f"  {p[:40]!r}\n    engine: {a!r}\n    llmapi: {b!r}" for p, a, b in zip(prompts, old, new, strict=False) if a != b]
+    return f"{len(rows)} of {len(prompts)} prompts differ:\n" + "\n".join(rows)
+
+
+def test_greedy_outputs_match_on_the_prompts(triton_llm_migration, prompts, triton_llm_report, migration_equality_rule):
+    engine, llmapi = triton_llm_migration
+    batch = prompts.batch()
+    old = [engine.client.generate(p, TOKENS).text for p in batch]
+    new = [llmapi.client.generate(p, TOKENS).text for p in batch]
+    identical = sum(a == b for a, b in zip(old, new, strict=False))
+    triton_llm_report.record(llmapi.id, "migration_prompts", {
+        "against": engine.id, "prompts": len(batch), "identical": identical,
+        "differing": [{"prompt": p, "engine": a, "llmapi": b}
+                      for p, a, b in zip(batch, old, new, strict=True) if a != b]})  # fmt: skip
+    verdict = compare_texts(old, new, migration_equality_rule, engine.tokenizer)
+    assert verdict.passed, _side_by_side(batch, old, new) + "\n" + verdict.report(decode=engine.tokenizer.decode)
+
+
+def test_greedy_summaries_match_on_cnn_dailymail(triton_llm_migration, cnn, triton_llm_report, migration_equality_rule):
+    engine, llmapi = triton_llm_migration
+    articles = [engine.chat_prompt(f"Summarize the following news article:\n{a.text[:1500]}") for a in cnn.articles[:ARTICLES]]
+    old = [engine.client.generate(a, TOKENS).text for a in articles]
+    new = [llmapi.client.generate(a, TOKENS).text for a in articles]
+    identical = sum(a == b for a, b in zip(old, new, strict=True))
+    triton_llm_report.record(llmapi.id, "migration_articles", {"against": engine.id, "articles": len(articles),
+                                                               "identical": identical})  # fmt: skip
+    verdict = compare_texts(old, new, migration_equality_rule, engine.tokenizer)
+    assert verdict.passed, _side_by_side([a[-60:] for a in articles], old, new)
+
+
+def test_streams_add_up_to_the_unary_answer_on_both(triton_llm_migration, prompts):
+    for served in triton_llm_migration:
+        if not served.ref.options.decoupled:
+            continue
+        prompt = prompts.completion["language"]
+        assert served.client.stream(prompt, TOKENS).text == served.client.generate(prompt, TOKENS).text, served.id
+
+
+def test_max_tokens_gives_the_same_token_counts(triton_llm_migration, prompts):
+    engine, llmapi = triton_llm_migration
+    for max_tokens in (1, 7):
+        prompt = prompts.completion["columbus"]
+        counts = [len(s.tokenizer.encode(s.client.generate(prompt, max_tokens).text, add_special_tokens=False))
+                  for s in (engine, llmapi)]  # fmt: skip
+        assert counts[0] == counts[1], f"max_tokens {max_tokens}: engine {counts[0]} tokens, llmapi {counts[1]}"
+
+
+def _measure(served, prompts) -> dict:
+    ttft, itl, tokens, start = [], [], 0, time.perf_counter()
+    for prompt in prompts:
+        events = served.client.stream(prompt, TOKENS).content_events
+        ttft.append(events[0].t_s)
+        itl.extend(b.t_s - a.t_s for a, b in zip(events, events[1:], strict=False))
+        tokens += len(events)
+    return {"tokens_per_s": round(tokens / (time.perf_counter() - start), 2),
+            "ttft_ms_p50": round(1000 * statistics.median(ttft), 1), "itl_ms_p50": round(1000 * statistics.median(itl), 1)}
+
+
+def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, triton_llm_report):
+    engine, llmapi = triton_llm_migration
+    if not (engine.ref.options.decoupled and llmapi.ref.options.decoupled):
+        pytest.skip("streams on both sides are needed to time the first token")
+    batch = prompts.batch(4)
+    rounds = [(_measure(engine, batch), _measure(llmapi, batch)) for _ in range(2)]  # interleaved: noise hits both
+    old = max((r[0] for r in rounds), key=lambda m: m["tokens_per_s"])
+    new = max((r[1] for r in rounds), key=lambda m: m["tokens_per_s"])
+    ratio = round(new["tokens_per_s"] / old["tokens_per_s"], 3)
+    triton_llm_report.record(llmapi.id, "migration_perf", {"against": engine.id, "engine": old, "llmapi": new,
+                                                           "llmapi_vs_engine_throughput_ratio": ratio})  # fmt: skip
+    assert old["tokens_per_s"] > 0 and new["tokens_per_s"] > 0

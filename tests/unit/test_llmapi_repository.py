@@ -1,0 +1,72 @@
+"""The llmapi repository as rendered for NGC 25.10 and 26.07 (family llmapi-1.0) and the embedded 2.51 (newest)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from pytest_triton_llm.cache import BuiltEngine
+from pytest_triton_llm.engines import backend_of, check_lock
+from pytest_triton_llm.lock import LockError, load_lock
+from pytest_triton_llm.repository.llmapi import llmapi_family
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _render(tmp_path: Path, triton: str, backend: str = "reference") -> Path:
+    ref = load_lock(ROOT / "engines.lock").deployments()["smollm2-135m:llmapi"]
+    engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
+    return backend_of(backend).render(ref, engine, tmp_path / triton / "repo", triton, "/engines/smollm2")
+
+
+@pytest.mark.parametrize("triton, family", [("2.62.0", "llmapi-1.0"), ("2.71.0", "llmapi-1.0"), ("2.51.0", "llmapi-1.3"),
+                                            ("2.58.0", "llmapi-0.19")])  # fmt: skip
+def test_the_llmapi_family_follows_the_images_tensorrt_llm(triton, family):
+    assert llmapi_family(triton) == family
+
+
+@pytest.mark.parametrize("triton", ["2.62.0", "2.71.0"])  # NGC 25.10 and 26.07
+def test_rendered_llmapi_config_and_model_yaml_are_pinned(tmp_path, triton):
+    repo = _render(tmp_path, triton)
+    assert sorted(p.name for p in repo.iterdir()) == ["tensorrt_llm"]
+    config = text_format.Parse((repo / "tensorrt_llm" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    assert (config.name, config.backend, config.max_batch_size, config.model_transaction_policy.decoupled) == \
+        ("tensorrt_llm", "python", 0, True)  # fmt: skip
+    assert [t.name for t in config.input][:3] == ["text_input", "streaming", "sampling_param_best_of"]
+    assert "lora_path" not in {t.name for t in config.input}  # LoRA inputs came after 1.2
+    assert "kv_cache_reused_block" in {t.name for t in config.output}
+    assert yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text()) == {
+        "model": "/engines/smollm2", "backend": "pytorch", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+        "triton_config": {"max_batch_size": 0, "decoupled": True}, "dtype": "float32", "max_batch_size": 16,
+        "max_input_len": 1024, "max_seq_len": 1280,
+    }  # fmt: skip
+    assert (repo / "tensorrt_llm" / "1" / "model.py").is_file()  # the reference stand-in's code
+
+
+def test_the_llmapi_backend_links_the_images_own_model_code(tmp_path):
+    repo = _render(tmp_path, "2.71.0", backend="llmapi")
+    version_dir = repo / "tensorrt_llm" / "1"
+    assert {p.name: str(p.readlink()) for p in version_dir.iterdir() if p.is_symlink()} == {
+        "model.py": "/app/all_models/llmapi/tensorrt_llm/1/model.py",
+        "helpers.py": "/app/all_models/llmapi/tensorrt_llm/1/helpers.py"}  # fmt: skip
+
+
+def _lock(tmp_path, extra: str) -> Path:
+    text = (ROOT / "engines.lock").read_text() + extra
+    (tmp_path / "engines.lock").write_text(text)
+    return tmp_path / "engines.lock"
+
+
+def test_an_unknown_llmapi_argument_is_one_error_naming_the_arguments_file(tmp_path):
+    table = "\n[engines.smollm2-135m.llmapi]\nkv_cache_config = { enable_block_reuse = true }\nno_such_argument = 1\n"
+    path = _lock(tmp_path, table)
+    with pytest.raises(LockError, match=r"field 'llmapi.no_such_argument': not an LLM API argument .*llmapi_arguments.toml"):
+        check_lock(load_lock(path))
+
+
+def test_an_llmapi_deployment_must_batch_in_flight(tmp_path):
+    path = _lock(tmp_path, '\n[engines.smollm2-135m.deployments.llmapi-v1]\nlayout = "llmapi"\nbatching = "v1"\n')
+    with pytest.raises(LockError, match="the llmapi model batches in flight"):
+        load_lock(path)
