@@ -65,8 +65,9 @@ class TritonPythonModel:
         return auto_complete_model_config
 
     def initialize(self, args):
-        args_yaml = {k: v for k, v in _model_yaml().items() if k != "triton_config"}
-        self.decoupled = bool(_model_yaml()["triton_config"]["decoupled"])
+        config = _model_yaml()
+        args_yaml = {k: v for k, v in config.items() if k != "triton_config"}
+        self.decoupled = bool(config["triton_config"]["decoupled"])
         checkpoint = args_yaml["model"]
         self.tokenizer = load_tokenizer(args_yaml.get("tokenizer") or checkpoint)
         max_seq_len = int(args_yaml.get("max_seq_len") or 2048)
