@@ -15,6 +15,9 @@ from ..conftest import processes_mentioning
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
+# the default lock's two engine deployments (its llmapi one would only add a third server here)
+ENGINE_DEPLOYMENTS = ("--deployment", "smollm2-135m:v1", "--deployment", "smollm2-135m:inflight")
+
 WAIT_TEST = """
 import pathlib, time
 def test_wait(triton_llm):
@@ -77,7 +80,7 @@ def test_generate(triton_llm):
     assert triton_llm.client.generate("Hello", 4).text
 """
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=600)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-v", *ENGINE_DEPLOYMENTS, timeout=600)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*test_generate*smollm2-135m:v1*FAILED*",
@@ -117,7 +120,8 @@ def test_again(triton_llm):
     assert triton_llm.client.generate("Hello", 4).text
 """
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--triton-llm-report", "r.json", timeout=600)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--triton-llm-report", "r.json",
+                                          *ENGINE_DEPLOYMENTS, timeout=600)  # fmt: skip
     result.assert_outcomes(passed=4)
     report = json.loads((project.path / "r.json").read_text())
     assert sorted(report["deployments"]) == ["smollm2-135m:inflight", "smollm2-135m:v1"]

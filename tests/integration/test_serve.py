@@ -40,5 +40,5 @@ def test_serve_names_an_unknown_deployment_in_one_line():
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"pytest-triton-llm serve: error: {ROOT / 'engines.lock'}: no deployment named 'nope:v1' (known: "
-        "smollm2-135m:inflight, smollm2-135m:v1)"
+        "smollm2-135m:inflight, smollm2-135m:llmapi, smollm2-135m:v1)"
     ]
