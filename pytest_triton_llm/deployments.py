@@ -33,6 +33,7 @@ class ServedDeployment:
     image: str  # what serves it: "local" or the image reference
     hardware: str  # the GPU name, or cpu
     entry: str = "ensemble"  # the entry model the client's text requests go to
+    remote: bool = False  # served by a server of its own (--triton-url): it sees none of this machine's files
     _tokenizer: object = field(default=None, repr=False)
 
     @property
@@ -128,7 +129,7 @@ class DeploymentManager:
                                           gpu=backend.needs_gpu and not swapped))  # fmt: skip
         entry = "tensorrt_llm" if ref.layout == "llmapi" else "ensemble"  # the model text requests go to
         served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints, ensemble=entry),
-                                  runtime.reference, runtime.hardware, entry)  # fmt: skip
+                                  runtime.reference, runtime.hardware, entry, remote=attached is not None)  # fmt: skip
         if ref.layout == "llmapi":
             served.client.exclude_input = ref.options.exclude_input_in_output
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)

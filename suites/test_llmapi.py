@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.equality import compare_texts
 from pytest_triton_llm.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
 from pytest_triton_llm.repository.llmapi import llmapi_family
 from pytest_triton_llm.schema import load_toml
@@ -171,3 +172,60 @@ def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts):
         later = list(pool.map(lambda _: triton_llm.client.generate(prompt, 12).text, range(4)))
     assert later == [expected] * 4
 
+
+
+# -- LoRA by lora_path (upstream 2026 main: lora_id, lora_name, lora_path; the adapter is cached under lora_id) --------
+@pytest.fixture(scope="session")
+def lora_requests(triton_llm, lora_adapters):
+    """name -> the (lora_id, lora_name, lora_path) of each of the engine's peft adapters, on the server's filesystem."""
+    if triton_llm.remote:
+        pytest.skip(f"{triton_llm.id}: lora_path names a directory on the server, which a remote server does not share")
+    if "lora_path" not in triton_llm.client.declared_inputs("tensorrt_llm"):
+        pytest.skip(f"the llmapi model of Triton {triton_llm.server.version} has no LoRA inputs (2026 main added them)")
+    return {name: (2000 + i, name, str(adapter.path)) for i, (name, adapter) in enumerate(sorted(lora_adapters.items()))}
+
+
+def _greedy(served, prompt: str, lora=None) -> str:
+    return served.client.generate(prompt, 16, lora=lora).text
+
+
+@pytest.mark.lora
+@pytest.mark.triton_llm_requires("llmapi", "lora")
+def test_an_adapter_named_by_lora_path_changes_the_output_and_its_lora_id_gives_it_again(triton_llm, lora_requests,
+                                                                                        prompts):  # fmt: skip
+    prompt = prompts.completion["fox"]
+    outputs = {"base": _greedy(triton_llm, prompt)}
+    for name, lora in lora_requests.items():
+        outputs[name] = _greedy(triton_llm, prompt, lora)
+        assert _greedy(triton_llm, prompt, lora) == outputs[name], f"{name}: the cached adapter answered differently"
+    assert len(set(outputs.values())) == len(outputs), outputs
+
+
+@pytest.mark.lora
+@pytest.mark.triton_llm_requires("llmapi", "lora")
+def test_adapters_and_the_base_model_in_one_batch_equal_their_solo_outputs(triton_llm, lora_requests, prompts,
+                                                                          equality_rule):  # fmt: skip
+    loras = [None, *lora_requests.values()]
+    jobs = [(p, lora) for p in prompts.batch(4) for lora in loras]
+    solo = [_greedy(triton_llm, p, lora) for p, lora in jobs]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        together = list(pool.map(lambda job: _greedy(triton_llm, *job), jobs))
+    verdict = compare_texts(solo, together, equality_rule, triton_llm.tokenizer)  # float16 kernels: not batch-invariant
+    names = ["the base model", *lora_requests]
+    assert verdict.passed, verdict.report(labels=[f"prompt {i // len(names)} with {names[i % len(names)]}"
+                                                  for i in range(len(jobs))])  # fmt: skip
+
+
+@pytest.mark.lora
+@pytest.mark.triton_llm_requires("llmapi", "lora")
+def test_lora_inputs_come_together_and_lora_path_must_exist_on_the_server(triton_llm, lora_requests, prompts):
+    # both texts are upstream's (helpers.get_lora_request_from_request), wrapped as model.py wraps every failure
+    lora_id, name, _ = next(iter(lora_requests.values()))
+    inputs = triton_llm.client.ensemble_inputs(prompts.completion["fox"], 4, lora=(lora_id, name, "/unused"))
+    partial = {k: v for k, v in inputs.items() if k != "lora_path"}
+    with pytest.raises(GenerationError, match="lora_id, lora_name, and lora_path must all be provided together"):
+        triton_llm.client.request("tensorrt_llm", partial)
+    missing = f"/nonexistent/{uuid.uuid4().hex}"
+    with pytest.raises(GenerationError, match=f"lora_path does not exist on the Triton server's filesystem: {missing}"):
+        triton_llm.client.generate(prompts.completion["fox"], 4, lora=(lora_id + 100, name, missing))
+    assert triton_llm.client.generate(prompts.completion["fox"], 4).text

@@ -33,6 +33,7 @@ UPSTREAM_CODE = ("model.py", "helpers.py")
 STAND_IN_CODE = (PYTHON_MODELS / "llmapi", *(PYTHON_MODELS / "tensorrt_llm" / f for f in
                  ("generation.py", "inflight.py", "lora.py", "errors.py")))  # fmt: skip
 LLMAPI_CONTRACT = resources.files("pytest_triton_llm") / "llmapi_contract.py"
+LORA_CONVERT = resources.files("pytest_triton_llm") / "lora" / "convert.py"  # peft -> rows, beside as lora_convert.py
 
 
 def llmapi_family(triton_version: str) -> str:
@@ -87,6 +88,8 @@ def model_yaml(ref: DeploymentRef, family: str, checkpoint: str) -> dict:
             "decoupled": options.decoupled,
         },
     }
+    if engine.lora is not None:  # the LLM API's LoraConfig; adapters come per request (lora_path), none preloaded
+        derived["lora_config"] = {"max_lora_rank": engine.lora.max_rank, "lora_target_modules": list(engine.lora.target_modules)}
     return _merged(_merged(base, derived), engine.llmapi)
 
 
@@ -132,4 +135,5 @@ def copy_stand_in(version_dir: Path) -> list[str]:
         else:
             (version_dir / item.name).write_text(item.read_text())
     (version_dir / LLMAPI_CONTRACT.name).write_text(LLMAPI_CONTRACT.read_text())
+    (version_dir / "lora_convert.py").write_text(LORA_CONVERT.read_text())
     return ["tensorrt_llm"]

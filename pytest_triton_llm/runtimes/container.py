@@ -1,7 +1,8 @@
 """The container runtime: tritonserver inside a serving image of the matching version (--triton-image).
 
 A server container publishes its ports on 127.0.0.1 only, mounts the model repository and the
-engine read-only, and runs as upstream's docs run it (shm 2 GiB, memlock unlimited, 64 MiB stack,
+engine read-only (and the LoRA adapter cache at its host path, so an llmapi request's lora_path names the same
+directory inside), and runs as upstream's docs run it (shm 2 GiB, memlock unlimited, 64 MiB stack,
 GPUs by device request). World size > 1 starts one tritonserver per rank under mpirun, as
 upstream's scripts/launch_triton_server.py does. Containers carry owner labels (containers.py).
 """
@@ -57,13 +58,15 @@ def server_command(world_size: int = 1) -> list[str]:
 
 def serving_spec(
     image: str, name: str, repository: Path, engine_dir: Path, engine_in_container: str, env: dict[str, str],
-    gpus: str | None, world_size: int = 1,
+    gpus: str | None, world_size: int = 1, same_path: tuple[Path, ...] = (),
 ) -> ContainerSpec:  # fmt: skip
+    """`same_path`: host directories mounted read-only at the same path inside."""
     return ContainerSpec(
         image=image,
         command=server_command(world_size),
         name=name,
-        mounts=((str(repository), MODELS_IN_CONTAINER, "ro"), (str(engine_dir), engine_in_container, "ro")),
+        mounts=((str(repository), MODELS_IN_CONTAINER, "ro"), (str(engine_dir), engine_in_container, "ro"),
+                *((str(path), str(path), "ro") for path in same_path)),  # fmt: skip
         ports=tuple(SERVER_PORTS.values()),
         env=env,
         labels=owner_labels("server"),
@@ -99,8 +102,10 @@ class ContainerRuntime:
 
     name = "container"
 
-    def __init__(self, image: ImageRef, gpus: str | None, progress: Progress, trtllm_examples: str | None = None):
+    def __init__(self, image: ImageRef, gpus: str | None, progress: Progress, trtllm_examples: str | None = None,
+                 adapters: Path | None = None):  # fmt: skip
         self.image_ref, self.gpus, self.progress = image, gpus, progress
+        self.adapters = adapters  # the LoRA adapter cache, which llmapi requests name by path
         self.trtllm_examples = trtllm_examples  # a host directory of TensorRT-LLM examples for images without them
         self.reference = image.reference
         self.entry = load_compat().for_image(image.reference)  # None for images compat.toml does not list
@@ -118,7 +123,7 @@ class ContainerRuntime:
             docker_sdk()  # the daemon is asked when a deployment is first served: collecting needs none
         except DockerUnavailable as exc:
             raise RuntimeUnavailable(f"--triton-image {options.image.given}: {exc}") from None
-        return cls(options.image, options.gpus, progress, options.trtllm_examples)
+        return cls(options.image, options.gpus, progress, options.trtllm_examples, cache_root / "adapters")
 
     @property
     def client(self):
@@ -189,9 +194,12 @@ class ContainerRuntime:
         self._count += 1
         gpus = self.gpus or ("all" if launch.gpu else None)
         slug = "".join(c if c.isalnum() else "-" for c in launch.deployment_id)
+        if self.adapters is not None:
+            self.adapters.mkdir(parents=True, exist_ok=True)  # docker would create a missing one as root
         spec = serving_spec(self.reference, f"triton-llm-{os.getpid()}-{self._count}-{slug}", launch.repository,
                             launch.engine_dir, self.engine_dir_in_server(launch.engine_name),
-                            container_environment(dict(os.environ)), gpus, launch.world_size)  # fmt: skip
+                            container_environment(dict(os.environ)), gpus, launch.world_size,
+                            same_path=(self.adapters,) if self.adapters is not None else ())  # fmt: skip
         server = start_container_server(self.client, spec, launch.log_path, self.progress, launch.timeout_s,
                                         self.triton_version)  # fmt: skip
         server.name = launch.deployment_id

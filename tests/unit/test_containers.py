@@ -1,5 +1,7 @@
 """The container runtime's pinned parts: image references, the server container, mpirun per rank."""
 
+from pathlib import Path
+
 import pytest
 
 from pytest_triton_llm.containers import ContainerSpec
@@ -19,10 +21,10 @@ def test_short_tags_expand_to_the_ngc_trtllm_image_and_full_references_pass_thro
             parse_image(bad)
 
 
-def spec(gpus=None, world_size=1) -> ContainerSpec:
+def spec(gpus=None, world_size=1, same_path=()) -> ContainerSpec:
     return serving_spec("nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3", "triton-llm-7-1-m-v1",
                         "/tmp/repo", "/cache/engines/m-abc", "/engines/m", {"OMP_NUM_THREADS": "4"}, gpus,
-                        world_size)  # fmt: skip
+                        world_size, same_path)  # fmt: skip
 
 
 def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(monkeypatch):
@@ -45,6 +47,13 @@ def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(mon
                                "8002/tcp": ("127.0.0.1", None)}  # fmt: skip
     assert kwargs["device_requests"][0]["DeviceIDs"] == ["0", "1"]
     assert kwargs["volumes"]["/tmp/repo"] == {"bind": "/models", "mode": "ro"}
+
+
+def test_the_adapter_cache_is_mounted_read_only_at_its_host_path_so_lora_path_names_it_inside():
+    pytest.importorskip("docker", reason="the container extra (docker SDK) is not installed")
+    argv = spec(same_path=(Path("/cache/adapters"),)).docker_run_argv()
+    assert "--volume=/cache/adapters:/cache/adapters:ro" in argv
+    assert argv.index("--volume=/cache/adapters:/cache/adapters:ro") > argv.index("--volume=/tmp/repo:/models:ro")
 
 
 def test_a_cpu_container_asks_for_no_gpu_and_no_memlock():

@@ -41,8 +41,11 @@ def test_rendered_llmapi_config_and_model_yaml_are_pinned(tmp_path, triton):
         "model": "/engines/smollm2", "backend": "pytorch", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
         "triton_config": {"max_batch_size": 0, "decoupled": True}, "dtype": "float32", "max_batch_size": 16,
         "max_input_len": 1024, "max_seq_len": 1280,
+        # the engine's [lora] table as the LLM API's LoraConfig: adapters then come per request by lora_path
+        "lora_config": {"max_lora_rank": 8, "lora_target_modules": ["attn_q", "attn_k", "attn_v"]},
     }  # fmt: skip
-    assert (repo / "tensorrt_llm" / "1" / "model.py").is_file()  # the reference stand-in's code
+    # the reference stand-in's code, with the peft reader it loads lora_path adapters with
+    assert {"model.py", "lora_convert.py"} <= {p.name for p in (repo / "tensorrt_llm" / "1").iterdir()}
 
 
 def test_the_llmapi_backend_links_the_images_own_model_code(tmp_path):

@@ -4,7 +4,9 @@ project's in-flight scheduler on transformers, with block-based KV-cache reuse (
 
 model.yaml is read as upstream reads it: `triton_config` (max_batch_size, decoupled) completes config.pbtxt; every
 other key is an LLM API argument. Honoured here: model, dtype, max_batch_size, max_seq_len, max_input_len,
-kv_cache_config.enable_block_reuse and tokens_per_block; the rest only matter to TensorRT-LLM.
+kv_cache_config.enable_block_reuse and tokens_per_block, lora_config.max_lora_rank and lora_target_modules; the rest
+only matter to TensorRT-LLM. LoRA as upstream's helpers.get_lora_request_from_request takes it: lora_id, lora_name and
+lora_path together; the peft adapter at lora_path is read on first use and cached under lora_id.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import yaml
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from hf_tokenizer import load_tokenizer
 from llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
+from lora_convert import peft_to_trtllm
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -29,6 +32,9 @@ TOKENS_PER_BLOCK = 32  # the PyTorch backend's KV-cache block, unless kv_cache_c
 DTYPES = {"auto": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 # LLM API finish reasons of the scheduler's endings; the stop string (or None) is the stop reason
 FINISH = {"length": "length", "end_id": "stop", "stop_words": "stop", "cancelled": "cancelled"}
+LORA_CKPT_SOURCES = ("hf", "nemo")  # upstream helpers._LORA_CKPT_SOURCES
+# tensorrt_llm LoraConfig.lora_target_modules when model.yaml names none: every projection of a llama block
+LORA_MODULES = ["attn_q", "attn_k", "attn_v", "attn_dense", "mlp_h_to_4h", "mlp_4h_to_h", "mlp_gate"]
 
 
 def _model_yaml() -> dict:
@@ -74,6 +80,11 @@ class TritonPythonModel:
         build_config = {"max_batch_size": int(args_yaml.get("max_batch_size") or 8), "max_seq_len": max_seq_len,
                         "max_input_len": int(args_yaml.get("max_input_len") or max_seq_len),
                         "max_output_len": max_seq_len}  # fmt: skip
+        lora = args_yaml.get("lora_config")
+        if lora:
+            modules = list(lora.get("lora_target_modules") or LORA_MODULES)
+            build_config["lora_config"] = {"max_lora_rank": int(lora.get("max_lora_rank") or 64),
+                                           "lora_target_modules": modules}  # fmt: skip
         dtype = DTYPES.get(str(args_yaml.get("dtype", "auto")), "float32")
         kv = args_yaml.get("kv_cache_config") or {}
         self.prefix = PrefixCache(int(kv.get("tokens_per_block", TOKENS_PER_BLOCK)), max_blocks=4096,
@@ -142,6 +153,7 @@ class TritonPythonModel:
             # TensorRT-LLM matches stop strings on the text; here on tokens, as the word alone or after a space
             stop_words=[self.tokenizer.encode(v, add_special_tokens=False) for s in stops for v in (s, f" {s}")],
             return_log_probs=bool(_scalar(request, "return_cumulative_logprob")),
+            lora=self._lora(request),
         )  # fmt: skip
         if generation.max_new_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {generation.max_new_tokens}")
@@ -153,6 +165,31 @@ class TritonPythonModel:
         respond = partial(self._respond, sender, ids, stops, exclude, wanted, perf)
         return TimedJob(Sequence(generation), request.request_id() or f"llmapi-{next(self._ids)}", respond,
                         streaming=streaming, is_cancelled=request.is_cancelled, arrival_ns=arrival)  # fmt: skip
+
+    def _lora(self, request):
+        """The request's adapter: None without LoRA inputs, else the one cached under lora_id (read from lora_path
+        on first use), as upstream's get_lora_request_from_request and the executor's LoRA cache take them."""
+        given = {name: _scalar(request, name) for name in ("lora_id", "lora_name", "lora_path")}
+        if all(v is None for v in given.values()):
+            return None
+        if any(v is None for v in given.values()):
+            raise ValueError("lora_id, lora_name, and lora_path must all be provided together")
+        source = _scalar(request, "lora_ckpt_source") or "hf"
+        if source not in LORA_CKPT_SOURCES:
+            raise ValueError(f"lora_ckpt_source must be one of {LORA_CKPT_SOURCES}, got {source!r}")
+        path = given["lora_path"]
+        if not os.path.exists(path):
+            raise ValueError(f"lora_path does not exist on the Triton server's filesystem: {path}")
+        lora = self.engine.lora
+        if lora is None:  # stand-in wording: TensorRT-LLM's own text for this case was not read
+            raise ValueError("LoRA request on a model loaded without lora_config in model.yaml")
+        if source != "hf":
+            raise ValueError("the reference stand-in reads Hugging Face (peft) adapters only, not NeMo checkpoints")
+        task_id = int(given["lora_id"])
+        if task_id in lora.cached_task_ids():
+            return lora.resolve(task_id, None, None)
+        weights, config = peft_to_trtllm(path)
+        return lora.resolve(task_id, weights, config)
 
     # -- responses -------------------------------------------------------------------------
     def _respond(self, sender, prompt_ids, stops, exclude, wanted, perf, job: TimedJob, tokens, log_probs, final: bool,

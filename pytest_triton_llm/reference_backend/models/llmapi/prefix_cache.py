@@ -99,7 +99,8 @@ class PrefixCachingScheduler(InflightScheduler):
         for job in jobs:
             job.first_scheduled_ns = time.monotonic_ns()
             prompt = job.sequence.request.input_ids
-            salt = repr(job.sequence.request.lora)
+            lora = job.sequence.request.lora
+            salt = "" if lora is None else f"lora {lora.task_id}"  # blocks are keyed by the adapter's id, as in TRT-LLM
             blocks, job.kv = self.prefix.lookup(prompt, salt)
             start = len(blocks) * self.prefix.block
             cache = DynamicCache()
