@@ -3,7 +3,9 @@ same checkpoint, both served, answering the same prompts and CNN/DailyMail artic
 
 Greedy outputs must be identical, or within the engine's equality rule (lock [engines.X.equality]); every differing
 prompt is listed side by side. Streams must add up to the unary answer on both, max_tokens must give the same token
-counts, and throughput, time to first token and inter-token latency go into the report side by side with their ratio."""
+counts, and throughput, time to first token and inter-token latency go into the report side by side with their ratio,
+judged where fixtures/perf_budgets.toml (or --perf-budgets) sets min_throughput_ratio_vs_engine for load_point
+"migration"."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 import pytest
 
 from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.perf.budgets import find_budget
 
 pytestmark = pytest.mark.migration
 
@@ -79,7 +82,7 @@ def _measure(served, prompts) -> dict:
             "ttft_ms_p50": round(1000 * statistics.median(ttft), 1), "itl_ms_p50": round(1000 * statistics.median(itl), 1)}
 
 
-def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, triton_llm_report):
+def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, triton_llm_report, perf_budgets):
     engine, llmapi = triton_llm_migration
     if not (engine.ref.options.decoupled and llmapi.ref.options.decoupled):
         pytest.skip("streams on both sides are needed to time the first token")
@@ -88,6 +91,15 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, tri
     old = max((r[0] for r in rounds), key=lambda m: m["tokens_per_s"])
     new = max((r[1] for r in rounds), key=lambda m: m["tokens_per_s"])
     ratio = round(new["tokens_per_s"] / old["tokens_per_s"], 3)
-    triton_llm_report.record(llmapi.id, "migration_perf", {"against": engine.id, "engine": old, "llmapi": new,
-                                                           "llmapi_vs_engine_throughput_ratio": ratio})  # fmt: skip
+    budgets_file, budgets = perf_budgets
+    budget = find_budget(budgets, engine=llmapi.ref.engine_name, deployment=llmapi.ref.name, hardware=llmapi.hardware,
+                         image=llmapi.image, load_point="migration")  # fmt: skip
+    rows = budget.check({"throughput_ratio_vs_engine": ratio}) if budget is not None else []
+    triton_llm_report.record(llmapi.id, "migration_perf", {
+        "against": engine.id, "engine": old, "llmapi": new, "llmapi_vs_engine_throughput_ratio": ratio,
+        "budget": {"file": str(budgets_file), "match": budget.match(budgets.index(budget) + 1), "rows": rows} if budget
+        else "none for this hardware and image: measured, not judged",
+    })  # fmt: skip
     assert old["tokens_per_s"] > 0 and new["tokens_per_s"] > 0
+    missed = [row for row in rows if row[-1] == "MISSED"]
+    assert not missed, f"migration perf budget ({budgets_file}): {missed}; engine {old}, llmapi {new}"

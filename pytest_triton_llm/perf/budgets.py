@@ -23,6 +23,8 @@ class Budget:
     min_throughput_rps: float | None = None
     max_latency_p99_ms: float | None = None
     max_ttft_p99_ms: float | None = None
+    # the migration gate (load_point "migration", deployment the llmapi one): its throughput / the engine deployment's
+    min_throughput_ratio_vs_engine: float | None = None
 
     KEYS = ("engine", "deployment", "hardware", "image", "load_point")
 
@@ -40,10 +42,11 @@ class Budget:
     def check(self, result: dict) -> list[list[str]]:
         """Rows of (limit, measured, budget, verdict) for every limit this budget sets."""
         measured = {
-            "min_output_tokens_per_s": result["output_tokens_per_s"],
-            "min_throughput_rps": result["throughput_rps"],
-            "max_latency_p99_ms": (result["latency_ms"] or {}).get("p99"),
-            "max_ttft_p99_ms": (result["ttft_ms"] or {}).get("p99"),
+            "min_output_tokens_per_s": result.get("output_tokens_per_s"),
+            "min_throughput_rps": result.get("throughput_rps"),
+            "max_latency_p99_ms": (result.get("latency_ms") or {}).get("p99"),
+            "max_ttft_p99_ms": (result.get("ttft_ms") or {}).get("p99"),
+            "min_throughput_ratio_vs_engine": result.get("throughput_ratio_vs_engine"),
         }
         rows = []
         for limit, value in measured.items():

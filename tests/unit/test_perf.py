@@ -66,6 +66,15 @@ def test_the_most_specific_budget_applies_and_misses_are_named():
     assert rows == [["min_output_tokens_per_s", "40", ">= 50", "MISSED"], ["max_ttft_p99_ms", "not measured", "10", "n/a"]]
 
 
+def test_the_migration_budget_judges_the_llmapi_over_engine_throughput_ratio_only_at_its_load_point():
+    budget = Budget(engine="e", deployment="llmapi", hardware="cpu", load_point="migration", min_throughput_ratio_vs_engine=0.5)
+    identity = dict(engine="e", deployment="llmapi", hardware="cpu", image="local")
+    assert find_budget([budget], **identity, load_point="concurrency=1") is None
+    assert find_budget([budget], **identity, load_point="migration") is budget
+    assert budget.check({"throughput_ratio_vs_engine": 0.42}) == [["min_throughput_ratio_vs_engine", "0.42", ">= 0.5", "MISSED"]]
+    assert budget.check({"throughput_ratio_vs_engine": 1.04})[0][-1] == "ok"
+
+
 def test_fail_rules_name_the_metric_and_how_much_it_got_worse():
     before = {"output_tokens_per_s": 100.0, "latency_ms": {"p99": 1000.0}}
     after = {"output_tokens_per_s": 70.0, "latency_ms": {"p99": 1100.0}}
@@ -133,7 +142,7 @@ def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
      "--perf-budgets: {path}: budget #1: field 'min_output_tokens_per_s': expected number, got string 'fast'"),
     ("perf_budgets", '[[budget]]\nengine = "e"\ngpu = "H200"\n', "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
      "(allowed: deployment, engine, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, min_output_tokens_per_s, "
-     "min_throughput_rps)"),
+     "min_throughput_ratio_vs_engine, min_throughput_rps)"),
     ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\noutput_tokens = {mean = 8}\nrequests = 2.0\nconcurrency = [1]\n",
      "--perf-workloads: {path}: workload 'w': field 'requests': expected integer, got number 2.0"),
     ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\nrequests = 1\nconcurrency = [1]\n",
