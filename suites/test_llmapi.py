@@ -93,7 +93,7 @@ def test_the_prompt_is_returned_unless_excluded(triton_llm, prompts):
 
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
-def test_a_repeated_prompt_reuses_its_kv_cache_blocks(triton_llm, prompts):
+def test_a_repeated_prompt_reuses_its_kv_cache_blocks(triton_llm, prompts, equality_rule):
     # a prefix no earlier request had, then enough text for several blocks (32 tokens each on the PyTorch backend)
     prompt = f"Request {uuid.uuid4().hex}. " + " ".join(prompts.batch(6))
     first = triton_llm.client.generate(prompt, 4, return_perf_metrics=True).raw
@@ -103,7 +103,10 @@ def test_a_repeated_prompt_reuses_its_kv_cache_blocks(triton_llm, prompts):
     assert figures["kv_cache_reused_block"][1] >= 2, figures
     assert figures["kv_cache_alloc_new_blocks"][1] < figures["kv_cache_alloc_new_blocks"][0], figures
     assert figures["kv_cache_hit_rate"][1] > 0.5, figures
-    assert first["text_output"].tolist() == second["text_output"].tolist()  # reused blocks give the same answer
+    # reused blocks give the same answer (within the engine's rule: a context computed in pieces may round differently)
+    texts = [output_text(r, "text_output") for r in (first, second)]
+    verdict = compare_texts(texts[:1], texts[1:], equality_rule, triton_llm.tokenizer)
+    assert verdict.passed, verdict.report(labels=["the repeated prompt"])
 
 
 @pytest.mark.functional

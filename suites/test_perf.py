@@ -1,7 +1,8 @@
 """Throughput and latency per deployment and load point, with budgets and baselines.
 
 The workload (fixtures/perf_workloads.toml, --perf-workload) sends synthetic token ids straight
-to tensorrt_llm, as upstream's benchmark_core_model does, from an asyncio load generator: gRPC
+to tensorrt_llm, as upstream's benchmark_core_model does (an llmapi deployment's tensorrt_llm takes them as text, and
+its output lengths are the model's own: it has no min_tokens input), from an asyncio load generator: gRPC
 streams (token by token on decoupled deployments, so TTFT and ITL are measured), closed-loop
 concurrency points and open-loop Poisson rates. Each load point is recorded in the report
 (metrics.perf), as JUnit properties, checked against the budgets (fixtures/perf_budgets.toml, or
@@ -19,9 +20,7 @@ from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 from pytest_triton_llm.terminal import table
 
-# the load generator sends token ids to tensorrt_llm with a fixed output length (end_id -1, min_tokens): the llmapi
-# model takes text and has neither; the migration gate measures it side by side with its engine deployment
-pytestmark = [pytest.mark.perf, pytest.mark.triton_llm_requires("inflight_batcher_llm")]
+pytestmark = pytest.mark.perf
 
 
 def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_llm_report, triton_llm_perf_options,
@@ -54,7 +53,9 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
             record_property(f"perf.{point_name}.{key}.p99", result[key]["p99"])
 
     assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
-    if workload.fixed_output:
+    fixed_output = workload.fixed_output and not triton_llm.client.speaks_llmapi
+    result["fixed_output"] = fixed_output  # false: output lengths as the model ended them
+    if fixed_output:
         assert result["output_tokens"] == sum(r.max_tokens for r in requests), "requests did not yield their fixed lengths"
     if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"

@@ -82,7 +82,11 @@ def synthetic_requests(workload: Workload, count: int, vocab: range, max_input: 
 
 def encode(requests: list[PerfRequest], client: LLMClient, fixed_output: bool, streaming: bool) -> list[Inputs]:
     """tensorrt_llm inputs, named as the served model has them. fixed_output: no end_id and min_length =
-    max_tokens, so every request yields its length; streaming: token by token (decoupled deployments)."""
+    max_tokens, so every request yields its length; streaming: token by token (decoupled deployments).
+    The llmapi model takes text and has no end_id or min_tokens input: its prompts are the ids decoded, and its
+    outputs end where the model ends them (at most max_tokens): `fixed_output` cannot hold there."""
+    if client.speaks_llmapi:
+        return [client.ensemble_inputs(client.decode(r.input_ids), r.max_tokens, stream=streaming or None) for r in requests]
     encoded = []
     for r in requests:
         fixed = {"end_id": NO_END, "sampling": Sampling(min_length=r.max_tokens)} if fixed_output else {}
