@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata, resources
 from pathlib import Path
@@ -34,6 +34,18 @@ class Compat:
     images: dict[str, ImageEntry]
     capabilities: dict[str, str]  # what a test asks for -> the image feature it needs
     features: dict[str, str]  # feature -> what it is, for skip reasons
+    without_trtllm: dict[str, dict] = field(default_factory=dict)  # YY.MM -> why no trtllm image is known, sources
+
+    def no_trtllm_image(self, tag: str) -> str | None:
+        """Why `YY.MM-trtllm` names no image this file knows of (a release after the newest confirmed), or None."""
+        release = self.without_trtllm.get(tag)
+        if release is None:
+            return None
+        newest = max(self.images, key=lambda t: tuple(int(p) for p in t.split(".")))
+        return (f"NGC {tag} has no confirmed tritonserver trtllm-python-py3 image ({COMPAT_FILE.name}: "
+                f"{release['finding']}; {release['sources'][0]}). The newest confirmed is {newest}-trtllm. For the PyTorch "
+                "path, serve an llmapi deployment on an image that carries it; if NVIDIA has since published this image, "
+                f"pass its full reference (nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3)")  # fmt: skip
 
     def entry(self, tag: str) -> ImageEntry:
         try:
@@ -64,7 +76,7 @@ def load_compat(path: Path = COMPAT_FILE) -> Compat:
             build=e["build"], seq_len_flag=e["seq_len_flag"], kv_cache_flag=e["kv_cache_flag"],
             features=frozenset(e["features"]),
         )  # fmt: skip
-    return Compat(images, dict(data["capabilities"]), dict(data["features"]))
+    return Compat(images, dict(data["capabilities"]), dict(data["features"]), dict(data.get("without_trtllm", {})))
 
 
 def installed_tensorrt_llm() -> tuple[str, str] | None:

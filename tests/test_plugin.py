@@ -54,6 +54,8 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
     "args, message",
     [
         (["--triton-image", "24.9"], "*--triton-image '24.9': give YY.MM-trtllm (e.g. 24.09-trtllm*"),
+        (["--triton-image", "26.08-trtllm"], "*--triton-image 26.08-trtllm: NGC 26.08 has no confirmed tritonserver "
+                                            "trtllm-python-py3 image (compat.toml: *newest confirmed is 26.07-trtllm*"),
         (["--triton-url", "http://h:8001"], "*--triton-url http://...: give grpc:// or grpcs:// (TLS)*"),
         (["--triton-url", "grpc://me:pw@h:8001"], "*--triton-url: no credentials in the URL; send them with --triton-header*"),
         (["--triton-url", "h:8001", "--triton-header", "s3cr3t"], "*--triton-header number 1: expected 'NAME: VALUE'"),

@@ -119,6 +119,9 @@ class ContainerRuntime:
             raise OptionError("--triton-runtime container needs --triton-image: the image to start")
         if options.binary:
             raise OptionError("--triton-binary is for the local runtime: a container runs its image's own tritonserver")
+        tag = options.image.tag
+        if tag and options.image.given == f"{tag}-trtllm" and (why := load_compat().no_trtllm_image(tag)):
+            raise OptionError(f"--triton-image {options.image.given}: {why}")
         try:
             docker_sdk()  # the daemon is asked when a deployment is first served: collecting needs none
         except DockerUnavailable as exc:

@@ -40,3 +40,16 @@ def test_tox_has_one_compat_env_per_image_and_the_matrix_env_runs_them_all():
     assert envs == sorted(load_compat().images)
     matrix = tox["testenv:compat"]["commands"]
     assert all(f"--triton-image {tag}-trtllm" in matrix for tag in envs) and "pytest-triton-llm matrix reports" in matrix
+
+
+def test_releases_after_the_newest_image_say_why_no_trtllm_image_is_known_with_a_source():
+    compat = load_compat()
+    newest = max(compat.images, key=lambda t: tuple(map(int, t.split("."))))
+    assert compat.without_trtllm, "compat.toml records no release after the newest trtllm image"
+    for tag, release in compat.without_trtllm.items():
+        assert tuple(map(int, tag.split("."))) > tuple(map(int, newest.split("."))), tag
+        assert release["finding"] and release["sources"] and all(s.startswith("https://") for s in release["sources"])
+    why = compat.no_trtllm_image("26.08")
+    assert why.startswith("NGC 26.08 has no confirmed tritonserver trtllm-python-py3 image")
+    assert f"The newest confirmed is {newest}-trtllm" in why and "nvcr.io/nvidia/tritonserver:26.08-trtllm-python-py3" in why
+    assert compat.no_trtllm_image(newest) is None
