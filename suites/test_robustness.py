@@ -1,7 +1,8 @@
 """Robustness: malformed and hostile requests get an error (or a valid answer), never a crash.
 
-Every case runs on every deployment; after each one the server must still be alive and ready,
-and after all of them a known greedy answer must still come back unchanged.
+Every case runs on every deployment of its layout (the engine line's ensemble and tensorrt_llm, or the llmapi
+model); after each one the server must still be alive and ready, and after all of them a known greedy answer must
+still come back unchanged.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import numpy as np
 import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
-from pytest_triton_llm.tensor_contract import NO_END
+from pytest_triton_llm.tensor_contract import NO_END, Unbatched
 
-# the hostile requests are written against the ensemble and tensorrt_llm models of the engine line
-pytestmark = [pytest.mark.robustness, pytest.mark.triton_llm_requires("inflight_batcher_llm")]
+pytestmark = pytest.mark.robustness
 
 PROMPT = "The quick brown fox"
 ERROR, ANSWER, EITHER = "error", "answer", "error or answer"
@@ -35,8 +35,8 @@ def core(served, **inputs):
     return served.client.request("tensorrt_llm", {**base, **inputs})
 
 
-def post_generate(served, body: bytes):
-    request = urllib.request.Request(f"http://{served.server.endpoints.http}/v2/models/ensemble/generate", data=body)
+def post_generate(served, body: bytes, model: str = "ensemble"):
+    request = urllib.request.Request(f"http://{served.server.endpoints.http}/v2/models/{model}/generate", data=body)
     try:
         with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 (loopback)
             return json.loads(resp.read())
@@ -84,6 +84,39 @@ CASES = {
 }
 
 
+
+def llmapi(served, drop=(), **extra):
+    """A text request to the llmapi model with inputs left out or added (shaped as the served model takes them)."""
+    inputs = {k: v for k, v in served.client.ensemble_inputs(PROMPT, 8).items() if k not in drop}
+    unbatched = isinstance(inputs["sampling_param_max_tokens"][0], Unbatched)  # upstream's max_batch_size 0
+    inputs.update({k: (Unbatched.of(value, dtype) if unbatched else value, dtype) for k, (value, dtype) in extra.items()})
+    return served.client.request("tensorrt_llm", inputs)
+
+
+# The llmapi model's cases. Where upstream's answer was not read (SamplingParams validation in TensorRT-LLM), a case
+# accepts either outcome: what it checks is that the server survives and an error says something.
+LLMAPI_CASES = {
+    "missing text_input": (ERROR, lambda s: llmapi(s, drop=("text_input",))),
+    "max_tokens 0": (EITHER, lambda s: s.client.generate(PROMPT, 0)),
+    "max_tokens -5": (EITHER, lambda s: s.client.generate(PROMPT, -5)),
+    "max_tokens 2**31-1": (EITHER, lambda s: s.client.generate(PROMPT, 2**31 - 1)),
+    "input longer than max_input_len": (ERROR, lambda s: s.client.generate("word " * 3000, 8)),
+    "1 MB input": (ERROR, lambda s: s.client.generate("x" * 1_000_000, 8)),
+    "invalid UTF-8": (EITHER, lambda s: s.client.generate(b"\xff\xfe\xfa not utf-8", 8)),
+    "empty text": (EITHER, lambda s: s.client.generate("", 8)),
+    "1,000 stop strings": (ANSWER, lambda s: s.client.generate(PROMPT, 8, stop_words=[f"zq{i}x" for i in range(1000)])),
+    "top_p 2.0": (EITHER, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, top_p=2.0))),
+    "negative temperature": (EITHER, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, temperature=-1.0))),
+    # upstream's model.py: a stop request needs the id of the request it stops
+    "stop without a request id": (ERROR, lambda s: llmapi(s, stop=(True, "BOOL"))),
+    "unknown model": (ERROR, lambda s: s.client.request("no_such_model", {"text_input": (b"hi", "BYTES")})),
+    "garbage JSON to generate": (ERROR, lambda s: post_generate(s, b'{"text_input": "hi", "sampling_param_max_tokens": ',
+                                                                "tensorrt_llm")),
+    "generate with a string max_tokens": (ERROR, lambda s: post_generate(
+        s, b'{"text_input": "hi", "sampling_param_max_tokens": "lots"}', "tensorrt_llm")),
+}  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def known_answer(triton_llm, prompts):
     """The greedy chat answer before any hostile request."""
@@ -95,7 +128,7 @@ def test_a_known_answer_before_the_hostile_requests(triton_llm, known_answer, pr
 
 
 STAND_IN_ONLY = {"input ids outside the vocabulary": "TensorRT-LLM does not check ids against the vocabulary"}
-FLOODS = ("1 MB input", "10,000 stop words", "10,000 bad words")  # stress a server: triton_llm_load
+FLOODS = ("1 MB input", "10,000 stop words", "10,000 bad words", "1,000 stop strings")  # stress a server: triton_llm_load
 
 
 def _marks(case: str) -> list:
@@ -103,9 +136,19 @@ def _marks(case: str) -> list:
     return marks + ([pytest.mark.triton_llm_load] if case in FLOODS else [])
 
 
+@pytest.mark.triton_llm_requires("inflight_batcher_llm")
 @pytest.mark.parametrize("case", [pytest.param(c, marks=_marks(c)) for c in CASES])
 def test_hostile_request_is_answered_not_crashed(triton_llm, known_answer, case):
-    expected, send = CASES[case]
+    _survives(triton_llm, case, *CASES[case])
+
+
+@pytest.mark.triton_llm_requires("llmapi")
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_marks(c)) for c in LLMAPI_CASES])
+def test_hostile_llmapi_request_is_answered_not_crashed(triton_llm, known_answer, case):
+    _survives(triton_llm, case, *LLMAPI_CASES[case])
+
+
+def _survives(triton_llm, case: str, expected: str, send) -> None:
     try:
         send(triton_llm)
         outcome = ANSWER
@@ -124,6 +167,7 @@ def test_200_concurrent_clients_are_all_answered(triton_llm, known_answer):
     assert triton_llm.server.ready()
 
 
+@pytest.mark.triton_llm_requires("inflight_batcher_llm")
 def test_a_client_that_disappears_mid_request_costs_nothing(triton_llm, known_answer, prompts):
     ids = triton_llm.encode(PROMPT)
     if triton_llm.client.decoupled:  # walks away from its stream mid-generation
@@ -137,6 +181,21 @@ def test_a_client_that_disappears_mid_request_costs_nothing(triton_llm, known_an
     time.sleep(0.5)
     assert triton_llm.server.ready()
     assert len(triton_llm.client.generate_ids(ids, 6, end_id=NO_END).token_ids) == 6
+
+
+@pytest.mark.triton_llm_requires("llmapi")
+def test_a_client_that_walks_away_from_an_llmapi_request_costs_nothing(triton_llm, known_answer, prompts):
+    if triton_llm.client.decoupled:
+        result = triton_llm.client.stream(PROMPT, 200, cancel_after_s=0.5)
+        assert result.cancelled
+    else:
+        body = json.dumps({"text_input": PROMPT, "sampling_param_max_tokens": 200}).encode()
+        url = f"http://{triton_llm.server.endpoints.http}/v2/models/tensorrt_llm/generate"
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=0.5)  # noqa: S310 (loopback)
+    time.sleep(0.5)
+    assert triton_llm.server.ready()
+    assert triton_llm.client.generate(prompts.completion["fox"], 6).text
 
 
 def test_the_known_answer_is_unchanged_after_all_of_them(triton_llm, known_answer, prompts):
