@@ -150,9 +150,23 @@ class Accuracy:
     instruction: str = "Summarize the following news article:"  # when the dataset brings none
     max_article_tokens: int = 512  # articles are cut to this many tokens (and to what max_input_len leaves)
     max_new_tokens: int = 64
+    # drift: the ROUGE points a run may lose against its baseline before a significant drop fails (--accuracy-max-drop)
+    max_drop: float = 1.0
+    # an MLPerf-style tier: each score must reach tier x reference_<metric> (e.g. 0.99 of a reference model's score)
+    tier: float | None = None
+    reference_rouge1: float | None = None
+    reference_rouge2: float | None = None
+    reference_rougeLsum: float | None = None
 
     def __post_init__(self):
         _positive(self, "max_article_tokens", "max_new_tokens")
+        if self.max_drop < 0:
+            raise ValueError(f"field 'max_drop': must be >= 0 ROUGE points, got {self.max_drop}")
+        if self.tier is not None:
+            if not 0 < self.tier <= 1:
+                raise ValueError(f"field 'tier': a fraction of the reference score in (0, 1] (e.g. 0.99), got {self.tier}")
+            if all(getattr(self, f"reference_{m}") is None for m in ("rouge1", "rouge2", "rougeLsum")):
+                raise ValueError("field 'tier': give the reference scores it applies to (reference_rouge1/2/Lsum)")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
          "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:llmapi, smollm2-135m:v1)*"),
         (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
         (["--accuracy-samples", "0"], "*--accuracy-samples must be > 0*"),
+        (["--accuracy-alpha", "0.7"], "*--accuracy-alpha must be in (0, 0.5), e.g. 0.05; got 0.7*"),
+        (["--accuracy-power", "0.3"], "*--accuracy-power must be in [[]0.5, 1), e.g. 0.8; got 0.3*"),
         (["--gpus", "all"], "*--gpus is now called --triton-gpus*"),
         (["--tritonserver", "/x"], "*--tritonserver is now called --triton-binary*"),
         (["--cnn-dataset", "d.json"], "*--cnn-dataset is now called --accuracy-dataset*"),

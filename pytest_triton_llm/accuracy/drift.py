@@ -2,7 +2,8 @@
 a later run (a new image, a rebuilt engine) with it article by article.
 
     --accuracy-save outputs.json       write this run's outputs (an existing file is kept as a backup)
-    --accuracy-baseline outputs.json   compare with a saved run: exact-match rate and ROUGE-L per article
+    --accuracy-baseline outputs.json   compare with a saved run: each article with itself (paired ROUGE against the
+                                       reference summaries, verdicts.py), plus exact-match rate and ROUGE-L per article
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..files import keep_previous, read_document, write_json
-from .rouge import pairwise_rouge_l
+from .rouge import pairwise_rouge_l, per_article_scores
 
 SCHEMA = 1
 KIND = "pytest-triton-llm accuracy outputs"
@@ -89,6 +90,17 @@ def compare(baseline: dict, current: dict) -> Drift:
         missing=[i for i in before if i not in now],
         moved=moved,
     )
+
+
+def paired_scores(baseline: dict, current: dict, references: dict[str, str]) -> tuple[dict, dict]:
+    """Per-article ROUGE of the baseline's and this run's outputs against the reference summaries, over the articles
+    both have (in this run's order): the pairs the drift test compares."""
+    before = {a["id"]: a["output"] for a in baseline["articles"]}
+    common = [a for a in current["articles"] if a["id"] in before and a["id"] in references]
+    if len(common) < 2:
+        raise DriftError(f"{len(common)} articles in common with the baseline: a paired test needs at least 2")
+    refs = [references[a["id"]] for a in common]
+    return per_article_scores([before[a["id"]] for a in common], refs), per_article_scores([a["output"] for a in common], refs)
 
 
 def _clip(text: str, width: int = 110) -> str:

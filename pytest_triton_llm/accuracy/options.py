@@ -8,6 +8,7 @@ import pytest
 
 from ..usage import OptionError
 from .drift import check_paths
+from .verdicts import VerdictRule
 
 
 def add_options(group) -> None:
@@ -24,12 +25,30 @@ def add_options(group) -> None:
     group.addoption("--accuracy-save", metavar="PATH", help="save every article's output with engine and server identity")
     group.addoption("--accuracy-baseline", metavar="PATH", help="compare outputs with a file saved by --accuracy-save")
     group.addoption(
-        "--accuracy-min-exact-match", metavar="PCT", type=float, default=90.0,
-        help="least share of articles identical to the baseline (default: 90)",
+        "--accuracy-alpha", metavar="P", type=float, default=0.05,
+        help="chance of failing a run whose true ROUGE meets its threshold or did not drop (default: 0.05)",
     )  # fmt: skip
     group.addoption(
-        "--accuracy-min-rouge-l", metavar="PCT", type=float, default=90.0,
-        help="least mean ROUGE-L between outputs and baseline outputs (default: 90)",
+        "--accuracy-power", metavar="P", type=float, default=0.8,
+        help="chance the drift test catches a drop of twice the allowed one; the run says when its sample is too small "
+        "(default: 0.8)",
+    )  # fmt: skip
+    group.addoption(
+        "--accuracy-max-drop", metavar="POINTS", type=float,
+        help="ROUGE points a run may lose against --accuracy-baseline before a significant drop fails "
+        "(default: the lock's [engines.X.accuracy] max_drop, 1.0)",
+    )  # fmt: skip
+    group.addoption(
+        "--accuracy-strict", action="store_true",
+        help="fail, instead of warn, when the articles cannot tell a score from its threshold (inconclusive)",
+    )  # fmt: skip
+    group.addoption(
+        "--accuracy-min-exact-match", metavar="PCT", type=float,
+        help="also require this share of outputs identical to the baseline (default: not required)",
+    )  # fmt: skip
+    group.addoption(
+        "--accuracy-min-rouge-l", metavar="PCT", type=float,
+        help="also require this mean ROUGE-L between outputs and their baseline outputs (default: not required)",
     )  # fmt: skip
 
 
@@ -40,8 +59,12 @@ class AccuracyOptions:
     samples: int | None  # None: all of a local file, 100 from the Hub
     save: str | None
     baseline: str | None
-    min_exact_match: float
-    min_rouge_l: float
+    min_exact_match: float | None
+    min_rouge_l: float | None
+    alpha: float = 0.05
+    power: float = 0.8
+    max_drop: float | None = None  # None: the lock's
+    strict: bool = False
 
     HUB_SAMPLES = 100
 
@@ -49,11 +72,23 @@ class AccuracyOptions:
     def from_config(cls, config: pytest.Config) -> AccuracyOptions:
         opt = config.option
         options = cls(opt.accuracy_dataset, opt.accuracy_split, opt.accuracy_samples, opt.accuracy_save,
-                      opt.accuracy_baseline, opt.accuracy_min_exact_match, opt.accuracy_min_rouge_l)  # fmt: skip
+                      opt.accuracy_baseline, opt.accuracy_min_exact_match, opt.accuracy_min_rouge_l, opt.accuracy_alpha,
+                      opt.accuracy_power, opt.accuracy_max_drop, opt.accuracy_strict)  # fmt: skip
         if options.samples is not None and options.samples <= 0:
             raise OptionError("--accuracy-samples must be > 0")
+        if not 0 < options.alpha < 0.5:
+            raise OptionError(f"--accuracy-alpha must be in (0, 0.5), e.g. 0.05; got {options.alpha}")
+        if not 0.5 <= options.power < 1:
+            raise OptionError(f"--accuracy-power must be in [0.5, 1), e.g. 0.8; got {options.power}")
+        if options.max_drop is not None and options.max_drop < 0:
+            raise OptionError(f"--accuracy-max-drop must be >= 0 ROUGE points; got {options.max_drop}")
         check_paths(options.save, options.baseline)  # a baseline is readable, and never overwritten
         return options
+
+    def rule(self, settings) -> VerdictRule:
+        """The verdict rule for an engine's [accuracy] settings: these options over the lock's max_drop."""
+        max_drop = settings.max_drop if self.max_drop is None else self.max_drop
+        return VerdictRule(self.alpha, self.power, max_drop, self.strict)
 
     @property
     def articles(self) -> int | None:

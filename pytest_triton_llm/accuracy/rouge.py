@@ -32,6 +32,19 @@ def rouge_scores(predictions: list[str], references: list[str], seed: int = 0) -
     return {m: {k: round(100 * getattr(result[m], k).fmeasure, 2) for k in ("mid", "low", "high")} for m in METRICS}
 
 
+def per_article_scores(predictions: list[str], references: list[str]) -> dict[str, list[float]]:
+    """{metric: [F-measure in percent, one per article]}: what the verdicts' t tests work on."""
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(list(METRICS), use_stemmer=True)
+    scores: dict[str, list[float]] = {m: [] for m in METRICS}
+    for prediction, reference in zip(predictions, references, strict=True):
+        result = scorer.score(_sentences(reference), _sentences(prediction))
+        for m in METRICS:
+            scores[m].append(100 * result[m].fmeasure)
+    return scores
+
+
 def pairwise_rouge_l(a: str, b: str) -> float:
     """ROUGE-L F-measure (percent) between two texts: how far an output moved from its baseline."""
     from rouge_score import rouge_scorer

@@ -1,12 +1,17 @@
 import json
+import re
 
+import numpy as np
 import pytest
 
 from pytest_triton_llm.accuracy import dataset as dataset_module
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
-from pytest_triton_llm.accuracy.drift import DriftError, OutputsWriter, check_paths, compare, describe, load_outputs
+from pytest_triton_llm.accuracy.drift import (
+    DriftError, OutputsWriter, check_paths, compare, describe, load_outputs, paired_scores,
+)  # fmt: skip
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import rouge_scores
+from pytest_triton_llm.accuracy.verdicts import VerdictRule, judge_drift, judge_thresholds
 from pytest_triton_llm.lock import Accuracy
 
 pytest.importorskip("datasets", reason="the reference extra is not installed")
@@ -125,3 +130,43 @@ def test_saving_keeps_an_earlier_file_and_never_overwrites_the_baseline(tmp_path
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(DriftError, match="not a pytest-triton-llm accuracy outputs file"):
         load_outputs(tmp_path / "other.json")
+
+
+def _settings(**extra) -> Accuracy:
+    return Accuracy(min_rouge1=27.0, min_rouge2=8.0, min_rougeLsum=23.0, **extra)
+
+
+def test_thresholds_are_judged_by_one_sided_bounds_and_a_tier_adds_its_own_rows():
+    rng = np.random.default_rng(3)
+    per_article = {"rouge1": list(rng.normal(35, 10, 60)),  # wholly above 27
+                   "rouge2": list(rng.normal(8.2, 8, 60)),  # straddles 8
+                   "rougeLsum": list(rng.normal(15, 8, 60))}  # wholly below 23  # fmt: skip
+    verdicts = judge_thresholds(per_article, _settings(tier=0.99, reference_rouge1=30.0), alpha=0.05)
+    assert [(v.metric, v.rule, v.result.verdict) for v in verdicts] == [
+        ("rouge1", ">= 27.00", "pass"), ("rouge1", ">= 0.99 x 30.00", "pass"),
+        ("rouge2", ">= 8.00", "inconclusive"), ("rougeLsum", ">= 23.00", "fail")]  # fmt: skip
+    needed = verdicts[2].result.items_needed
+    assert needed > 60 and f"about {needed} articles would decide it" in verdicts[2].row()[-1]
+
+
+def test_drift_pairs_each_article_with_itself_against_the_references():
+    references = {f"a{i}": f"the council approved the tram line number {i} ." for i in range(4)}
+    baseline = {"articles": [{"id": k, "output": v} for k, v in references.items()]}
+    worse = {"articles": [{"id": k, "output": "nothing at all"} for k in references]}
+    before, now = paired_scores(baseline, worse, references)
+    results = judge_drift(before, now, VerdictRule(max_drop=1.0))
+    assert all(b == 100.0 for b in before["rouge1"]) and all(n == 0.0 for n in now["rouge1"])
+    assert {m: r.verdict for m, r in results.items()} == {"rouge1": "fail", "rouge2": "fail", "rougeLsum": "fail"}
+    assert judge_drift(before, before, VerdictRule())["rouge1"].verdict == "pass"
+    with pytest.raises(DriftError, match="a paired test needs at least 2"):
+        paired_scores(baseline, {"articles": worse["articles"][:1]}, references)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"tier": 1.5, "reference_rouge1": 30.0}, "field 'tier': a fraction of the reference score in (0, 1]"),
+    ({"tier": 0.99}, "field 'tier': give the reference scores it applies to"),
+    ({"max_drop": -1.0}, "field 'max_drop': must be >= 0 ROUGE points"),
+])  # fmt: skip
+def test_accuracy_rules_in_the_lock_are_checked(extra, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _settings(**extra)
