@@ -30,6 +30,7 @@ MARKERS = {
     "perf": "throughput and latency budgets",
     "robustness": "malformed and hostile requests",
     "migration": "an engine deployment vs the llmapi one of the same checkpoint (TensorRT engine -> PyTorch migration)",
+    "invariants": "serving invariants on every deployment and entry model: streams agree with unary answers, counts are true",
     "gpu": "needs an NVIDIA GPU",
     "container": "needs docker and a Triton image",
 }

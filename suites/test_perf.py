@@ -12,11 +12,15 @@ rules. The terminal summary says per load point whether it was judged, by which 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.budgets import find_budget
+from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, noisy, spread
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 from pytest_triton_llm.terminal import table
 
@@ -33,18 +37,32 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, seed_offset=1)
     streaming = triton_llm.client.decoupled  # token by token wherever the model can
     target = Target(triton_llm.server.endpoints)
-    with triton_llm_progress.step(f"perf: {triton_llm.id} {point_name} ({len(requests)} requests, workload {workload_name})"):
-        records, seconds = run_load(target, encode(requests, triton_llm.client, workload.fixed_output, streaming),
-                                    encode(warmup, triton_llm.client, workload.fixed_output, streaming), seed=workload.seed,
-                                    **point)  # fmt: skip
-    result = summarize(records, seconds)
-    # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on
+    options = triton_llm_perf_options
+    inputs = encode(requests, triton_llm.client, workload.fixed_output, streaming)
+    warm = encode(warmup, triton_llm.client, workload.fixed_output, streaming)
+    runs, records_all, seconds_all = [], [], 0.0
+    for repeat in range(1, options.repeats + 1):
+        label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
+        with triton_llm_progress.step(f"perf: {triton_llm.id} {point_name}{label} ({len(requests)} requests, "
+                                      f"workload {workload_name})"):  # fmt: skip
+            records, seconds = run_load(target, inputs, warm, seed=workload.seed, **point)
+        runs.append(summarize(records, seconds))
+        records_all += records
+        seconds_all += seconds
+    # the run with the median throughput stands for the load point; every run's figures are kept beside it
+    result = dict(sorted(runs, key=lambda r: r["output_tokens_per_s"])[len(runs) // 2])
+    if len(runs) > 1:
+        result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
+    if options.slos:
+        result["goodput"] = judge_goodput(records_all, options.slos, seconds_all)
+    # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
     identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=triton_llm.hardware,
-                    image=triton_llm.image, load_point=point_name)  # fmt: skip
+                    hardware_class=hardware_class(triton_llm.hardware), image=triton_llm.image,
+                    load_point=point_name)  # fmt: skip
     budgets_file, budgets = perf_budgets
     # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied
     result.update(load_point=point_name, workload=workload_name, streamed=streaming, hardware=identity["hardware"],
-                  image=identity["image"], budget_file=str(budgets_file))  # fmt: skip
+                  hardware_class=identity["hardware_class"], image=identity["image"], budget_file=str(budgets_file))  # fmt: skip
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
     for key in ("throughput_rps", "output_tokens_per_s"):
         record_property(f"perf.{point_name}.{key}", result[key])
@@ -56,7 +74,8 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     fixed_output = workload.fixed_output and not triton_llm.client.speaks_llmapi
     result["fixed_output"] = fixed_output  # false: output lengths as the model ended them
     if fixed_output:
-        assert result["output_tokens"] == sum(r.max_tokens for r in requests), "requests did not yield their fixed lengths"
+        assert all(r["output_tokens"] == sum(q.max_tokens for q in requests) for r in runs), \
+            "requests did not yield their fixed lengths"  # fmt: skip
     if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
@@ -65,14 +84,21 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     result["judged"], result["budget_match"] = budget is not None, None
     if budget is not None:
         result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
-        rows = budget.check(result)
+        rows = budget.check(result, runs)
         result["budget"] = {r[0]: r[3] for r in rows}
+        shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
+        if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
+            warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {len(runs)} runs cannot tell a limit from its budget:"
+                                    f"\n{shown}"), stacklevel=1)  # fmt: skip
         if any(r[3] == "MISSED" for r in rows):
-            problems.append("missed its budget:\n" + "\n".join(table(["limit", "measured", "budget", ""], rows)))
+            problems.append(f"missed its budget:\n{shown}")
     else:
         result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
 
-    options = triton_llm_perf_options
+    if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
+        result["noisy"] = noisy_metrics
+        warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: runs varied by more than {NOISY_CV:.0%}: "
+                                f"{', '.join(noisy_metrics)}"), stacklevel=1)  # fmt: skip
     if options.compare:
         before = options.baseline_point(triton_llm.id, point_name)
         if before is None:

@@ -1,6 +1,7 @@
 """Perf baselines, like pytest-benchmark's: save a run's load points, compare a later run with them.
 
---perf-compare-fail METRIC:PCT fails a load point whose METRIC got worse by more than PCT percent.
+--perf-compare-fail METRIC:PCT fails a load point whose METRIC got worse by more than PCT percent (with --perf-repeats
+on both sides: significantly more, by a Welch test).
 METRIC is a top-level key (throughput_rps, output_tokens_per_s) or stat.key (latency_ms.p99,
 ttft_ms.p50, itl_ms.mean, ...): higher is better for throughputs, lower for times.
 """
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import keep_previous, read_document, write_json
-from .metrics import STATS
+from ..significance import welch_compare
+from .metrics import STATS, metric_value
 
 KIND = "pytest-triton-llm perf baseline"
 SCHEMA = 1
@@ -44,13 +46,26 @@ class FailRule:
             raise BaselineError(f"--perf-compare-fail {text!r}: PCT must be a number") from None
 
     def value(self, result: dict) -> float | None:
-        if "." in self.metric:
-            group, stat = self.metric.split(".")
-            return (result.get(group) or {}).get(stat)
-        return result.get(self.metric)
+        return metric_value(result, self.metric)
 
-    def regression(self, baseline: dict, current: dict) -> str | None:
-        """How this metric got worse past the allowed percent, in words; None when it did not."""
+    def samples(self, result: dict) -> list[float]:
+        """The metric of each repeat (--perf-repeats), else of the one run."""
+        runs = result.get("runs") or [result]
+        return [v for run in runs if (v := metric_value(run, self.metric)) is not None]
+
+    def regression(self, baseline: dict, current: dict, alpha: float = 0.05) -> str | None:
+        """How this metric got worse past the allowed percent, in words; None when it did not. With repeats on both
+        sides a Welch test decides (worse by significantly more than the allowed percent); else the values do."""
+        before_runs, now_runs = self.samples(baseline), self.samples(current)
+        if len(before_runs) >= 2 and len(now_runs) >= 2 and min(before_runs) > 0:
+            higher_better = self.metric in HIGHER_IS_BETTER
+            w = welch_compare(before_runs, now_runs, alpha, higher_better, self.percent)
+            if w.verdict == "pass":
+                return None
+            return (f"{self.metric} {'dropped' if higher_better else 'rose'} {w.regression_pct:.1f}% "
+                    f"({w.baseline_mean:g} -> {w.current_mean:g} over {len(before_runs)} and {len(now_runs)} runs; "
+                    f"allowed {self.percent:g}%, Welch p {w.p_value:.3g}, "
+                    f"detectable {w.detectable_regression_pct:.1f}%)")  # fmt: skip
         before, now = self.value(baseline), self.value(current)
         if before is None or now is None or before == 0:
             return None

@@ -10,13 +10,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..schema import SchemaError, build, load_toml
+from ..significance import against_budget
+from .metrics import metric_value
+
+
+# each limit -> the summary metric it bounds (metrics.metric_value)
+LIMITS = {"min_output_tokens_per_s": "output_tokens_per_s", "min_throughput_rps": "throughput_rps",
+          "max_latency_p99_ms": "latency_ms.p99", "max_ttft_p99_ms": "ttft_ms.p99",
+          "min_throughput_ratio_vs_engine": "throughput_ratio_vs_engine"}  # fmt: skip
+VERDICTS = {"pass": "ok", "fail": "MISSED", "inconclusive": "inconclusive"}
 
 
 @dataclass(frozen=True)
 class Budget:
     engine: str
     deployment: str = "*"  # the deployment's name within the engine, e.g. inflight
-    hardware: str = "*"  # GPU name as nvidia-smi prints it, or cpu
+    hardware: str = "*"  # GPU name as nvidia-smi prints it, its class (h200, a100, cpu-2: hardware.hardware_class), or cpu
     image: str = "*"  # the Triton image; the embedded runtime is "local"
     load_point: str = "*"  # e.g. concurrency=4
     min_output_tokens_per_s: float | None = None
@@ -29,7 +38,18 @@ class Budget:
     KEYS = ("engine", "deployment", "hardware", "image", "load_point")
 
     def matches(self, **identity: str) -> bool:
-        return all(getattr(self, k) in ("*", identity[k]) for k in self.KEYS)
+        """Every key "*" or equal; hardware may also name the class (identity's hardware_class)."""
+        return all(getattr(self, k) in ("*", identity[k]) for k in self.KEYS if k != "hardware") and \
+            self.hardware_level(identity) is not None  # fmt: skip
+
+    def hardware_level(self, identity: dict) -> int | None:
+        """How closely the hardware matches: 0 any, 1 any CPU ("cpu"), 2 the class, 3 the exact name; None: not."""
+        name, klass = identity["hardware"], identity.get("hardware_class")
+        if self.hardware == name:
+            return 1 if name == "cpu" else 3
+        if klass is not None and self.hardware == klass:
+            return 2
+        return 0 if self.hardware == "*" else None
 
     def match(self, entry: int) -> dict:
         """What this budget matches, and its place in the file (1-based, as schema errors count): the report's budget_match."""
@@ -39,27 +59,23 @@ class Budget:
     def specificity(self) -> int:
         return sum(getattr(self, k) != "*" for k in self.KEYS)
 
-    def check(self, result: dict) -> list[list[str]]:
-        """Rows of (limit, measured, budget, verdict) for every limit this budget sets."""
-        measured = {
-            "min_output_tokens_per_s": result.get("output_tokens_per_s"),
-            "min_throughput_rps": result.get("throughput_rps"),
-            "max_latency_p99_ms": (result.get("latency_ms") or {}).get("p99"),
-            "max_ttft_p99_ms": (result.get("ttft_ms") or {}).get("p99"),
-            "min_throughput_ratio_vs_engine": result.get("throughput_ratio_vs_engine"),
-        }
+    def check(self, result: dict, runs: list[dict] | None = None) -> list[list[str]]:
+        """Rows of (limit, measured, budget, verdict) for every limit this budget sets. With repeated `runs` the
+        95% t interval of their mean decides: MISSED only when it lies wholly on the wrong side, "inconclusive" when
+        it straddles the limit; one run is judged by its value."""
         rows = []
-        for limit, value in measured.items():
+        for limit, metric in LIMITS.items():
             bound = getattr(self, limit)
             if bound is None:
                 continue
-            if value is None:  # e.g. TTFT of a deployment that does not stream
+            samples = [v for run in runs or [result] if (v := metric_value(run, metric)) is not None]
+            if not samples:  # e.g. TTFT of a deployment that does not stream
                 rows.append([limit, "not measured", f"{bound:g}", "n/a"])
                 continue
-            ok = value >= bound if limit.startswith("min_") else value <= bound
-            rows.append(
-                [limit, f"{value:g}", f"{'>=' if limit.startswith('min_') else '<='} {bound:g}", "ok" if ok else "MISSED"]
-            )
+            kind = "min" if limit.startswith("min_") else "max"
+            judged = against_budget(samples, bound, kind)
+            measured = f"{samples[0]:g}" if judged.n == 1 else f"{judged.mean:.4g} [{judged.ci_low:.4g}, {judged.ci_high:.4g}]"
+            rows.append([limit, measured, f"{'>=' if kind == 'min' else '<='} {bound:g}", VERDICTS[judged.verdict]])
         return rows
 
 
@@ -80,5 +96,6 @@ def match_label(match: dict) -> str:
 
 
 def find_budget(budgets: list[Budget], **identity: str) -> Budget | None:
+    """The most specific matching budget (most keys set; then the closest hardware: name, class, cpu, any)."""
     candidates = [b for b in budgets if b.matches(**identity)]
-    return max(candidates, key=lambda b: b.specificity) if candidates else None
+    return max(candidates, key=lambda b: (b.specificity, b.hardware_level(identity))) if candidates else None

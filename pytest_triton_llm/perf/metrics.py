@@ -9,6 +9,14 @@ from ..load import RequestRecord
 STATS = ("mean", "p50", "p90", "p99")
 
 
+def metric_value(result: dict, metric: str) -> float | None:
+    """`metric` of a load point's summary: a top-level key (output_tokens_per_s) or group.stat (latency_ms.p99)."""
+    if "." in metric:
+        group, stat = metric.split(".")
+        return (result.get(group) or {}).get(stat)
+    return result.get(metric)
+
+
 def stats_ms(values_s: list[float]) -> dict | None:
     if not values_s:
         return None

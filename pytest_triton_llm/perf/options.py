@@ -11,7 +11,9 @@ import pytest
 from ..schema import SchemaError
 from ..usage import OptionError
 from .baseline import FailRule, load_baseline
+from ..significance import Slo
 from .budgets import Budget, load_budgets
+from .repeats import parse_slos
 from .workload import Workload, load_workloads
 
 
@@ -33,6 +35,18 @@ def add_options(group) -> None:
     )  # fmt: skip
     group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
     group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
+    group.addoption(
+        "--perf-repeats", metavar="N", type=int, default=1,
+        help="run each load point N times on the same seeded workload: the report holds mean, std, CV and a 95%% t "
+        "interval per metric, a budget fails only when the whole interval misses it, a baseline with repeats is "
+        "compared by a Welch test (default: 1)",
+    )  # fmt: skip
+    group.addoption(
+        "--perf-slo", metavar="METRIC[.STAT]:LIMIT", action="append", default=[],
+        help="a per-request SLO for goodput (aiperf's --goodput): ttft_ms:500, latency_ms:8000, itl_ms.p50:50 (a "
+        "request's own inter-token gaps); the report gives the share of requests within every SLO and goodput in "
+        "req/s (repeatable)",
+    )  # fmt: skip
     group.addoption(
         "--perf-compare-fail", metavar="METRIC:PCT", action="append", default=[],
         help="fail a load point whose METRIC got worse than the baseline by more than PCT percent "
@@ -61,6 +75,8 @@ class PerfOptions:
     budgets: list[Budget] | None  # the --perf-budgets file, read (and checked) once
     workloads_file: Path | None  # --perf-workloads; None: the suites' fixtures file
     workloads: dict[str, Workload] | None  # the --perf-workloads file, read (and checked) once
+    repeats: int = 1
+    slos: tuple[Slo, ...] = ()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -73,11 +89,18 @@ class PerfOptions:
                 raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
         elif rules:
             raise OptionError("--perf-compare-fail needs --perf-compare BASELINE")
+        if opt.perf_repeats < 1:
+            raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
+        try:
+            slos = parse_slos(opt.perf_slo)
+        except ValueError as exc:
+            raise OptionError(f"--perf-slo: {exc}") from None
         budgets = _read(opt.perf_budgets, "--perf-budgets", load_budgets)
         workloads = _read(opt.perf_workloads, "--perf-workloads", load_workloads)
         return cls(opt.perf_workload, opt.perf_save, opt.perf_compare, rules, baseline,
                    Path(opt.perf_budgets) if opt.perf_budgets else None, budgets,
-                   Path(opt.perf_workloads) if opt.perf_workloads else None, workloads)  # fmt: skip
+                   Path(opt.perf_workloads) if opt.perf_workloads else None, workloads, opt.perf_repeats,
+                   slos)  # fmt: skip
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
         return (self.baseline or {}).get("deployments", {}).get(deployment_id, {}).get(load_point)

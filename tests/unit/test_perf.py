@@ -7,7 +7,9 @@ import pytest
 from pytest_triton_llm.perf.baseline import BaselineError, FailRule, load_baseline, save_baseline
 from pytest_triton_llm.perf.budgets import Budget, find_budget, load_budgets
 from pytest_triton_llm.load import RequestRecord
+from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.repeats import judge_goodput, noisy, parse_slos, spread
 from pytest_triton_llm.perf.options import PerfOptions
 from pytest_triton_llm.perf.plot import plot_latency_vs_throughput
 from pytest_triton_llm.perf.workload import Lengths, Workload, load_workloads, synthetic_requests
@@ -110,7 +112,7 @@ def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
 def perf_options(**given) -> PerfOptions:
     """PerfOptions from the command line's values (those not given at their defaults)."""
     defaults = dict(perf_workload="default", perf_workloads=None, perf_budgets=None, perf_save=None, perf_compare=None,
-                    perf_compare_fail=[])  # fmt: skip
+                    perf_compare_fail=[], perf_repeats=1, perf_slo=[])  # fmt: skip
     return PerfOptions.from_config(SimpleNamespace(option=SimpleNamespace(**{**defaults, **given})))
 
 
@@ -213,3 +215,61 @@ def test_the_summary_has_a_budget_row_per_load_point_with_its_hardware():
     assert ["llama-8b:inflight", "concurrency=64", "NVIDIA", "H200", "not", "judged:"] == rows[-3][:6]
     assert lines[-2:] == ["perf budgets: /tmp/mybudgets.toml", "perf budgets: fixtures/perf_budgets.toml"]
     assert perf_lines({}) == []
+
+
+def test_budgets_match_the_gpu_class_or_the_cpu_core_count_and_the_closest_hardware_wins():
+    budgets = [Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
+               Budget(engine="e", hardware="cpu-2", min_output_tokens_per_s=10.0),
+               Budget(engine="e", hardware="h200", min_output_tokens_per_s=500.0),
+               Budget(engine="e", hardware="NVIDIA H200", min_output_tokens_per_s=600.0)]  # fmt: skip
+    ident = dict(engine="e", deployment="v1", image="local", load_point="concurrency=1")
+    assert find_budget(budgets, **ident, hardware="cpu", hardware_class=hardware_class("cpu", 2)) is budgets[1]
+    assert find_budget(budgets, **ident, hardware="cpu", hardware_class=hardware_class("cpu", 16)) is budgets[0]
+    assert find_budget(budgets, **ident, hardware="NVIDIA H200", hardware_class="h200") is budgets[3]
+    assert find_budget(budgets[:3], **ident, hardware="NVIDIA H200", hardware_class="h200") is budgets[2]
+    assert find_budget(budgets[:3], **ident, hardware="NVIDIA A100-SXM4-80GB", hardware_class="a100") is None
+    assert [hardware_class(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4")] == \
+        ["h100", "a100", "l4", "t4"]  # fmt: skip
+
+
+def test_with_repeats_a_budget_misses_only_when_the_whole_interval_is_on_the_wrong_side():
+    budget = Budget(engine="e", min_output_tokens_per_s=20.0, max_latency_p99_ms=1000.0)
+    runs = lambda tps, p99: [{"output_tokens_per_s": t, "latency_ms": {"p99": p}} for t, p in zip(tps, p99, strict=True)]  # noqa: E731
+    assert [r[3] for r in budget.check({}, runs([25, 26, 24], [800, 820, 790]))] == ["ok", "ok"]
+    assert [r[3] for r in budget.check({}, runs([12, 13, 11], [1500, 1600, 1550]))] == ["MISSED", "MISSED"]
+    straddling = budget.check({}, runs([15, 26, 19], [700, 1400, 950]))
+    assert [r[3] for r in straddling] == ["inconclusive", "inconclusive"]
+    assert straddling[0][1].startswith("20 [") and "]" in straddling[0][1]  # the mean and its interval
+
+
+def test_repeats_report_mean_std_cv_and_interval_and_name_noisy_metrics():
+    runs = [{"output_tokens_per_s": v, "latency_ms": {"p99": 100.0}} for v in (20.0, 30.0, 40.0)]
+    out = spread(runs)
+    assert out["output_tokens_per_s"]["mean"] == 30.0 and out["output_tokens_per_s"]["cv"] == pytest.approx(0.3333, abs=1e-3)
+    assert out["output_tokens_per_s"]["ci95"][0] < 30.0 < out["output_tokens_per_s"]["ci95"][1]
+    assert out["latency_ms.p99"]["cv"] == 0.0
+    assert noisy(out) == ["output_tokens_per_s (CV 33%)"]
+
+
+def test_a_baseline_with_repeats_is_compared_by_welch_and_noise_alone_does_not_fail():
+    rule = FailRule.parse("output_tokens_per_s:5")
+    runs = lambda *v: {"output_tokens_per_s": v[0], "runs": [{"output_tokens_per_s": x} for x in v]}  # noqa: E731
+    assert rule.regression(runs(100, 104, 96, 101), runs(97, 103, 95, 99)) is None  # -2%: within the noise and 5%
+    worse = rule.regression(runs(100, 101, 99, 100), runs(80, 81, 79, 80))
+    assert worse.startswith("output_tokens_per_s dropped 20.0% (100 -> 80 over 4 and 4 runs; allowed 5%, Welch p")
+    # a single noisy repeat 8% down is not significant with this spread, though one-run compare would fail it
+    assert rule.regression(runs(100, 110, 90, 100), runs(92, 102, 82, 92)) is None
+    assert rule.regression({"output_tokens_per_s": 100}, {"output_tokens_per_s": 92}) is not None
+
+
+def test_goodput_counts_requests_within_every_slo_and_failed_ones_count_against_it():
+    def record(ttft, gaps, error=None):
+        r = RequestRecord(0, sent=0.0, streamed=True, token_times=[ttft] + [ttft + sum(gaps[: i + 1]) for i in range(len(gaps))],
+                          done=1.0, error=error)  # fmt: skip
+        return r
+    records = [record(0.2, [0.03, 0.03]), record(0.6, [0.03]), record(0.1, [0.08, 0.09]), record(0.1, [0.01], error="x")]
+    slos = parse_slos(["ttft_ms:500", "itl_ms.p50:50"])
+    assert judge_goodput(records, slos, duration_s=2.0) == {
+        "slos": {"ttft_ms": 500.0, "itl_ms.p50": 50.0}, "good": 1, "total": 4, "fraction": 0.25, "goodput_rps": 0.5}  # fmt: skip
+    with pytest.raises(ValueError, match="a per-request metric is one of ttft_ms, itl_ms, latency_ms"):
+        parse_slos(["tokens_per_s:5"])
