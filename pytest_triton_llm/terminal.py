@@ -68,7 +68,10 @@ def perf_verdict(entry: dict) -> str:
         return f"not judged: no budget for hardware '{entry['hardware']}', image '{entry['image']}' in {entry['budget_file']}"
     match = entry["budget_match"]
     missed = [limit for limit, verdict in entry["budget"].items() if verdict == "MISSED"]
-    outcome = f"MISSED {', '.join(missed)}" if missed else "ok"
+    unsure = [limit for limit, verdict in entry["budget"].items() if verdict == "inconclusive"]
+    outcome = f"MISSED {', '.join(missed)}" if missed else f"inconclusive {', '.join(unsure)}" if unsure else "ok"
+    if entry.get("runs"):
+        outcome += f" ({len(entry['runs'])} runs)"
     return f"judged by budget #{match['entry']} [{match_label(match)}]: {outcome}"
 
 

@@ -273,3 +273,10 @@ def test_goodput_counts_requests_within_every_slo_and_failed_ones_count_against_
         "slos": {"ttft_ms": 500.0, "itl_ms.p50": 50.0}, "good": 1, "total": 4, "fraction": 0.25, "goodput_rps": 0.5}  # fmt: skip
     with pytest.raises(ValueError, match="a per-request metric is one of ttft_ms, itl_ms, latency_ms"):
         parse_slos(["tokens_per_s:5"])
+
+
+def test_the_summary_says_when_repeats_leave_a_budget_inconclusive():
+    entry = {"judged": True, "budget_match": {"entry": 2, "engine": "e", "deployment": "*", "hardware": "cpu-2",
+             "image": "*", "load_point": "*"}, "budget": {"min_output_tokens_per_s": "inconclusive",
+             "max_latency_p99_ms": "ok"}, "runs": [{}, {}, {}]}  # fmt: skip
+    assert perf_verdict(entry) == "judged by budget #2 [e.*.cpu-2]: inconclusive min_output_tokens_per_s (3 runs)"
