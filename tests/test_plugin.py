@@ -258,6 +258,9 @@ def test_entry_model_tests_run_once_per_entry_model_and_each_deployment_runs_in_
     assert sorted(blocks) == ["smollm2-135m:inflight", "smollm2-135m:llmapi", "smollm2-135m:v1"]  # one server start each
 
 
+PERF_SUITES = ("suites/test_perf.py::", "suites/test_anti_caching.py::")  # the modules marked perf
+
+
 def test_the_product_command_from_the_repository_root_selects_the_suites():
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
@@ -265,7 +268,7 @@ def test_the_product_command_from_the_repository_root_selects_the_suites():
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     collected = [line for line in done.stdout.splitlines() if "::" in line]
-    assert collected and all(line.startswith("suites/test_perf.py::") for line in collected)
+    assert collected and all(line.startswith(PERF_SUITES) for line in collected)
 
 
 def test_the_cards_command_collects_the_suites_and_marks_gpu_and_container_deployments():
@@ -279,7 +282,7 @@ def test_the_cards_command_collects_the_suites_and_marks_gpu_and_container_deplo
         return [line for line in done.stdout.splitlines() if line.startswith("suites/")]
 
     perf = collect("--triton-image", "24.09-trtllm", "-m", "perf")
-    assert perf and all(line.startswith("suites/test_perf.py::") for line in perf)
+    assert perf and all(line.startswith(PERF_SUITES) for line in perf)
     assert collect("--triton-image", "24.09-trtllm", "-m", "container and functional")  # served in containers
     gpu_lock = collect("--engines-lock", "engines.gpu.lock", "-m", "gpu and functional")
     assert gpu_lock and all("smollm2-135m-trt:" in line for line in gpu_lock)
