@@ -203,14 +203,16 @@ class TritonPythonModel:
             elif job.streaming or final:
                 if final:
                     job.last_token_ns = time.monotonic_ns()
-                outputs = self._outputs(job, prompt_ids, stops, exclude, wanted, perf and final)
+                outputs = self._outputs(job, prompt_ids, stops, exclude, wanted, perf and final, final)
                 sender.send(pb_utils.InferenceResponse(output_tensors=outputs), flags=FINAL if final else 0)
         except Exception:  # the client closed its stream (the scheduler frees the slot all the same), or a bug
             traceback.print_exc()
 
-    def _outputs(self, job: TimedJob, prompt_ids, stops, exclude, wanted, perf: bool) -> list:
+    def _outputs(self, job: TimedJob, prompt_ids, stops, exclude, wanted, perf: bool, final: bool) -> list:
         seq = job.sequence
         text = self.tokenizer.decode(seq.tokens if exclude else [*prompt_ids, *seq.tokens], skip_special_tokens=True)
+        if not final:  # as the LLM API's incremental detokenizer: a character still missing bytes is held back
+            text = text.rstrip("\ufffd")
         stop_reason = None
         if seq.finish_reason == "stop_words":  # the stop string ends the text and is not part of it
             stop_reason = next((s for s in stops if s in text), None)
