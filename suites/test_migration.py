@@ -15,6 +15,7 @@ import time
 import pytest
 
 from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.budgets import find_budget
 
 pytestmark = pytest.mark.migration
@@ -93,7 +94,7 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, tri
     ratio = round(new["tokens_per_s"] / old["tokens_per_s"], 3)
     budgets_file, budgets = perf_budgets
     budget = find_budget(budgets, engine=llmapi.ref.engine_name, deployment=llmapi.ref.name, hardware=llmapi.hardware,
-                         image=llmapi.image, load_point="migration")  # fmt: skip
+                         hardware_class=hardware_class(llmapi.hardware), image=llmapi.image, load_point="migration")  # fmt: skip
     rows = budget.check({"throughput_ratio_vs_engine": ratio}) if budget is not None else []
     triton_llm_report.record(llmapi.id, "migration_perf", {
         "against": engine.id, "engine": old, "llmapi": new, "llmapi_vs_engine_throughput_ratio": ratio,
