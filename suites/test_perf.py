@@ -58,7 +58,7 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
     identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=triton_llm.hardware,
                     hardware_class=hardware_class(triton_llm.hardware), image=triton_llm.image,
-                    load_point=point_name)  # fmt: skip
+                    load_point=point_name, workload=workload_name)  # fmt: skip
     budgets_file, budgets = perf_budgets
     # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied
     result.update(load_point=point_name, workload=workload_name, streamed=streaming, hardware=identity["hardware"],

@@ -1,4 +1,4 @@
-"""Perf budgets (fixtures/perf_budgets.toml, or --perf-budgets): limits per engine, deployment, hardware and image.
+"""Perf budgets (fixtures/perf_budgets.toml, or --perf-budgets): limits per engine, deployment, hardware, image and workload.
 
 A budget applies when every key matches ("*" matches anything); the most specific one wins.
 Where none applies, the load point is measured and reported, not judged.
@@ -28,6 +28,7 @@ class Budget:
     hardware: str = "*"  # GPU name as nvidia-smi prints it, its class (h200, a100, cpu-2: hardware.hardware_class), or cpu
     image: str = "*"  # the Triton image; the embedded runtime is "local"
     load_point: str = "*"  # e.g. concurrency=4
+    workload: str = "*"  # the --perf-workload name: the same load point of another workload measures other lengths
     min_output_tokens_per_s: float | None = None
     min_throughput_rps: float | None = None
     max_latency_p99_ms: float | None = None
@@ -35,11 +36,11 @@ class Budget:
     # the migration gate (load_point "migration", deployment the llmapi one): its throughput / the engine deployment's
     min_throughput_ratio_vs_engine: float | None = None
 
-    KEYS = ("engine", "deployment", "hardware", "image", "load_point")
+    KEYS = ("engine", "deployment", "hardware", "image", "load_point", "workload")
 
     def matches(self, **identity: str) -> bool:
         """Every key "*" or equal; hardware may also name the class (identity's hardware_class)."""
-        return all(getattr(self, k) in ("*", identity[k]) for k in self.KEYS if k != "hardware") and \
+        return all(getattr(self, k) in ("*", identity.get(k)) for k in self.KEYS if k != "hardware") and \
             self.hardware_level(identity) is not None  # fmt: skip
 
     def hardware_level(self, identity: dict) -> int | None:
@@ -88,8 +89,9 @@ def load_budgets(path: Path) -> list[Budget]:
 
 
 def match_label(match: dict) -> str:
-    """engine.deployment.hardware.image.load_point of a budget_match, trailing "*" left out: smollm2-135m.inflight.cpu.local."""
-    keys = [match[k] for k in Budget.KEYS]
+    """engine.deployment.hardware.image.load_point.workload of a budget_match, trailing "*" left out:
+    smollm2-135m.inflight.cpu.local."""
+    keys = [match.get(k, "*") for k in Budget.KEYS]  # reports older than the workload key lack it
     while len(keys) > 1 and keys[-1] == "*":
         keys.pop()
     return ".".join(keys)

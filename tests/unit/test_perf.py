@@ -1,6 +1,7 @@
 import json
 import shutil
 from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
@@ -144,7 +145,7 @@ def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
      "--perf-budgets: {path}: budget #1: field 'min_output_tokens_per_s': expected number, got string 'fast'"),
     ("perf_budgets", '[[budget]]\nengine = "e"\ngpu = "H200"\n', "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
      "(allowed: deployment, engine, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, min_output_tokens_per_s, "
-     "min_throughput_ratio_vs_engine, min_throughput_rps)"),
+     "min_throughput_ratio_vs_engine, min_throughput_rps, workload)"),
     ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\noutput_tokens = {mean = 8}\nrequests = 2.0\nconcurrency = [1]\n",
      "--perf-workloads: {path}: workload 'w': field 'requests': expected integer, got number 2.0"),
     ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\nrequests = 1\nconcurrency = [1]\n",
@@ -230,6 +231,25 @@ def test_budgets_match_the_gpu_class_or_the_cpu_core_count_and_the_closest_hardw
     assert find_budget(budgets[:3], **ident, hardware="NVIDIA A100-SXM4-80GB", hardware_class="a100") is None
     assert [hardware_class(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4")] == \
         ["h100", "a100", "l4", "t4"]  # fmt: skip
+
+
+def test_a_budget_for_one_workload_does_not_judge_the_same_load_point_of_another():
+    budgets = [Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
+               Budget(engine="e", hardware="cpu-2", load_point="concurrency=1", workload="default",
+                      min_output_tokens_per_s=18.0)]  # fmt: skip
+    ident = dict(engine="e", deployment="v1", image="local", load_point="concurrency=1", hardware="cpu",
+                 hardware_class="cpu-2")  # fmt: skip
+    assert find_budget(budgets, **ident, workload="default") is budgets[1]
+    assert find_budget(budgets, **ident, workload="smoke") is budgets[0]
+    assert find_budget(budgets, **ident) is budgets[0]  # the migration gate names no workload
+
+
+def test_the_shipped_2_core_budgets_name_load_points_their_workload_has():
+    workloads = load_workloads(Path("fixtures/perf_workloads.toml"))
+    tight = [b for b in load_budgets(Path("fixtures/perf_budgets.toml")) if b.hardware == "cpu-2"]
+    assert {b.deployment for b in tight} == {"v1", "inflight", "llmapi"}
+    for b in tight:
+        assert b.load_point in [name for name, _ in workloads[b.workload].load_points()], (b.workload, b.load_point)
 
 
 def test_with_repeats_a_budget_misses_only_when_the_whole_interval_is_on_the_wrong_side():
