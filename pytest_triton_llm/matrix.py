@@ -6,6 +6,8 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from .lock import DUMMY, DUMMY_LABEL
+
 
 class ReportError(ValueError):
     pass
@@ -77,7 +79,8 @@ def metrics(document: dict) -> dict[str, str]:
         perf = info.get("metrics", {}).get("perf", {})
         if perf:
             best = max(p.get("output_tokens_per_s", 0) for p in perf.values())
-            found[f"peak tok/s {deployment}"] = f"{best:.1f}"
+            dummy = f" ({DUMMY_LABEL})" if info.get("weights") == DUMMY else ""  # random weights: speed only
+            found[f"peak tok/s {deployment}{dummy}"] = f"{best:.1f}"
         if info.get("server_ready_s") is not None:
             found[f"ready s {deployment}"] = f"{info['server_ready_s']:.1f}"
     return found

@@ -72,6 +72,17 @@ def choices(
     return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {"v1", "inflight"})) for pair in pairs], reason
 
 
+def has_dummy_weights(ref: DeploymentRef) -> bool:
+    """Its engine's weights are random (lock source `dummy`); a remote server's engine (runtimes/remote) is not known to be."""
+    return getattr(ref.engine, "dummy_weights", False)
+
+
+def untrained(refs: tuple[DeploymentRef, ...], why: str) -> str | None:
+    """Why a test that needs trained weights (`why`) skips these deployments: the first whose engine has dummy weights."""
+    ref = next((r for r in refs if has_dummy_weights(r)), None)
+    return None if ref is None else f"{ref.engine_name} has dummy weights (lock source 'dummy'): {why}"
+
+
 def one_per_engine(refs: list[DeploymentRef]) -> list[DeploymentRef]:
     """The in-flight deployment of each engine when selected (requests run concurrently), else its first."""
     chosen: dict[str, DeploymentRef] = {}

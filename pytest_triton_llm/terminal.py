@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .lock import DUMMY, DUMMY_LABEL
 from .perf.budgets import match_label
+from .perf.publish import dummy_deployments
 
 
 def table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -19,7 +21,10 @@ def summary_lines(state, config) -> list[str]:
     order = [ref.id for ref in state.selected]  # lock order, whichever worker reported first
     rows = []
     for deployment_id, r in sorted(records.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)):
-        engine = f"{r['engine']} {r['engine_digest'][:12]} ({'cached' if r['engine_cached'] else 'built'} {r['engine_s']:.1f} s)"
+        how = f"{'cached' if r['engine_cached'] else 'built'} {r['engine_s']:.1f} s"
+        if r.get("weights") == DUMMY:  # its numbers are speed only
+            how += f", {DUMMY_LABEL}"
+        engine = f"{r['engine']} {r['engine_digest'][:12]} ({how})"
         rows.append(
             [
                 deployment_id,
@@ -30,7 +35,7 @@ def summary_lines(state, config) -> list[str]:
             ]
         )
     lines = table(["deployment", "engine", "server", "ready in", "server log"], rows)
-    lines += perf_lines(state.report.perf_results())
+    lines += perf_lines(state.report.perf_results(), dummy_deployments(state.report.deployments))
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     startup = state.startup_s if state.startup_s is not None else state.report.worker_times.get("startup_s")
@@ -44,12 +49,13 @@ def summary_lines(state, config) -> list[str]:
     return lines
 
 
-def perf_lines(perf: dict) -> list[str]:
+def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
     """perf: {deployment: {load point: report entry}} -> the measurements' table, then per load point whether it was
-    judged, against which budget and on which hardware (a GPU without a budget must not pass unnoticed)."""
+    judged, against which budget and on which hardware (a GPU without a budget must not pass unnoticed). Deployments in
+    `dummy` are marked: their engines have random weights, so their numbers are speed only."""
     if not perf:
         return []
-    entries = [(d, name, p) for d, points in perf.items() for name, p in points.items()]
+    entries = [(f"{d} ({DUMMY_LABEL})" if d in dummy else d, name, p) for d, points in perf.items() for name, p in points.items()]
     headers = ["deployment", "load point", "req/s", "tok/s", "latency p50/p99 ms", "TTFT p50 ms", "ITL p50 ms"]
     rows = [[d, name, p["throughput_rps"], p["output_tokens_per_s"], _pair(p["latency_ms"]), _stat(p["ttft_ms"]),
              _stat(p["itl_ms"])] for d, name, p in entries]  # fmt: skip

@@ -23,7 +23,8 @@ from pytest_triton_llm.accuracy.verdicts import (
 )  # fmt: skip
 from pytest_triton_llm.terminal import table
 
-pytestmark = pytest.mark.accuracy
+# an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
+pytestmark = [pytest.mark.accuracy, pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")]
 CONCURRENCY = 16
 
 

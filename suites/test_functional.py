@@ -232,6 +232,7 @@ def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
 
 
 @pytest.mark.triton_llm_entry_models
+@pytest.mark.triton_llm_trained_weights("the known answer needs trained weights")
 def test_chat_answer_contains_paris(triton_llm, prompts):
     answer = triton_llm.client.generate(triton_llm.chat_prompt(prompts.chat_question), 32).text
     assert prompts.chat_expected in answer, answer

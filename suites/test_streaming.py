@@ -74,6 +74,7 @@ def test_only_the_core_models_last_response_is_flagged_final(triton_llm, prompts
 
 @pytest.mark.triton_llm_entry_models
 @pytest.mark.triton_llm_requires("streaming")
+@pytest.mark.triton_llm_trained_weights("the known answer needs trained weights")
 def test_http_generate_stream_and_grpc_streaming_agree(triton_llm, prompts):
     prompt = triton_llm.chat_prompt(prompts.chat_question)
     sse = triton_llm.client.stream(prompt, TOKENS, protocol="sse")

@@ -69,6 +69,9 @@ class LlmapiBackend:
     needs_gpu = True
 
     def check_recipe(self, engine: Engine) -> None:
+        if engine.dummy_weights:
+            raise ValueError("field 'source.dummy': the llmapi backend loads a checkpoint; dummy weights are built for "
+                             "the reference and tensorrtllm backends")  # fmt: skip
         if engine.quantization is not None:
             raise ValueError("field 'quantization': the LLM API loads a checkpoint as it is (quantize it beforehand, "
                              "e.g. with TensorRT Model Optimizer, and point the source at the result)")  # fmt: skip

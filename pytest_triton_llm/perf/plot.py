@@ -1,12 +1,15 @@
 """Latency vs throughput over each deployment's concurrency sweep (PNG).
 
 Closed-loop points (concurrency=N) are joined in order of N, p50 solid and p99 dashed; open-loop
-points (rate=R) are marked apart, since they are not on the sweep.
+points (rate=R) are marked apart, since they are not on the sweep. Deployments of dummy-weight engines say so in the
+legend and the title.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from ..lock import DUMMY_LABEL
 
 
 def _sweep(points: dict) -> tuple[list, list]:
@@ -19,14 +22,15 @@ def _sweep(points: dict) -> tuple[list, list]:
     return sorted(sweep), rates
 
 
-def plot_latency_vs_throughput(results: dict, path: Path) -> Path | None:
-    """results: {deployment: {load point: perf entry}}; returns the PNG written, or None if nothing to plot."""
+def plot_latency_vs_throughput(results: dict, path: Path, dummy: frozenset[str] = frozenset()) -> Path | None:
+    """results: {deployment: {load point: perf entry}}; `dummy`: deployments of dummy-weight engines; returns the PNG
+    written, or None if nothing to plot."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: render to a file
     import matplotlib.pyplot as plt
 
-    series = {deployment: _sweep(points) for deployment, points in results.items()}
+    series = {f"{d} ({DUMMY_LABEL})" if d in dummy else d: _sweep(points) for d, points in results.items()}
     if not any(sweep or rates for sweep, rates in series.values()):
         return None
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
@@ -46,7 +50,8 @@ def plot_latency_vs_throughput(results: dict, path: Path) -> Path | None:
             )
     ax.set_xlabel("output tokens/s")
     ax.set_ylabel("end-to-end latency (ms)")
-    ax.set_title("Latency vs throughput over the concurrency sweep")
+    marked = " (dummy weights: speed only)" if dummy & set(results) else ""
+    ax.set_title(f"Latency vs throughput over the concurrency sweep{marked}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..lock import DUMMY
 from ..progress import Progress
 from .baseline import save_baseline
 from .plot import plot_latency_vs_throughput
 
 
-def publish(results: dict, run: dict, save: str | None, report: str | None, progress: Progress) -> list[str]:
-    """results: {deployment: {load point: perf entry}}; returns the plots written (next to the report)."""
+def dummy_deployments(records: dict) -> frozenset[str]:
+    """The deployments of a run report's records ({id: record}) whose engine has dummy weights."""
+    return frozenset(d for d, r in records.items() if r.get("weights") == DUMMY)
+
+
+def publish(results: dict, run: dict, save: str | None, report: str | None, progress: Progress,
+            dummy: frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+    """results: {deployment: {load point: perf entry}}; `dummy`: deployments of dummy-weight engines (marked in the
+    plot); returns the plots written (next to the report)."""
     if not results:
         return []
     if save:
@@ -20,7 +28,7 @@ def publish(results: dict, run: dict, save: str | None, report: str | None, prog
     if not report:
         return []
     try:
-        png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"))
+        png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"), dummy)
     except Exception as exc:  # a missing plot must not cost the report
         progress.say(f"WARNING: perf plot not written: {type(exc).__name__}: {exc}")
         return []

