@@ -9,18 +9,61 @@ import subprocess
 from functools import lru_cache
 
 
-@lru_cache(maxsize=1)
-def hardware() -> str:
+@lru_cache(maxsize=8)
+def gpu_details(gpu: str | None = None) -> dict | None:
+    """GPU `gpu` (an nvidia-smi index; None: the first) as {index, name, memory_mib, compute_capability},
+    or None without nvidia-smi or that GPU."""
     smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return "cpu"
-        names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-        if out.returncode == 0 and names:
-            return names[0]
-    return "cpu"
+    if not smi:
+        return None
+    argv = [smi, "--query-gpu=index,name,memory.total,compute_cap", "--format=csv,noheader,nounits"]
+    try:
+        out = subprocess.run(argv + (["--id", gpu] if gpu else []), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = [[f.strip() for f in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0 or not rows or len(rows[0]) != 4:
+        return None
+    index, name, memory, cc = rows[0]
+    return {"index": int(index), "name": name, "memory_mib": int(float(memory)), "compute_capability": cc}
+
+
+def hardware(gpu: str | None = None) -> str:
+    """The GPU's name as nvidia-smi prints it (GPU `gpu`, else the first), or "cpu"."""
+    details = gpu_details(gpu)
+    return details["name"] if details else "cpu"
+
+
+def first_gpu(gpus: str | None, env: dict[str, str]) -> str | None:
+    """The nvidia-smi index of the GPU a server given --triton-gpus `gpus` computes on: the first id named, else the
+    first of a numeric CUDA_VISIBLE_DEVICES, else None (the first GPU); "none" has no GPU and gives "none"."""
+    for given in (gpus, env.get("CUDA_VISIBLE_DEVICES")):
+        if given in (None, "all"):
+            continue
+        if given in ("none", ""):
+            return "none"
+        first = given.split(",")[0].strip()
+        return first if first.isdigit() else None  # GPU UUIDs: nvidia-smi's first GPU stands for them
+    return None
+
+
+def visible_gpus(gpus: str | None) -> dict[str, str]:
+    """A local server's environment for --triton-gpus: its ids as CUDA_VISIBLE_DEVICES, in nvidia-smi's order
+    (CUDA's own order is fastest-first); "none" hides every GPU; None and "all" leave the inherited one."""
+    if gpus in (None, "all"):
+        return {}
+    if gpus == "none":
+        return {"CUDA_VISIBLE_DEVICES": ""}
+    return {"CUDA_VISIBLE_DEVICES": gpus, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def describe_hardware(gpu: str | None) -> str:
+    """The report header's line: "NVIDIA H200, 143771 MiB, compute capability 9.0 (GPU 0)" or "cpu, 2 cores"."""
+    details = None if gpu == "none" else gpu_details(gpu)
+    if details is None:
+        return f"cpu, {len(os.sched_getaffinity(0))} cores"
+    return (f"{details['name']}, {details['memory_mib']} MiB, compute capability {details['compute_capability']} "
+            f"(GPU {details['index']})")  # fmt: skip
 
 
 def compute_capability(gpu: str | None = None) -> str | None:

@@ -66,8 +66,9 @@ def add_server_options(group) -> None:
     )  # fmt: skip
     group.addoption(
         "--triton-gpus", metavar="IDS", default=None,
-        help="GPUs for server and build containers: 'all' or ids such as 0,1 (default: all for engines that run on "
-        "a GPU, none for reference ones)",
+        help="GPUs the servers and build containers use: 'all', 'none' or nvidia-smi ids such as 0,1. Containers "
+        "default to all for engines that run on a GPU and none for reference ones; the local runtime sets "
+        "CUDA_VISIBLE_DEVICES (default: as inherited), and the reference backend runs on the first GPU it sees",
     )  # fmt: skip
     group.addoption(
         "--trtllm-examples", metavar="DIR",
@@ -126,8 +127,8 @@ def server_options(opt) -> ServerOptions:
         image = parse_image(opt.triton_image) if opt.triton_image else None
     except ImageError as exc:
         raise OptionError(str(exc)) from None
-    if opt.triton_gpus is not None and not re.fullmatch(r"all|\d+(,\d+)*", opt.triton_gpus):
-        raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all' or GPU ids such as 0 or 0,1")
+    if opt.triton_gpus is not None and not re.fullmatch(r"all|none|\d+(,\d+)*", opt.triton_gpus):
+        raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all', 'none' or GPU ids such as 0 or 0,1")
     if opt.triton_start_timeout <= 0:
         raise OptionError("--triton-start-timeout must be > 0")
     return ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples,

@@ -11,11 +11,11 @@ from . import distributed, options
 from .accuracy import options as accuracy_options
 from .accuracy.drift import DriftError
 from .engines import backend_of
-from .lock import LockError
+from .lock import DUMMY_LABEL, LockError
 from .perf import options as perf_options
 from .perf.baseline import BaselineError
 from .progress import Progress
-from .selection import AtEntry, refs_of
+from .selection import AtEntry, has_dummy_weights, refs_of, untrained
 from .session import TritonLLMSession
 from .terminal import summary_lines
 from .usage import OptionError
@@ -38,6 +38,7 @@ MARKERS = {
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair", "triton_llm_migration")
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_only("why real engines differ")
+TRAINED_WEIGHTS = "triton_llm_trained_weights"  # @pytest.mark.triton_llm_trained_weights("why random ones will not do")
 LOAD = "triton_llm_load"  # @pytest.mark.triton_llm_load: stresses the server (skipped on a remote one unless allowed)
 ENTRIES = "triton_llm_entry_models"  # @pytest.mark.triton_llm_entry_models: once per entry model (ensemble, BLS)
 _SESSION = pytest.StashKey[TritonLLMSession]()
@@ -76,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{STAND_IN_ONLY}(reason): checks what only the reference stand-in does; skipped with the reason on "
         "real engines",
+    )  # fmt: skip
+    config.addinivalue_line(
+        "markers", f"{TRAINED_WEIGHTS}(reason): judges what the model says (ROUGE, a known answer); skipped with the "
+        "reason on engines of dummy weights (lock source 'dummy')",
     )  # fmt: skip
     config.addinivalue_line(
         "markers", f"{LOAD}: puts the server under stress (floods, hundreds of clients, cache eviction); skipped on a "
@@ -164,8 +169,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """After pytest's own ordering, tests of one deployment run together (in that order), so that a server starts
     once per deployment, not once per switch between parameters (entry models) of several. Tests marked
     triton_llm_stand_in_only (also on one parameter) are skipped, with their reason, on deployments whose engine
-    is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM. On a remote server (a
-    shared one, --triton-url), tests marked triton_llm_load are skipped unless --triton-allow-load."""
+    is not the stand-in: what they check holds for the stand-in, not for real TensorRT-LLM. Tests marked
+    triton_llm_trained_weights are skipped, with their reason, on engines of dummy weights, and every test of such an
+    engine carries the JUnit property triton_llm.weights = "dummy weights". On a remote server (a shared one,
+    --triton-url), tests marked triton_llm_load are skipped unless --triton-allow-load. Tests marked `gpu` by their
+    own code (not through a GPU engine's deployment) are skipped, with the reason, where no GPU serves."""
     items.sort(key=lambda item: tuple(r.id for r in _refs(item)))
     state = config.stash[_SESSION]
     if state.remote is not None and not state.remote.allow_load:
@@ -174,15 +182,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker(LOAD) is not None:
                 item.add_marker(polite)
+    no_gpu = state.gpu_missing()
     for item in items:
-        mark = item.get_closest_marker(STAND_IN_ONLY)
         refs = _refs(item)
+        if no_gpu and _marked_gpu_by_code(item):
+            item.add_marker(pytest.mark.skip(reason=no_gpu))
+        if any(has_dummy_weights(r) for r in refs):  # JUnit readers (CI dashboards) see it beside the perf numbers
+            item.user_properties.append(("triton_llm.weights", DUMMY_LABEL))
+        trained = item.get_closest_marker(TRAINED_WEIGHTS)
+        if trained is not None and (why := untrained(refs, trained.args[0] if trained.args else "needs trained weights")):
+            item.add_marker(pytest.mark.skip(reason=why))
+        mark = item.get_closest_marker(STAND_IN_ONLY)
         if mark is None or not refs:
             continue
         real = sorted({r.engine.backend for r in refs if not state.is_stand_in(r)})
         if real:
             item.add_marker(pytest.mark.skip(reason=f"checks the reference stand-in only, not {', '.join(real)} engines: "
                                                     f"{mark.args[0] if mark.args else 'real engines differ'}"))  # fmt: skip
+
+
+def _marked_gpu_by_code(item: pytest.Item) -> bool:
+    """`@pytest.mark.gpu` on the test, its class or module (a GPU engine's parameters carry the marker for -m
+    selection only: their builds say themselves what they lack)."""
+    owners = (getattr(item, "obj", None), getattr(item, "cls", None), getattr(item, "module", None))
+    marks = [getattr(owner, "pytestmark", []) for owner in owners]
+    return any(m.name == "gpu" for mark in marks for m in (mark if isinstance(mark, list) else [mark]))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

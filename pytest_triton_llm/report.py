@@ -2,7 +2,7 @@
 
 {
   "schema": 1,
-  "run": {plugin, pytest, python, platform, hardware, started, duration_s, startup_s, options},
+  "run": {plugin, pytest, python, platform, hardware, gpu, started, duration_s, startup_s, options},
   "deployments": {"<engine>:<name>": {engine, backend, batching, engine_digest, server_version,
                                        server_ready_s, server_log, ..., "metrics": {...}}},
   "tests": [{nodeid, outcome, duration_s, deployment, markers, message}],
@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .files import write_json
-from .hardware import hardware
+from .hardware import gpu_details, hardware
 
 SCHEMA = 1
 
@@ -34,14 +34,16 @@ def _version(dist: str) -> str | None:
 
 
 class RunReport:
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, gpu: str | None = None):
+        """`gpu`: the nvidia-smi index the servers compute on (None: the first; "none": no GPU of this host)."""
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.run = {
             "plugin": _version("pytest-triton-llm"),
             "pytest": _version("pytest"),
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "hardware": hardware(),
+            "hardware": "cpu" if gpu == "none" else hardware(gpu),
+            "gpu": None if gpu == "none" else gpu_details(gpu),  # index, name, memory_mib, compute_capability
             "started": self.started.isoformat(timespec="seconds"),
             "options": options,
         }

@@ -10,9 +10,10 @@ from . import selection
 from .cache import EngineCache
 from .deployments import DeploymentManager, ServedDeployment
 from .engines import backend_of, check_lock
+from .hardware import describe_hardware, hardware
 from .lock import DeploymentRef, Lock, load_lock
 from .options import DEFAULT_LOCK, Options
-from .perf.publish import publish
+from .perf.publish import dummy_deployments, publish
 from .processes import reap_orphans
 from .progress import Progress
 from .report import RunReport
@@ -47,7 +48,7 @@ class TritonLLMSession:
             "runtime": options.runtime,
             "image": self.runtime.reference if self.remote is not None and self.runtime else
             (image.reference if image else "local"),
-        })  # fmt: skip
+        }, self.runtime.gpu if self.runtime is not None else None)  # fmt: skip
         if self.runtime is not None and (block := self.runtime.report_block()) is not None:
             self.report.record_run("server", block)
         self.manager: DeploymentManager | None = None
@@ -87,8 +88,20 @@ class TritonLLMSession:
         self.started = time.monotonic()
         reap_orphans(self.cache.root / "run", self.progress)
 
+    def gpu_missing(self) -> str | None:
+        """Why a test marked `gpu` cannot run here, or None: the servers of this host see no NVIDIA GPU."""
+        if self.remote is not None:
+            return None  # the remote server's GPUs are not this host's to count
+        gpu = self.runtime.gpu if self.runtime is not None else None
+        if gpu == "none":
+            return "needs an NVIDIA GPU: --triton-gpus none hides them"
+        return "needs an NVIDIA GPU: nvidia-smi lists none on this host" if hardware(gpu) == "cpu" else None
+
     def header_lines(self) -> list[str]:
-        return self.runtime.header_lines() if self.runtime is not None else []
+        if self.runtime is None:
+            return []
+        where = "the remote server's (not known from here)" if self.remote is not None else describe_hardware(self.runtime.gpu)
+        return [*self.runtime.header_lines(), f"triton-llm: hardware: {where}"]
 
     def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
@@ -132,7 +145,8 @@ class TritonLLMSession:
 
     def publish(self, perf_save: str | None) -> None:
         """The perf baseline and plot, then the report: written once, by the process that saw every test."""
-        plots = publish(self.report.perf_results(), self.report.run, perf_save, self.options.report, self.progress)
+        plots = publish(self.report.perf_results(), self.report.run, perf_save, self.options.report, self.progress,
+                        dummy_deployments(self.report.deployments))  # fmt: skip
         if plots:
             self.report.record_run("plots", plots)
         if self.options.report:

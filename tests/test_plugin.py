@@ -35,7 +35,7 @@ def test_markers_are_registered(pytester):
         assert marker in MARKERS
         result.stdout.fnmatch_lines([f"@pytest.mark.{marker}:*"])
     # registered markers pass --strict-markers
-    pytester.makepyfile("import pytest\n@pytest.mark.perf\n@pytest.mark.gpu\ndef test_x(): pass\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.perf\n@pytest.mark.container\ndef test_x(): pass\n")
     pytester.runpytest("--strict-markers").assert_outcomes(passed=1)
 
 
@@ -285,5 +285,19 @@ def test_the_cards_command_collects_the_suites_and_marks_gpu_and_container_deplo
     assert perf and all(line.startswith(PERF_SUITES) for line in perf)
     assert collect("--triton-image", "24.09-trtllm", "-m", "container and functional")  # served in containers
     gpu_lock = collect("--engines-lock", "engines.gpu.lock", "-m", "gpu and functional")
-    assert gpu_lock and all("smollm2-135m-trt:" in line for line in gpu_lock)
+    assert gpu_lock and all("smollm2-135m-trt:" in line or "smollm2-1.7b-dummy:" in line for line in gpu_lock)
+    assert any("smollm2-1.7b-dummy:" in line for line in gpu_lock)  # the dummy-weight engine is a tensorrtllm one too
     assert collect("-m", "gpu") == [] and collect("-m", "container") == []  # local, stand-in: neither
+
+
+def test_a_test_marked_gpu_is_skipped_with_the_reason_where_the_servers_see_no_gpu(project):
+    project.makepyfile(
+        "import pytest\n"
+        "@pytest.mark.gpu\n"
+        "def test_on_cuda(): pass\n"
+        "def test_anywhere(): pass\n"
+    )  # fmt: skip
+    result = project.runpytest("--triton-gpus", "none", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["triton-llm: hardware: cpu, * cores",
+                                 "*SKIPPED*needs an NVIDIA GPU: --triton-gpus none hides them*"])  # fmt: skip

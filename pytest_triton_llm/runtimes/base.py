@@ -55,6 +55,7 @@ class Runtime(Protocol):
     name: ClassVar[str]
     reference: str  # what serves, for reports: "local" or the image reference
     entry: ImageEntry | None  # compat.toml's image this server is, when known
+    gpu: str | None  # the nvidia-smi index of the GPU its servers compute on: None the first, "none" no GPU
 
     @classmethod
     def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> Runtime:

@@ -19,7 +19,7 @@ from ..containers import (
     ensure_image, image_info, owner_labels, reap_containers,
 )  # fmt: skip
 from ..engines.base import BuildSite
-from ..hardware import hardware
+from ..hardware import first_gpu, hardware
 from ..images import ImageRef
 from ..progress import Progress
 from ..usage import OptionError
@@ -160,8 +160,12 @@ class ContainerRuntime:
         return self.image.triton_version
 
     @property
+    def gpu(self) -> str | None:
+        return first_gpu(self.gpus, {})  # containers see the GPUs docker gives them, whatever this shell's variables
+
+    @property
     def hardware(self) -> str:
-        return hardware()  # the containers run on this host
+        return "cpu" if self.gpu == "none" else hardware(self.gpu)  # the containers run on this host
 
     def describe(self) -> str:
         return f"containers of {self.reference} (docker; GPUs {self.gpus or 'for tensorrtllm engines: all'})"
@@ -195,7 +199,7 @@ class ContainerRuntime:
     def start(self, launch: Launch) -> TritonServer:
         """`launch.gpu`: the engine needs one; --triton-gpus overrides either way."""
         self._count += 1
-        gpus = self.gpus or ("all" if launch.gpu else None)
+        gpus = None if self.gpus == "none" else self.gpus or ("all" if launch.gpu else None)
         slug = "".join(c if c.isalnum() else "-" for c in launch.deployment_id)
         if self.adapters is not None:
             self.adapters.mkdir(parents=True, exist_ok=True)  # docker would create a missing one as root

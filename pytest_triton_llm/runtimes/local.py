@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..compat import ImageEntry, installed_tensorrt_llm, load_compat
 from ..engines.base import BuildSite
-from ..hardware import hardware
+from ..hardware import first_gpu, hardware, visible_gpus
 from ..processes import ManagedProcess
 from ..progress import Progress
 from ..usage import OptionError
@@ -37,8 +37,9 @@ class LocalRuntime:
     reference = "local"
 
     def __init__(self, cache_root: Path, progress: Progress, found: FoundServer, entry: ImageEntry | None = None,
-                 trtllm_examples: str | None = None):  # fmt: skip
+                 trtllm_examples: str | None = None, gpus: str | None = None):  # fmt: skip
         self.cache_root, self.progress, self.found = cache_root, progress, found
+        self.gpus = gpus  # --triton-gpus: the servers' CUDA_VISIBLE_DEVICES ("none": no GPU; None: as inherited)
         self.entry = entry  # the compat.toml image this server stands for (version_guard), if known
         self.trtllm_examples = trtllm_examples
         self._version = found.declared_version
@@ -60,7 +61,7 @@ class LocalRuntime:
             entry = check_versions(load_compat(), found, installed_tensorrt_llm(), requested)
         except (ServerNotFound, VersionMismatch) as exc:
             raise RuntimeUnavailable(str(exc)) from None
-        return cls(cache_root, progress, found, entry, options.trtllm_examples)
+        return cls(cache_root, progress, found, entry, options.trtllm_examples, options.gpus)
 
     def describe(self) -> str:
         return self.found.describe()
@@ -81,8 +82,12 @@ class LocalRuntime:
         }  # fmt: skip
 
     @property
+    def gpu(self) -> str | None:
+        return first_gpu(self.gpus, dict(os.environ))
+
+    @property
     def hardware(self) -> str:
-        return hardware()
+        return "cpu" if self.gpu == "none" else hardware(self.gpu)
 
     @property
     def triton_version(self) -> str:
@@ -137,6 +142,7 @@ class LocalRuntime:
         wheel = self.found.wheel
         backends = prepare_backends(wheel, self.cache_root) if wheel else self.found.backends
         env = server_environment(wheel.libs if wheel else None, serving_environment(dict(os.environ)))
+        env.update(visible_gpus(self.gpus))
         return start_local_server(self.found, backends, env, name, repository, self.cache_root, log_path,
                                   self.progress, timeout_s)  # fmt: skip
 

@@ -104,6 +104,7 @@ class RemoteRuntime:
     name = "remote"
     entry = None  # which NGC image serves is not known from outside
     hardware = "remote"
+    gpu = "none"  # none of this host's: the server's hardware is not known from outside
 
     def __init__(self, options: RemoteOptions, metadata: dict, progress: Progress):
         self.options, self.metadata, self.progress = options, metadata, progress

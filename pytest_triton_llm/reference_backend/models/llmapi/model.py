@@ -92,6 +92,7 @@ class TritonPythonModel:
         load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config})
         self.scheduler = PrefixCachingScheduler(load, self.prefix)
         self.engine = self.scheduler.engine
+        pb_utils.Logger.log_info(f"reference llmapi stand-in: {checkpoint} on {self.engine.describe()}")
         self._ids = itertools.count(1)
 
     # -- requests ------------------------------------------------------------------------

@@ -88,6 +88,7 @@ class ReferenceEngine:
     """A Hugging Face causal LM loaded from a reference engine directory."""
 
     lora = None  # a lora.LoraSupport when the engine was built with LoRA
+    device = torch.device("cpu")  # set by __init__ from what torch sees
 
     def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None, config: dict | None = None):
         """`config` ({"dtype", "build_config"}) for a plain Hugging Face checkpoint; else the engine's engine.json."""
@@ -97,7 +98,9 @@ class ReferenceEngine:
         config = config or json.loads((engine_dir / "engine.json").read_text())
         self.build_config = config["build_config"]
         self.dtype = getattr(torch, config["dtype"])
-        self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval()
+        # the first GPU this process sees (the runtime narrows CUDA_VISIBLE_DEVICES to --triton-gpus), else the CPU
+        self.device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval().to(self.device)
         self.vocab_size = self.model.config.vocab_size
         if "lora_config" in self.build_config:
             self.lora = LoraSupport(self.model, self.build_config["lora_config"], lora_cache_bytes)
@@ -107,11 +110,18 @@ class ReferenceEngine:
         """GPU memory this process holds for tensors (0 on a CPU)."""
         return torch.cuda.memory_allocated() if torch.cuda.is_available() else 0
 
+    def describe(self) -> str:
+        """Where the model runs, for the server log: "cuda:0 (NVIDIA H200), torch.bfloat16" or "cpu, torch.float32"."""
+        where = f"{self.device} ({torch.cuda.get_device_name(self.device)})" if self.device.type == "cuda" else "cpu"
+        return f"{where}, {self.dtype}"
+
     def forward(self, adapters: list, **model_inputs):
-        """One model step for a batch whose row i uses LoRA adapter adapters[i] (or none)."""
+        """One model step for a batch whose row i uses LoRA adapter adapters[i] (or none). Ids, masks and
+        positions are built on the CPU by the schedulers; they move to the model's device here."""
         if self.lora is not None:
             self.lora.rows = adapters
-        return self.model(**model_inputs)
+        moved = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()}
+        return self.model(**moved)
 
     # -- validation -----------------------------------------------------------------------
     def validate(self, request: GenerationRequest) -> None:
@@ -155,14 +165,14 @@ class ReferenceEngine:
         ]  # fmt: skip
         if simple:
             rows = logits[simple]
-            picks = rows.argmax(dim=-1).tolist()
-            log_probs = torch.log_softmax(rows, dim=-1)
-            for j, i in enumerate(simple):
-                self._append(sequences[i], picks[j], float(log_probs[j, picks[j]]))
+            picks = rows.argmax(dim=-1)
+            chosen = torch.log_softmax(rows, dim=-1).gather(1, picks.unsqueeze(1)).squeeze(1)
+            for i, pick, log_prob in zip(simple, picks.tolist(), chosen.tolist(), strict=True):  # one copy off the GPU
+                self._append(sequences[i], pick, log_prob)
         for i, seq in enumerate(sequences):
             if i in simple or seq.finished:
                 continue
-            row = self._process(seq, logits[i].clone())
+            row = self._process(seq, logits[i].to("cpu", copy=True))  # penalties and sampling on the CPU
             token = self._sample(seq, row)
             self._append(seq, token, float(torch.log_softmax(row, dim=-1)[token]))
 

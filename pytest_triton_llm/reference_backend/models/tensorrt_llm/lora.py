@@ -50,7 +50,7 @@ class LoraSupport:
         if 0 in self.targets:
             raise ValueError("attn_qkv (a fused qkv projection) does not exist in this model; target attn_q/k/v")
         self.cache_bytes = cache_bytes
-        self.dtype = model.dtype
+        self.dtype, self.device = model.dtype, model.device
         self.layers = model.model.layers
         self._cache: OrderedDict[int, LoraAdapter] = OrderedDict()
         self._lock = threading.Lock()
@@ -139,5 +139,5 @@ class LoraSupport:
                 raise RequestError(f"LoRA row for layer {layer} module {module_id} holds {row.size} values, needs {need}")
             a = torch.from_numpy(np.ascontiguousarray(row[: rank * n_in]).astype(np.float32)).reshape(rank, n_in)
             b = torch.from_numpy(np.ascontiguousarray(row[rank * n_in : need]).astype(np.float32)).reshape(n_out, rank)
-            parsed[(module_id, layer)] = (a.to(self.dtype), b.to(self.dtype))
+            parsed[(module_id, layer)] = (a.to(self.device, self.dtype), b.to(self.device, self.dtype))
         return LoraAdapter(task_id, parsed)

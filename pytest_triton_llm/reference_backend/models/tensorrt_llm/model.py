@@ -92,6 +92,7 @@ class TritonPythonModel:
         load = partial(ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None)
         self.scheduler = InflightScheduler(load, self._iteration) if self.inflight else None
         self.engine = self.scheduler.engine if self.inflight else load()
+        pb_utils.Logger.log_info(f"reference tensorrt_llm stand-in: {params['gpt_model_path']} on {self.engine.describe()}")
         config = self.engine.build_config
         self.metrics = TrtllmMetrics(args["model_name"], args["model_version"], not self.inflight, config["max_batch_size"],
                                      config["max_seq_len"], self.engine.gpu_bytes)  # fmt: skip
