@@ -29,7 +29,7 @@ print(f"[gpu-host] torch {torch.__version__} sees {torch.cuda.device_count()} GP
 PY
 
 echo "[gpu-host] creating $venv over $("$python" -c 'import sys; print(sys.prefix)')"
-"$python" -m venv "$venv"
+"$python" -m venv --without-pip "$venv"  # pip comes from the CUDA environment, through the .pth below
 venv=$(cd "$venv" && pwd)
 host_site=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 venv_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -39,7 +39,7 @@ for entry in "$host_site"/*; do
   name=$(basename "$entry")
   case "${name,,}" in
     numpy*|scipy*|sklearn*|scikit_learn*|pandas*|jax*|numpyro*) continue ;;  # built for numpy 2
-    pip|pip-*|_distutils_hack|distutils-precedence.pth|*.pth) continue ;;    # VENV has its own; .pth run only in site dirs
+    *.pth) continue ;;                                                        # run only in site dirs, not here
     nvidia_pytriton*|pytriton|tritonclient*|pytest_triton_llm*) continue ;;  # installed into VENV below
   esac
   ln -sfn "$entry" "$venv/host-packages/$name"
