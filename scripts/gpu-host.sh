@@ -63,8 +63,10 @@ ENV
 # shellcheck disable=SC1091
 source "$venv/bin/gpu-env"
 python - <<'PY'
-import numpy, torch, pytriton, pytest_triton_llm
+import importlib.util, pathlib, numpy, torch, pytest_triton_llm
 assert numpy.__version__ < "2", numpy.__version__
+server = pathlib.Path(importlib.util.find_spec("pytriton").submodule_search_locations[0]) / "tritonserver/bin/tritonserver"
+assert server.is_file(), f"{server} is missing"  # the wheel's tritonserver; pytriton itself (zmq ...) is not imported
 print(f"[gpu-host] ready: numpy {numpy.__version__}, torch {torch.__version__} on {torch.cuda.get_device_name(0)}; "
       "now: source VENV/bin/gpu-env")
 PY

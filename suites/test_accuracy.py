@@ -20,6 +20,7 @@ from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores, rouge_scores
 from pytest_triton_llm.accuracy.verdicts import (
     DRIFT_HEADER, THRESHOLD_HEADER, InconclusiveAccuracy, as_report, drift_rows, judge_drift, judge_thresholds,
+    planned_detectable_drop,
 )  # fmt: skip
 from pytest_triton_llm.terminal import table
 
@@ -38,9 +39,11 @@ def settings(triton_llm_per_engine):
 
 
 @pytest.fixture(scope="session")
-def summaries(triton_llm_per_engine, settings, cnn, triton_llm_progress, accuracy_outputs):
-    """Greedy summaries of every article, saved with --accuracy-save."""
+def summaries(triton_llm_per_engine, settings, cnn, triton_llm_progress, accuracy_outputs, triton_llm_accuracy_options):
+    """Greedy summaries of every article, saved with --accuracy-save. With a baseline, what the drift test can
+    catch is said first, so an underpowered sample shows before the articles are run."""
     served = triton_llm_per_engine
+    say_drift_plan(served.id, cnn, triton_llm_accuracy_options, settings, triton_llm_progress)
     prompts = [build_prompt(a, settings, served.tokenizer, served.ref.engine.max_input_len) for a in cnn.articles]
     start = time.monotonic()
     with triton_llm_progress.step(f"accuracy: summarizing {len(prompts)} articles on {served.id}"):
@@ -60,6 +63,20 @@ def summaries(triton_llm_per_engine, settings, cnn, triton_llm_progress, accurac
         kept = f" (the previous file is kept as {accuracy_outputs.backup})" if accuracy_outputs.backup else ""
         triton_llm_progress.say(f"accuracy: outputs of {served.id} saved to {accuracy_outputs.path}{kept}")
     return entry
+
+
+def say_drift_plan(deployment_id: str, cnn, options, settings, progress) -> None:
+    baseline = baseline_entry(load_outputs(options.baseline), deployment_id) if options.baseline else None
+    references = {a.id: a.reference for a in cnn.articles}
+    articles = [a for a in baseline["articles"] if a["id"] in references] if baseline else []
+    if len(articles) < 2:
+        return  # the drift test says what is missing
+    rule = options.rule(settings)
+    scores = per_article_scores([a["output"] for a in articles], [references[a["id"]] for a in articles])
+    n, drop = planned_detectable_drop(scores, rule)
+    progress.say(f"accuracy drift plan: {n} articles paired with the baseline; at alpha {rule.alpha:g} and power "
+                 f"{rule.power:g} they catch a drop of {drop:.2f} ROUGE points or more (allowed: {rule.max_drop:g}; "
+                 "from the baseline's spread, as if the runs were unrelated: the measured figure follows the run)")
 
 
 def test_rouge_meets_the_engines_thresholds(triton_llm_per_engine, settings, cnn, summaries, triton_llm_report,

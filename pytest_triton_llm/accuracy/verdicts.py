@@ -8,9 +8,14 @@ that is significant, and says when the sample is too small to see a drop of twic
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
-from ..significance import DriftResult, ThresholdResult, against_reference_fraction, against_threshold, paired_drop
+import numpy as np
+
+from ..significance import (
+    DriftResult, ThresholdResult, against_reference_fraction, against_threshold, detectable_drop, paired_drop,
+)  # fmt: skip
 from .rouge import METRICS
 
 
@@ -75,3 +80,13 @@ THRESHOLD_HEADER = ["metric", "mean", "one-sided bounds", "rule", ""]
 
 def as_report(results: dict[str, DriftResult]) -> dict:
     return {m: {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(r).items()} for m, r in results.items()}
+
+
+def planned_detectable_drop(baseline_scores: dict[str, list[float]], rule: VerdictRule) -> tuple[int, float]:
+    """Before a run: (articles, the largest over the metrics of the smallest drop the drift test can catch), taking
+    the sd of the paired differences as sqrt(2) x the baseline's per-article sd, as if the two runs were unrelated.
+    Paired outputs of one engine are highly correlated, so the measured figure after the run is usually smaller."""
+    n = min(len(v) for v in baseline_scores.values())
+    return n, max(detectable_drop(math.sqrt(2) * float(np.std(v, ddof=1)), n, rule.alpha, rule.power, rule.max_drop)
+                  for v in baseline_scores.values())  # fmt: skip
+

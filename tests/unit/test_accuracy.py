@@ -11,7 +11,7 @@ from pytest_triton_llm.accuracy.drift import (
 )  # fmt: skip
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import rouge_scores
-from pytest_triton_llm.accuracy.verdicts import VerdictRule, judge_drift, judge_thresholds
+from pytest_triton_llm.accuracy.verdicts import VerdictRule, judge_drift, judge_thresholds, planned_detectable_drop
 from pytest_triton_llm.lock import Accuracy
 
 pytest.importorskip("datasets", reason="the reference extra is not installed")
@@ -160,6 +160,18 @@ def test_drift_pairs_each_article_with_itself_against_the_references():
     assert judge_drift(before, before, VerdictRule())["rouge1"].verdict == "pass"
     with pytest.raises(DriftError, match="a paired test needs at least 2"):
         paired_scores(baseline, {"articles": worse["articles"][:1]}, references)
+
+
+def test_the_drift_plan_before_a_run_is_no_smaller_than_what_a_correlated_run_then_catches():
+    rng = np.random.default_rng(3)
+    base = rng.normal(30.0, 11.0, 60)  # per-article ROUGE spread like CNN/DailyMail's
+    rule = VerdictRule(max_drop=1.0)
+    n, planned = planned_detectable_drop({"rouge1": list(base), "rouge2": list(base / 3)}, rule)
+    again = base + rng.normal(0.0, 2.0, 60)  # the same engine: outputs mostly the same, scores close
+    three = lambda scores: {m: list(scores) for m in ("rouge1", "rouge2", "rougeLsum")}  # noqa: E731
+    measured = judge_drift(three(base), three(again), rule)["rouge1"].detectable_drop
+    assert n == 60 and 1.0 + 4.0 < planned < 1.0 + 8.0  # ~(1.67 + 0.85) x 15.6 / sqrt(60) beyond the allowed drop
+    assert measured < planned
 
 
 @pytest.mark.parametrize("extra, message", [
