@@ -100,18 +100,7 @@ def fetch_checkpoint(source: Source, sources_dir: Path, progress: Progress) -> P
         )
     # real files, not the hub cache's symlinks into blobs/: the directory is mounted into build containers
     target = sources_dir / "hf" / f"{source.hf.replace('/', '--')}--{source.revision}"
-    if not (target / ".complete").is_file():
-        from huggingface_hub import snapshot_download
-
-        with progress.step(f"source: downloading {source.hf} at {source.revision[:12]} from the Hugging Face Hub"):
-            try:  # huggingface_hub reads HF_TOKEN from the environment itself; it is never passed here
-                snapshot_download(source.hf, revision=source.revision, local_dir=target)
-            except Exception as exc:
-                raise SourceError(
-                    f"could not download {source.hf}@{source.revision}: {type(exc).__name__}: {exc} "
-                    "(for a gated repository, set HF_TOKEN in the environment)"
-                ) from None
-        (target / ".complete").write_text(source.revision)
+    _snapshot(source, target, f"{source.hf} at {source.revision[:12]} from the Hugging Face Hub", progress)
     if source.file is not None:
         _verify(target / source.file, source.sha256)
     return target
@@ -131,16 +120,23 @@ def fetch_tokenizer(source: Source, sources_dir: Path, progress: Progress) -> Pa
     if (whole / ".complete").is_file():
         return whole
     target = sources_dir / "hf-tokenizer" / f"{source.hf.replace('/', '--')}--{source.revision}"
-    if not (target / ".complete").is_file():
-        from huggingface_hub import snapshot_download
-
-        with progress.step(f"source: downloading the tokenizer of {source.hf} at {source.revision[:12]} (no weights)"):
-            try:
-                snapshot_download(source.hf, revision=source.revision, local_dir=target, allow_patterns=list(TOKENIZER_FILES))
-            except Exception as exc:
-                raise SourceError(
-                    f"could not download the tokenizer of {source.hf}@{source.revision}: {type(exc).__name__}: {exc} "
-                    "(for a gated repository, set HF_TOKEN in the environment)"
-                ) from None
-        (target / ".complete").write_text(source.revision)
+    _snapshot(source, target, f"the tokenizer of {source.hf} at {source.revision[:12]} (no weights)", progress,
+              allow_patterns=list(TOKENIZER_FILES))  # fmt: skip
     return target
+
+
+def _snapshot(source: Source, target: Path, what: str, progress: Progress, **download) -> None:
+    """`source`'s Hub snapshot (or the files `download` allows) into `target`, once: `.complete` marks it done."""
+    if (target / ".complete").is_file():
+        return
+    from huggingface_hub import snapshot_download
+
+    with progress.step(f"source: downloading {what}"):
+        try:  # huggingface_hub reads HF_TOKEN from the environment itself; it is never passed here
+            snapshot_download(source.hf, revision=source.revision, local_dir=target, **download)
+        except Exception as exc:
+            raise SourceError(
+                f"could not download {what}: {type(exc).__name__}: {exc} (for a gated repository, set HF_TOKEN in the "
+                "environment)"
+            ) from None
+    (target / ".complete").write_text(source.revision)
