@@ -15,7 +15,7 @@ from .lock import DUMMY_LABEL, LockError
 from .perf import options as perf_options
 from .perf.baseline import BaselineError
 from .progress import Progress
-from .selection import AtEntry, has_dummy_weights, refs_of, untrained
+from .selection import AtEntry, has_dummy_weights, marked_gpu_by_code, refs_of, untrained
 from .session import TritonLLMSession
 from .terminal import summary_lines
 from .usage import OptionError
@@ -185,7 +185,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     no_gpu = state.gpu_missing()
     for item in items:
         refs = _refs(item)
-        if no_gpu and _marked_gpu_by_code(item):
+        if no_gpu and marked_gpu_by_code(item):
             item.add_marker(pytest.mark.skip(reason=no_gpu))
         if any(has_dummy_weights(r) for r in refs):  # JUnit readers (CI dashboards) see it beside the perf numbers
             item.user_properties.append(("triton_llm.weights", DUMMY_LABEL))
@@ -199,14 +199,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if real:
             item.add_marker(pytest.mark.skip(reason=f"checks the reference stand-in only, not {', '.join(real)} engines: "
                                                     f"{mark.args[0] if mark.args else 'real engines differ'}"))  # fmt: skip
-
-
-def _marked_gpu_by_code(item: pytest.Item) -> bool:
-    """`@pytest.mark.gpu` on the test, its class or module (a GPU engine's parameters carry the marker for -m
-    selection only: their builds say themselves what they lack)."""
-    owners = (getattr(item, "obj", None), getattr(item, "cls", None), getattr(item, "module", None))
-    marks = [getattr(owner, "pytestmark", []) for owner in owners]
-    return any(m.name == "gpu" for mark in marks for m in (mark if isinstance(mark, list) else [mark]))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

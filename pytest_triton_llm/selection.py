@@ -83,6 +83,14 @@ def untrained(refs: tuple[DeploymentRef, ...], why: str) -> str | None:
     return None if ref is None else f"{ref.engine_name} has dummy weights (lock source 'dummy'): {why}"
 
 
+def marked_gpu_by_code(item) -> bool:
+    """`@pytest.mark.gpu` on the test, its class or module (a GPU engine's parameters carry the marker for -m
+    selection only: their builds say themselves what they lack)."""
+    owners = (getattr(item, "obj", None), getattr(item, "cls", None), getattr(item, "module", None))
+    marks = [getattr(owner, "pytestmark", []) for owner in owners]
+    return any(m.name == "gpu" for mark in marks for m in (mark if isinstance(mark, list) else [mark]))
+
+
 def one_per_engine(refs: list[DeploymentRef]) -> list[DeploymentRef]:
     """The in-flight deployment of each engine when selected (requests run concurrently), else its first."""
     chosen: dict[str, DeploymentRef] = {}
