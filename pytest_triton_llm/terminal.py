@@ -61,8 +61,30 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
              _stat(p["itl_ms"])] for d, name, p in entries]  # fmt: skip
     verdicts = [[d, name, p.get("hardware", "-"), perf_verdict(p)] for d, name, p in entries]
     files = sorted({p["budget_file"] for _, _, p in entries if "budget_file" in p})
-    return ["", *table(headers, rows), "", *table(["deployment", "load point", "hardware", "budget"], verdicts),
+    return ["", *table(headers, rows), *repeat_lines(entries), "",
+            *table(["deployment", "load point", "hardware", "budget"], verdicts),
             *(f"perf budgets: {f}" for f in files)]  # fmt: skip
+
+
+REPEATED = ("output_tokens_per_s", "latency_ms.p99", "ttft_ms.p99")  # what the spread table shows of --perf-repeats
+
+
+def repeat_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
+    """With --perf-repeats: per load point the runs' mean, 95% t interval and CV of throughput and tail latencies."""
+    repeated = [(d, name, p) for d, name, p in entries if p.get("repeats")]
+    if not repeated:
+        return []
+    headers = ["deployment", "load point", "runs", *(f"{m} mean [95% CI] (CV)" for m in REPEATED)]
+    rows = [[d, name, len(p.get("runs", [])), *(_spread(p["repeats"].get(m)) for m in REPEATED)] for d, name, p in repeated]
+    return ["", *table(headers, rows)]
+
+
+def _spread(s: dict | None) -> str:
+    if s is None:
+        return "-"
+    if s["ci_low"] is None:
+        return f"{s['mean']:.4g}"
+    return f"{s['mean']:.4g} [{s['ci_low']:.4g}, {s['ci_high']:.4g}] ({s['cv']:.0%})"
 
 
 def perf_verdict(entry: dict) -> str:

@@ -24,7 +24,8 @@ METRICS = ("output_tokens_per_s", "throughput_rps", "latency_ms.p50", "latency_m
 
 
 def spread(runs: list[dict]) -> dict:
-    """{metric: {n, mean, std, cv, ci95, samples}} over the runs that measured it (cv and ci None for one run)."""
+    """{metric: {n, mean, std, cv, ci_low, ci_high, samples}} over the runs that measured it: the 95% t interval of
+    the mean (cv and the interval None for one run)."""
     out = {}
     for metric in METRICS:
         samples = [v for run in runs if (v := metric_value(run, metric)) is not None]
@@ -32,7 +33,7 @@ def spread(runs: list[dict]) -> dict:
             continue
         s = mean_ci(samples)
         out[metric] = {"n": s.n, "mean": round(s.mean, 3), "std": _round(s.std), "cv": _round(s.cv),
-                       "ci95": None if s.ci_low is None else [round(s.ci_low, 3), round(s.ci_high, 3)],
+                       "ci_low": _round(s.ci_low), "ci_high": _round(s.ci_high),
                        "samples": [round(v, 3) for v in samples]}  # fmt: skip
     return out
 

@@ -218,6 +218,18 @@ def test_the_summary_has_a_budget_row_per_load_point_with_its_hardware():
     assert perf_lines({}) == []
 
 
+def test_with_repeats_the_summary_shows_each_load_points_mean_interval_and_cv():
+    runs = [{**JUDGED, "output_tokens_per_s": v, "latency_ms": {"p99": 900.0 + v}, "ttft_ms": None} for v in (20.0, 30.0, 40.0)]
+    entry = {**JUDGED, "runs": runs, "repeats": spread(runs)}
+    lines = perf_lines({"smollm2-135m:v1": {"concurrency=4": entry}, "smollm2-135m:inflight": {"concurrency=1": JUDGED}})
+    header = next(line for line in lines if line.startswith("deployment") and "runs" in line)
+    row = lines[lines.index(header) + 2].split()
+    assert row[:3] == ["smollm2-135m:v1", "concurrency=4", "3"]
+    assert " ".join(row[3:8]) == "30 [5.159, 54.84] (33%) 930"  # t(0.975, 2) = 4.303: 30 +- 4.303 x 10 / sqrt(3)
+    assert row[-1] == "-"  # no TTFT: a V1 deployment does not stream
+    assert lines[lines.index(header) + 3] == ""  # one row: the inflight point ran once, it has no spread
+
+
 def test_budgets_match_the_gpu_class_or_the_cpu_core_count_and_the_closest_hardware_wins():
     budgets = [Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
                Budget(engine="e", hardware="cpu-2", min_output_tokens_per_s=10.0),
@@ -266,7 +278,7 @@ def test_repeats_report_mean_std_cv_and_interval_and_name_noisy_metrics():
     runs = [{"output_tokens_per_s": v, "latency_ms": {"p99": 100.0}} for v in (20.0, 30.0, 40.0)]
     out = spread(runs)
     assert out["output_tokens_per_s"]["mean"] == 30.0 and out["output_tokens_per_s"]["cv"] == pytest.approx(0.3333, abs=1e-3)
-    assert out["output_tokens_per_s"]["ci95"][0] < 30.0 < out["output_tokens_per_s"]["ci95"][1]
+    assert out["output_tokens_per_s"]["ci_low"] < 30.0 < out["output_tokens_per_s"]["ci_high"]
     assert out["latency_ms.p99"]["cv"] == 0.0
     assert noisy(out) == ["output_tokens_per_s (CV 33%)"]
 
