@@ -61,7 +61,7 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
              _stat(p["itl_ms"])] for d, name, p in entries]  # fmt: skip
     verdicts = [[d, name, p.get("hardware", "-"), perf_verdict(p)] for d, name, p in entries]
     files = sorted({p["budget_file"] for _, _, p in entries if "budget_file" in p})
-    return ["", *table(headers, rows), *repeat_lines(entries), "",
+    return ["", *table(headers, rows), *repeat_lines(entries), *goodput_lines(entries), "",
             *table(["deployment", "load point", "hardware", "budget"], verdicts),
             *(f"perf budgets: {f}" for f in files)]  # fmt: skip
 
@@ -77,6 +77,16 @@ def repeat_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
     headers = ["deployment", "load point", "runs", *(f"{m} mean [95% CI] (CV)" for m in REPEATED)]
     rows = [[d, name, len(p.get("runs", [])), *(_spread(p["repeats"].get(m)) for m in REPEATED)] for d, name, p in repeated]
     return ["", *table(headers, rows)]
+
+
+def goodput_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
+    """With --perf-slo: per load point the SLOs, the share of requests within all of them and their rate."""
+    judged = [(d, name, p["goodput"]) for d, name, p in entries if p.get("goodput")]
+    if not judged:
+        return []
+    rows = [[d, name, ", ".join(f"{m} <= {v:g}" for m, v in g["slos"].items()), f"{g['good']}/{g['total']}",
+             f"{g['fraction']:.1%}", g["goodput_rps"]] for d, name, g in judged]  # fmt: skip
+    return ["", *table(["deployment", "load point", "SLOs", "within", "fraction", "goodput req/s"], rows)]
 
 
 def _spread(s: dict | None) -> str:

@@ -72,6 +72,9 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     for key in ("latency_ms", "ttft_ms", "itl_ms"):
         if result[key]:
             record_property(f"perf.{point_name}.{key}.p99", result[key]["p99"])
+    if "goodput" in result:  # --perf-slo: the share of requests within every SLO, and their rate
+        record_property(f"perf.{point_name}.goodput_fraction", result["goodput"]["fraction"])
+        record_property(f"perf.{point_name}.goodput_rps", result["goodput"]["goodput_rps"])
 
     assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
     fixed_output = workload.fixed_output and not triton_llm.client.speaks_llmapi

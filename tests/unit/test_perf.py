@@ -230,6 +230,14 @@ def test_with_repeats_the_summary_shows_each_load_points_mean_interval_and_cv():
     assert lines[lines.index(header) + 3] == ""  # one row: the inflight point ran once, it has no spread
 
 
+def test_with_slos_the_summary_shows_goodput_per_load_point():
+    goodput = {"slos": {"ttft_ms": 500.0, "itl_ms.p50": 50.0}, "good": 9, "total": 12, "fraction": 0.75, "goodput_rps": 1.5}
+    lines = perf_lines({"smollm2-135m:inflight": {"concurrency=4": {**JUDGED, "goodput": goodput}}})
+    header = next(line for line in lines if "goodput req/s" in line)
+    assert lines[lines.index(header) + 2].split() == ["smollm2-135m:inflight", "concurrency=4", "ttft_ms", "<=", "500,",
+                                                      "itl_ms.p50", "<=", "50", "9/12", "75.0%", "1.5"]  # fmt: skip
+
+
 def test_budgets_match_the_gpu_class_or_the_cpu_core_count_and_the_closest_hardware_wins():
     budgets = [Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
                Budget(engine="e", hardware="cpu-2", min_output_tokens_per_s=10.0),
