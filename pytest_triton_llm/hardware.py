@@ -25,7 +25,17 @@ def gpu_details(gpu: str | None = None) -> dict | None:
     if out.returncode != 0 or not rows or len(rows[0]) != 4:
         return None
     index, name, memory, cc = rows[0]
-    return {"index": int(index), "name": name, "memory_mib": int(float(memory)), "compute_capability": cc}
+    return {"index": _number(index), "name": name, "memory_mib": _number(memory), "compute_capability": _known(cc)}
+
+
+def _number(field: str) -> int | None:
+    """nvidia-smi's figure ("143771", "81559 MiB"), or None where it prints [N/A] (MIG slices, some boards)."""
+    found = re.match(r"\d+", field)
+    return int(found.group()) if found else None
+
+
+def _known(field: str) -> str | None:
+    return None if field.startswith("[") else field
 
 
 def hardware(gpu: str | None = None) -> str:
@@ -62,8 +72,8 @@ def describe_hardware(gpu: str | None) -> str:
     details = None if gpu == "none" else gpu_details(gpu)
     if details is None:
         return f"cpu, {len(os.sched_getaffinity(0))} cores"
-    return (f"{details['name']}, {details['memory_mib']} MiB, compute capability {details['compute_capability']} "
-            f"(GPU {details['index']})")  # fmt: skip
+    memory = f"{details['memory_mib']} MiB" if details["memory_mib"] is not None else "memory not reported"
+    return f"{details['name']}, {memory}, compute capability {details['compute_capability'] or '?'} (GPU {details['index']})"
 
 
 def compute_capability(gpu: str | None = None) -> str | None:

@@ -275,6 +275,7 @@ def test_a_dummy_tensorrtllm_build_downloads_no_weights_and_runs_no_convert_step
 @pytest.fixture
 def tokenizer_checkpoint(checkpoint) -> Path:
     """A real (tiny, word-level) tokenizer in the tokenizer engine's checkpoint."""
+    pytest.importorskip("torch", reason="the reference backend extra is not installed")
     pytest.importorskip("transformers", reason="the reference backend extra is not installed")
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -342,6 +343,7 @@ def test_suites_needing_trained_weights_skip_a_dummy_engine_with_the_reason(tmp_
 
 
 def test_the_accuracy_suite_skips_a_dummy_engine_before_anything_is_served(pytester, tmp_path, checkpoint):
+    pytest.importorskip("pytriton", reason="the reference extra (nvidia-pytriton) is not installed")
     write_lock(pytester.path, checkpoint)
     pytester.makepyfile(
         "import pytest\n"

@@ -12,7 +12,8 @@ from pytest_triton_llm.hardware import describe_hardware, first_gpu, gpu_details
 # of two GPUs; `--id N` narrows it to GPU N, as the real one does
 FAKE_SMI = """#!/usr/bin/env python3
 import sys
-rows = {"0": "0, NVIDIA H200, 143771, 9.0", "1": "1, NVIDIA A100-SXM4-80GB, 81920, 8.0"}
+rows = {"0": "0, NVIDIA H200, 143771, 9.0", "1": "1, NVIDIA A100-SXM4-80GB, 81920, 8.0",
+        "2": "2, NVIDIA A100 MIG 1g.10gb, [N/A], [N/A]"}
 if "--id" in sys.argv:
     gpu = sys.argv[sys.argv.index("--id") + 1]
     if gpu not in rows:
@@ -39,6 +40,8 @@ def test_gpu_details_name_memory_and_compute_capability_of_the_gpu_asked_for(two
     assert gpu_details() == {"index": 0, "name": "NVIDIA H200", "memory_mib": 143771, "compute_capability": "9.0"}
     assert gpu_details("1")["name"] == "NVIDIA A100-SXM4-80GB"
     assert gpu_details("7") is None
+    assert gpu_details("2") == {"index": 2, "name": "NVIDIA A100 MIG 1g.10gb", "memory_mib": None, "compute_capability": None}
+    assert describe_hardware("2") == "NVIDIA A100 MIG 1g.10gb, memory not reported, compute capability ? (GPU 2)"
     assert hw.hardware("1") == "NVIDIA A100-SXM4-80GB"
     assert hardware_class(hw.hardware("1")) == "a100"
     assert describe_hardware("0") == "NVIDIA H200, 143771 MiB, compute capability 9.0 (GPU 0)"
