@@ -12,9 +12,9 @@ from functools import lru_cache
 @lru_cache(maxsize=8)
 def gpu_details(gpu: str | None = None) -> dict | None:
     """GPU `gpu` (an nvidia-smi index; None: the first) as {index, name, memory_mib, compute_capability},
-    or None without nvidia-smi or that GPU."""
+    or None without nvidia-smi or that GPU, and for "none" (--triton-gpus none: no GPU)."""
     smi = shutil.which("nvidia-smi")
-    if not smi:
+    if not smi or gpu == "none":
         return None
     argv = [smi, "--query-gpu=index,name,memory.total,compute_cap", "--format=csv,noheader,nounits"]
     try:
@@ -39,7 +39,7 @@ def _known(field: str) -> str | None:
 
 
 def hardware(gpu: str | None = None) -> str:
-    """The GPU's name as nvidia-smi prints it (GPU `gpu`, else the first), or "cpu"."""
+    """The GPU's name as nvidia-smi prints it (GPU `gpu`, else the first), or "cpu" (also for gpu "none")."""
     details = gpu_details(gpu)
     return details["name"] if details else "cpu"
 
@@ -69,7 +69,7 @@ def visible_gpus(gpus: str | None) -> dict[str, str]:
 
 def describe_hardware(gpu: str | None) -> str:
     """The report header's line: "NVIDIA H200, 143771 MiB, compute capability 9.0 (GPU 0)" or "cpu, 2 cores"."""
-    details = None if gpu == "none" else gpu_details(gpu)
+    details = gpu_details(gpu)
     if details is None:
         return f"cpu, {len(os.sched_getaffinity(0))} cores"
     memory = f"{details['memory_mib']} MiB" if details["memory_mib"] is not None else "memory not reported"

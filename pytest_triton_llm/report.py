@@ -42,8 +42,8 @@ class RunReport:
             "pytest": _version("pytest"),
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "hardware": "cpu" if gpu == "none" else hardware(gpu),
-            "gpu": None if gpu == "none" else gpu_details(gpu),  # index, name, memory_mib, compute_capability
+            "hardware": hardware(gpu),
+            "gpu": gpu_details(gpu),  # index, name, memory_mib, compute_capability
             "started": self.started.isoformat(timespec="seconds"),
             "options": options,
         }

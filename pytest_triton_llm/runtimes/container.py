@@ -165,7 +165,7 @@ class ContainerRuntime:
 
     @property
     def hardware(self) -> str:
-        return "cpu" if self.gpu == "none" else hardware(self.gpu)  # the containers run on this host
+        return hardware(self.gpu)  # the containers run on this host
 
     def describe(self) -> str:
         return f"containers of {self.reference} (docker; GPUs {self.gpus or 'for tensorrtllm engines: all'})"

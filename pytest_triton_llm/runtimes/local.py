@@ -87,7 +87,7 @@ class LocalRuntime:
 
     @property
     def hardware(self) -> str:
-        return "cpu" if self.gpu == "none" else hardware(self.gpu)
+        return hardware(self.gpu)
 
     @property
     def triton_version(self) -> str:
