@@ -15,19 +15,17 @@ import json
 import sys
 from pathlib import Path
 
-# limit -> (the repeats' metric, the summary's metric) and its direction
-LIMITS = {"min_output_tokens_per_s": ("output_tokens_per_s", "min"), "max_latency_p99_ms": ("latency_ms.p99", "max"),
-          "max_ttft_p99_ms": ("ttft_ms.p99", "max")}  # fmt: skip
+from pytest_triton_llm.perf.budgets import LIMITS
+from pytest_triton_llm.perf.metrics import metric_value
+
+DERIVED = ("min_output_tokens_per_s", "max_latency_p99_ms", "max_ttft_p99_ms")  # of budgets.LIMITS
 
 
 def measured_mean(point: dict, metric: str) -> float | None:
     """The mean of the repeated runs, else the one run's figure; None where not measured (TTFT of V1)."""
     if metric in point.get("repeats", {}):
         return point["repeats"][metric]["mean"]
-    value = point
-    for key in metric.split("."):
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
+    return metric_value(point, metric)
 
 
 def budget_entries(report: dict, slack: float, today: str) -> list[str]:
@@ -37,12 +35,12 @@ def budget_entries(report: dict, slack: float, today: str) -> list[str]:
         for load_point, point in sorted(deployment.get("metrics", {}).get("perf", {}).items()):
             runs = point.get("repeats", {}).get("output_tokens_per_s", {}).get("n", 1)
             limits, figures = [], []
-            for limit, (metric, kind) in LIMITS.items():
+            for limit in DERIVED:
+                metric, floor = LIMITS[limit], limit.startswith("min_")
                 mean = measured_mean(point, metric)
                 if mean is None:
                     continue
-                bound = mean / slack if kind == "min" else mean * slack
-                limits.append(f"{limit} = {round(bound, 1) if kind == 'min' else round(bound):g}")
+                limits.append(f"{limit} = {round(mean / slack, 1) if floor else round(mean * slack):g}")
                 figures.append(f"{metric} {mean:.4g}")
             if not limits:
                 continue
