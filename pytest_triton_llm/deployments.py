@@ -71,7 +71,7 @@ def weights_record(ref: DeploymentRef) -> dict:
     dummy = getattr(getattr(ref.engine, "source", None), "dummy", None)  # a remote server's engine has no lock source
     if dummy is None:
         return {}
-    return {"weights": DUMMY, "dummy": {"config": Path(dummy.config).name, "seed": dummy.seed, "tokenizer": dummy.tokenizer}}
+    return {"weights": DUMMY, "dummy": {**dummy.describe(), "config": Path(dummy.config).name}}
 
 
 def _slug(name: str) -> str:

@@ -68,6 +68,10 @@ class Dummy:
         object.__setattr__(dummy, "tokenizer_source", tokenizer_source)
         return dummy
 
+    def describe(self) -> dict:
+        """What an engine's manifest and its deployments' records say of these weights."""
+        return {"config": self.config, "seed": self.seed, "tokenizer": self.tokenizer}
+
     def hf_config(self) -> dict:
         """The Hugging Face config.json (read when a build needs it)."""
         return json.loads(Path(self.config).read_text())

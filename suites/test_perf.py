@@ -18,6 +18,7 @@ import pytest
 
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.budgets import find_budget
+from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
 from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
@@ -65,7 +66,7 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     result.update(load_point=point_name, workload=workload_name, streamed=streaming, hardware=identity["hardware"],
                   hardware_class=identity["hardware_class"], image=identity["image"], budget_file=str(budgets_file))  # fmt: skip
     if has_dummy_weights(triton_llm.ref):  # random weights (lock source 'dummy'): these numbers are speed only
-        result["weights"] = "dummy"
+        result["weights"] = DUMMY
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
     for key in ("throughput_rps", "output_tokens_per_s"):
         record_property(f"perf.{point_name}.{key}", result[key])

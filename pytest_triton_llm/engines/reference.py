@@ -17,13 +17,13 @@ from pathlib import Path
 
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
-from ..lock import DeploymentRef, Engine
+from ..lock import DUMMY, DeploymentRef, Engine
 from ..progress import Progress
 from ..repository import PYTHON_MODELS, python_model_files, render_repository
 from ..repository.llmapi import check_arguments, render_llmapi_repository
 from ..repository.user import render_user_repository
 from .base import BuildError, SiteFn
-from .sources import SourceError, fetch_source, fetch_tokenizer
+from .sources import fetch_dummy_tokenizer, fetch_source
 
 ENGINE_CONFIG = "engine.json"
 _VERSIONED = ("torch", "transformers", "gguf", "safetensors", "pytest-triton-llm")
@@ -75,10 +75,7 @@ class ReferenceBuilder:
         if dummy is None:
             source = fetch_source(engine.source, self.sources_dir, self.progress)
         else:
-            try:  # the tokenizer engine's tokenizer only: its weights are not needed
-                source = fetch_tokenizer(dummy.tokenizer_source, self.sources_dir, self.progress)
-            except SourceError as exc:
-                raise BuildError(f"engine {name}: the tokenizer of engine {dummy.tokenizer}: {exc}") from None
+            source = fetch_dummy_tokenizer(name, dummy, self.sources_dir, self.progress)
         versions = _versions()
         if "not installed" in (versions["torch"], versions["transformers"]):
             raise BuildError("the reference backend needs torch and transformers: pip install 'pytest-triton-llm[reference]'")
@@ -99,14 +96,13 @@ class ReferenceBuilder:
                 "max_lora_rank": engine.lora.max_rank,
                 "lora_target_modules": list(engine.lora.target_modules),
             }
-        weights = {"weights": "dummy", "seed": dummy.seed} if dummy else {}  # what the engine says of itself
+        weights = {"weights": DUMMY, "seed": dummy.seed} if dummy else {}  # what the engine says of itself
         (out / ENGINE_CONFIG).write_text(
             json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config, **weights}, indent=2)
         )
         origin = {"source_file": str(source)}
         if dummy is not None:
-            origin = {"weights": "dummy", "dummy": {"config": dummy.config, "seed": dummy.seed, "tokenizer": dummy.tokenizer,
-                                                    "tokenizer_from": str(source)}}  # fmt: skip
+            origin = {"weights": DUMMY, "dummy": {**dummy.describe(), "tokenizer_from": str(source)}}
         return {"versions": versions, "build_config": build_config, **origin}
 
     def _run(self, name: str, what: str, argv: list[str]) -> None:

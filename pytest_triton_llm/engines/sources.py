@@ -18,8 +18,9 @@ import zipfile
 from pathlib import Path
 
 from ..cache import file_sha256
-from ..lock import Source
+from ..lock import Dummy, Source
 from ..progress import Progress, human_bytes
+from .base import BuildError
 
 
 # what AutoTokenizer reads from a checkpoint; config.json too, for tokenizers whose tokenizer_config.json
@@ -99,11 +100,19 @@ def fetch_checkpoint(source: Source, sources_dir: Path, progress: Progress) -> P
             "directory) or source.hf with source.revision, not a pypi wheel"
         )
     # real files, not the hub cache's symlinks into blobs/: the directory is mounted into build containers
-    target = sources_dir / "hf" / f"{source.hf.replace('/', '--')}--{source.revision}"
+    target = _hub_dir(sources_dir, "hf", source)
     _snapshot(source, target, f"{source.hf} at {source.revision[:12]} from the Hugging Face Hub", progress)
     if source.file is not None:
         _verify(target / source.file, source.sha256)
     return target
+
+
+def fetch_dummy_tokenizer(name: str, dummy: Dummy, sources_dir: Path, progress: Progress) -> Path:
+    """The tokenizer of dummy-weight engine `name`: its tokenizer engine's, whose weights are not needed."""
+    try:
+        return fetch_tokenizer(dummy.tokenizer_source, sources_dir, progress)
+    except SourceError as exc:
+        raise BuildError(f"engine {name}: the tokenizer of engine {dummy.tokenizer}: {exc}") from None
 
 
 def fetch_tokenizer(source: Source, sources_dir: Path, progress: Progress) -> Path:
@@ -116,13 +125,18 @@ def fetch_tokenizer(source: Source, sources_dir: Path, progress: Progress) -> Pa
         if not path.is_dir():
             raise SourceError(f"tokenizer checkpoint {path} does not exist")
         return path
-    whole = sources_dir / "hf" / f"{source.hf.replace('/', '--')}--{source.revision}"
+    whole = _hub_dir(sources_dir, "hf", source)
     if (whole / ".complete").is_file():
         return whole
-    target = sources_dir / "hf-tokenizer" / f"{source.hf.replace('/', '--')}--{source.revision}"
+    target = _hub_dir(sources_dir, "hf-tokenizer", source)
     _snapshot(source, target, f"the tokenizer of {source.hf} at {source.revision[:12]} (no weights)", progress,
               allow_patterns=list(TOKENIZER_FILES))  # fmt: skip
     return target
+
+
+def _hub_dir(sources_dir: Path, kind: str, source: Source) -> Path:
+    """Where a Hub snapshot of `source` is kept: whole checkpoints under hf/, tokenizer files only under hf-tokenizer/."""
+    return sources_dir / kind / f"{source.hf.replace('/', '--')}--{source.revision}"
 
 
 def _snapshot(source: Source, target: Path, what: str, progress: Progress, **download) -> None:

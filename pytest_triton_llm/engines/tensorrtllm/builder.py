@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from ...hardware import compute_capability
-from ...lock import Engine
+from ...lock import DUMMY, Engine
 from ...progress import Progress
 from ..base import BuildError
-from ..sources import TOKENIZER_FILES, SourceError, fetch_checkpoint, fetch_tokenizer
+from ..sources import TOKENIZER_FILES, fetch_checkpoint, fetch_dummy_tokenizer
 from .commands import build_commands
 from .dummy import MODEL_CONFIG, pretrained_config
 
@@ -69,18 +69,16 @@ class TrtllmBuilder:
         if dummy is None:
             checkpoint = fetch_checkpoint(engine.source, self.cache_root / "sources", self.progress)
         else:  # mounted where a checkpoint would be: only the tokenizer engine's tokenizer files, no weights
-            try:
-                checkpoint = fetch_tokenizer(dummy.tokenizer_source, self.cache_root / "sources", self.progress)
-            except SourceError as exc:
-                raise BuildError(f"engine {name}: the tokenizer of engine {dummy.tokenizer}: {exc}") from None
+            checkpoint = fetch_dummy_tokenizer(name, dummy, self.cache_root / "sources", self.progress)
         tokenizer = tokenizer_files(checkpoint)
         origin = f"dummy weights of {dummy.config}" if dummy else str(checkpoint)
         self.progress.say(f"engine {name}: building with {self.executor.describe()} from {origin}")
         log_path = self.cache_root / "logs" / f"{name}-build.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".trtllm-work-", dir=out.parent))  # the converted checkpoint
-        if dummy is not None:
-            (work / MODEL_CONFIG).write_text(json.dumps(pretrained_config(engine), indent=2, sort_keys=True))
+        model_config = pretrained_config(engine) if dummy is not None else None
+        if model_config is not None:
+            (work / MODEL_CONFIG).write_text(json.dumps(model_config, indent=2, sort_keys=True))
         try:
             with self.executor.session(checkpoint, out, work) as (paths, run, where), open(log_path, "w") as log:
                 log.write(f"# {where}\n")
@@ -93,8 +91,7 @@ class TrtllmBuilder:
         (out / TOKENIZER_DIR).mkdir()
         for path in tokenizer:
             shutil.copy2(path, out / TOKENIZER_DIR / path.name)
-        extra = {"weights": "dummy", "dummy": {"config": dummy.config, "seed": dummy.seed, "tokenizer": dummy.tokenizer,
-                                               "pretrained_config": pretrained_config(engine)}} if dummy else {}  # fmt: skip
+        extra = {"weights": DUMMY, "dummy": {**dummy.describe(), "pretrained_config": model_config}} if dummy else {}
         return {"commands": [shlex.join(argv) for argv in commands], "tensorrt_llm": self.executor.entry.tensorrt_llm,
                 "tokenizer": TOKENIZER_DIR, **extra}  # fmt: skip
 
