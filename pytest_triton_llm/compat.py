@@ -24,6 +24,7 @@ class ImageEntry:
     seq_len_flag: str  # trtllm-build's "max_output_len" or "max_seq_len"
     kv_cache_flag: str  # "paged_kv_cache" (--paged_kv_cache enable) or "kv_cache_type" (--kv_cache_type paged)
     features: frozenset[str]
+    python_models: tuple[str, ...] = ()  # where the image may ship upstream's inflight_batcher_llm models ([python_models])
 
     def describe(self) -> str:
         return f"{self.tag}-trtllm (Triton {self.triton}, TensorRT-LLM {self.tensorrt_llm})"
@@ -58,6 +59,10 @@ class Compat:
         tag = short_tag(reference)
         return self.images.get(tag) if tag else None
 
+    def for_triton(self, version: str) -> ImageEntry | None:
+        """The image of a Triton server version such as 2.51.0 (each image carries its own), or None."""
+        return next((e for e in self.images.values() if e.triton == version), None)
+
     def lacking(self, entry: ImageEntry, needs: set[str]) -> str | None:
         """Why `entry` cannot run a test that needs `needs` on a tensorrtllm engine, or None."""
         missing = sorted({self.capabilities[n] for n in needs if n in self.capabilities} - entry.features)
@@ -70,13 +75,19 @@ class Compat:
 def load_compat(path: Path = COMPAT_FILE) -> Compat:
     data = load_toml(path)
     images = {}
+    shipped = data["python_models"]
     for tag, e in data["images"].items():
         images[tag] = ImageEntry(
             tag=tag, triton=e["triton"], tensorrt_llm=e["tensorrt_llm"], backend=e["backend"], python=e["python"],
             build=e["build"], seq_len_flag=e["seq_len_flag"], kv_cache_flag=e["kv_cache_flag"],
             features=frozenset(e["features"]),
+            python_models=tuple(shipped["paths"]) if _release(tag) >= _release(shipped["first"]) else (),
         )  # fmt: skip
     return Compat(images, dict(data["capabilities"]), dict(data["features"]), dict(data.get("without_trtllm", {})))
+
+
+def _release(tag: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in tag.split("."))
 
 
 def installed_tensorrt_llm() -> tuple[str, str] | None:

@@ -120,6 +120,19 @@ def run_container(client, spec: ContainerSpec):
         raise ContainerError(f"docker could not start {spec.name}: {exc.explanation or exc}") from None
 
 
+def image_has_file(client, image: str, path: str) -> bool:
+    """Whether `image` holds a file at `path`: a throwaway container (no network, no GPUs) runs `test -f` and is
+    removed."""
+    from docker.errors import ContainerError as ExitedNonZero
+
+    try:
+        client.containers.run(image, ["test", "-f", path], entrypoint=[], network_disabled=True, remove=True,
+                              labels=owner_labels("probe"))  # fmt: skip
+    except ExitedNonZero:
+        return False
+    return True
+
+
 class ContainerProcess:
     """A running container with ManagedProcess's interface: start, alive, returncode, stop; its log
     (stdout and stderr) is copied into `log_path` as it is written."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -11,12 +12,12 @@ from pathlib import Path
 from .cache import BuiltEngine, EngineCache
 from .client import LLMClient
 from .engines import backend_of
+from .engines.base import RenderSite
+from .faults import Fault, injected
 from .hf_tokenizer import load_tokenizer
 from .lock import DUMMY, DeploymentRef
 from .progress import Progress
-from .repository import PYTHON_MODELS, python_model_files
-from .repository.llmapi import copy_stand_in
-from .repository.user import serve_with_stand_in
+from .repository import STAND_IN, model_code, stand_in, write_rendered
 from .runtimes import Launch, Runtime
 from .runtimes.server import TritonServer
 
@@ -85,7 +86,8 @@ class DeploymentManager:
     without), and a restart per switch would cost seconds each."""
 
     def __init__(self, cache: EngineCache, runtime: Runtime, workdir: Path, progress: Progress, rebuild: bool,
-                 start_timeout_s: float, trtllm_stand_in: bool = False):  # fmt: skip
+                 start_timeout_s: float, trtllm_stand_in: bool = False, trtllm_models: str | None = None,
+                 fault: Fault | None = None):  # fmt: skip
         self.cache = cache
         self.runtime = runtime
         self.workdir = workdir
@@ -93,6 +95,8 @@ class DeploymentManager:
         self.rebuild = rebuild
         self.start_timeout_s = start_timeout_s
         self.trtllm_stand_in = trtllm_stand_in  # --trtllm-stand-in: tensorrtllm models served by the reference stand-in
+        self.trtllm_models = trtllm_models  # --trtllm-models: upstream's python models, where GitHub is out of reach
+        self.fault = fault  # --stand-in-fault: rendered into every model the stand-in serves
         self.engines: dict[str, BuiltEngine] = {}
         self.served: dict[str, ServedDeployment] = {}
         self.users: dict[str, int] = {}  # deployment id -> fixtures holding it
@@ -125,13 +129,10 @@ class DeploymentManager:
                 base = self.workdir / f"{_slug(ref.id)}-{restart}"
             backend = backend_of(ref.engine.backend)
             repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
-                                        runtime.engine_dir_in_server(engine.name))  # fmt: skip
+                                        runtime.engine_dir_in_server(engine.name), self._render_site(backend))  # fmt: skip
             swapped = self.trtllm_stand_in and not backend.stand_in
             if swapped:
-                stood_in = copy_stand_in(repository / "tensorrt_llm" / "1") if ref.layout == "llmapi" else \
-                    serve_with_stand_in(repository, python_model_files(PYTHON_MODELS / "tensorrt_llm"))  # fmt: skip
-                self.progress.say(f"server {ref.id}: {', '.join(stood_in) or 'no model'} served by the reference stand-in "
-                                  "(--trtllm-stand-in)")  # fmt: skip
+                self._swap_in(ref, repository)
             server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
                                           self.start_timeout_s, ref.engine.world_size,
                                           gpu=backend.needs_gpu and not swapped))  # fmt: skip
@@ -151,6 +152,8 @@ class DeploymentManager:
             "engine": engine.name,
             "backend": ref.engine.backend,
             **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
+            "model_code": model_code(repository),
+            **self._fault_record(ref, repository),
             **weights_record(ref),
             "batching": ref.options.batching,
             "layout": ref.layout,
@@ -167,6 +170,42 @@ class DeploymentManager:
             "total_s": round(time.monotonic() - start, 2),
         }
         return served
+
+    def _render_site(self, backend) -> RenderSite:
+        fault = self.fault.name if self.fault is not None else None
+        if backend.stand_in:
+            return RenderSite(fault=fault)
+        return RenderSite(cache=self.cache, trtllm_models=self.trtllm_models,
+                          image_models=self.runtime.python_models_in_image(), fault=fault)  # fmt: skip
+
+    def _swap_in(self, ref: DeploymentRef, repository: Path) -> None:
+        """--trtllm-stand-in: the tensorrt_llm model (the llmapi model's code, or the C++ backend's model) served by the
+        reference stand-in, the rest as rendered; rendered.json's model_code says so."""
+        fault = self.fault.name if self.fault is not None else None
+        if ref.layout == "llmapi":
+            stand_in.copy_llmapi(repository / "tensorrt_llm" / "1")
+            config = repository / "tensorrt_llm" / "config.pbtxt"
+            config.write_text(stand_in.marked(config.read_text(), fault))
+            swapped = ["tensorrt_llm"]
+        else:
+            swapped = stand_in.swap_in(repository, fault)
+        rendered = repository.parent / f"{repository.name}.rendered.json"
+        record = json.loads(rendered.read_text())
+        record["model_code"] = {**record.get("model_code", {}), **dict.fromkeys(swapped, STAND_IN)}
+        write_rendered(repository, record)
+        self.progress.say(f"server {ref.id}: {', '.join(swapped) or 'no model'} served by the reference stand-in "
+                          "(--trtllm-stand-in)")  # fmt: skip
+
+    def _fault_record(self, ref: DeploymentRef, repository: Path) -> dict:
+        """Whether the session's fault is in this deployment's stand-in, for the record (and the summary)."""
+        if self.fault is None:
+            return {}
+        why = injected(self.fault, ref.layout, model_code(repository), STAND_IN)
+        if why is None:
+            self.progress.say(f"server {ref.id}: STAND-IN FAULT {self.fault.name} injected into {self.fault.model}")
+            return {"stand_in_fault": {"name": self.fault.name, "injected": True, "model": self.fault.model}}
+        self.progress.say(f"server {ref.id}: stand-in fault {self.fault.name} not injected: {why}")
+        return {"stand_in_fault": {"name": self.fault.name, "injected": False, "why": why}}
 
     def release(self, deployment_id: str) -> None:
         """A fixture is done with the deployment; its server stays up, idle, while nothing else starts."""

@@ -11,12 +11,15 @@ import argparse
 import dataclasses
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from .faults import fault_named
 from .images import ImageError, parse_image
 from .runtimes import RUNTIMES, ServerOptions
 from .runtimes.remote import remote_options
+from .schema import SchemaError
 from .usage import OptionError
 
 DEFAULT_LOCK = "engines.lock"
@@ -82,6 +85,18 @@ def add_server_options(group) -> None:
         "without TensorRT-LLM; such deployments count as stand-ins (their results say nothing of TensorRT-LLM)",
     )  # fmt: skip
     group.addoption(
+        "--trtllm-models", metavar="DIR",
+        help="upstream's inflight_batcher_llm python models for tensorrtllm deployments, on a host that cannot fetch "
+        "them from GitHub: a checkout of tensorrtllm_backend (TensorRT-LLM from 0.20) at the image's tag; every file "
+        "is checked against the sha256 pinned in repository/upstream_models.toml (default: the image's own copy, else "
+        "fetched at the pinned commit into the engine cache)",
+    )  # fmt: skip
+    group.addoption(
+        "--stand-in-fault", metavar="NAME",
+        help="make the project's stand-in models reproduce a known upstream bug of fixtures/faults.toml (`pytest-triton-llm "
+        "faults --list`), to see the suites catch it: the header, the report and the summary say the run is not clean",
+    )  # fmt: skip
+    group.addoption(
         "--triton-start-timeout", metavar="SECONDS", type=float, default=300.0,
         help="how long a server may take to become ready (default: 300)",
     )  # fmt: skip
@@ -131,8 +146,16 @@ def server_options(opt) -> ServerOptions:
         raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all', 'none' or GPU ids such as 0 or 0,1")
     if opt.triton_start_timeout <= 0:
         raise OptionError("--triton-start-timeout must be > 0")
+    if opt.trtllm_models is not None and not Path(opt.trtllm_models).is_dir():
+        raise OptionError(f"--trtllm-models {opt.trtllm_models}: no such directory")
+    if opt.stand_in_fault is not None:
+        try:
+            fault_named(opt.stand_in_fault)
+        except (ValueError, SchemaError) as exc:
+            raise OptionError(str(exc)) from None
     return ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples,
-                         trtllm_stand_in=opt.trtllm_stand_in)  # fmt: skip
+                         trtllm_stand_in=opt.trtllm_stand_in, trtllm_models=opt.trtllm_models,
+                         stand_in_fault=opt.stand_in_fault)  # fmt: skip
 
 
 def runtime_name(server: ServerOptions) -> str:

@@ -185,6 +185,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     no_gpu = state.gpu_missing()
     for item in items:
         refs = _refs(item)
+        if state.fault is not None:  # JUnit readers see it beside every result
+            item.user_properties.append(("triton_llm.stand_in_fault", state.fault.name))
         if no_gpu and marked_gpu_by_code(item):
             item.add_marker(pytest.mark.skip(reason=no_gpu))
         if any(has_dummy_weights(r) for r in refs):  # JUnit readers (CI dashboards) see it beside the perf numbers

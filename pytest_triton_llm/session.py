@@ -10,6 +10,7 @@ from . import selection
 from .cache import EngineCache
 from .deployments import DeploymentManager, ServedDeployment
 from .engines import backend_of, check_lock
+from .faults import NOT_CLEAN, fault_named
 from .hardware import describe_hardware, hardware
 from .lock import DeploymentRef, Lock, load_lock
 from .options import DEFAULT_LOCK, Options
@@ -25,6 +26,8 @@ class TritonLLMSession:
         self.options = options
         self.progress = progress
         self.remote = options.server.remote  # --triton-url: deployments come from the server, the lock is optional
+        # --stand-in-fault: a known upstream bug the stand-ins reproduce (checked by options: the name is known)
+        self.fault = fault_named(options.server.stand_in_fault) if options.server.stand_in_fault else None
         self.lock = self._load_lock()
         # from the lock; with --triton-url, from the server once it has answered (--deployment names those)
         self.selected: list[DeploymentRef] = []
@@ -51,6 +54,8 @@ class TritonLLMSession:
         }, self.runtime.gpu if self.runtime is not None else None)  # fmt: skip
         if self.runtime is not None and (block := self.runtime.report_block()) is not None:
             self.report.record_run("server", block)
+        if self.fault is not None:
+            self.report.run["stand_in_fault"] = self.fault.record()
         self.manager: DeploymentManager | None = None
         self.started = time.monotonic()
         self.first_ready_at: float | None = None  # the first deployment served: engines and server up
@@ -97,18 +102,26 @@ class TritonLLMSession:
             return "needs an NVIDIA GPU: --triton-gpus none hides them"
         return "needs an NVIDIA GPU: nvidia-smi lists none on this host" if hardware(gpu) == "cpu" else None
 
+    def fault_line(self) -> str | None:
+        """The one line that says a fault is on, for the header and the summary."""
+        if self.fault is None:
+            return None
+        return f"triton-llm: STAND-IN FAULT ON: {self.fault.headline()}; {NOT_CLEAN}"
+
     def header_lines(self) -> list[str]:
+        fault = [self.fault_line()] if self.fault is not None else []
         if self.runtime is None:
-            return []
+            return fault
         where = "the remote server's (not known from here)" if self.remote is not None else describe_hardware(self.runtime.gpu)
-        return [*self.runtime.header_lines(), f"triton-llm: hardware: {where}"]
+        return [*fault, *self.runtime.header_lines(), f"triton-llm: hardware: {where}"]
 
     def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
+            server = self.options.server
             self.manager = DeploymentManager(self.cache, self.runtime, workdir, self.progress,
                                              self.options.engines_rebuild, self.options.start_timeout_s,
-                                             self.options.server.trtllm_stand_in)  # fmt: skip
+                                             server.trtllm_stand_in, server.trtllm_models, self.fault)  # fmt: skip
         try:
             served = self.manager.serve(ref)
         finally:

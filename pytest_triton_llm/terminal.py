@@ -16,8 +16,9 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 def summary_lines(state, config) -> list[str]:
     # from the report: with pytest-xdist it holds what every worker served
     records = {d: r for d, r in state.report.deployments.items() if "engine_digest" in r}
+    fault = fault_lines(state.fault_line(), records)
     if not records:
-        return []
+        return fault
     order = [ref.id for ref in state.selected]  # lock order, whichever worker reported first
     rows = []
     for deployment_id, r in sorted(records.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)):
@@ -34,7 +35,8 @@ def summary_lines(state, config) -> list[str]:
                 r["server_log"],
             ]
         )
-    lines = table(["deployment", "engine", "server", "ready in", "server log"], rows)
+    lines = fault + table(["deployment", "engine", "server", "ready in", "server log"], rows)
+    lines += code_lines(records)
     lines += perf_lines(state.report.perf_results(), dummy_deployments(state.report.deployments))
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
@@ -47,6 +49,21 @@ def summary_lines(state, config) -> list[str]:
     if state.options.report:
         lines.append(f"report: {state.options.report}")
     return lines
+
+
+def fault_lines(line: str | None, records: dict) -> list[str]:
+    """A fault run says so first, and where the fault was (and was not) injected."""
+    if line is None:
+        return []
+    where = [f"  {d}: " + ("injected into " + f["model"] if f["injected"] else f"not injected: {f['why']}")
+             for d, r in records.items() if (f := r.get("stand_in_fault"))]  # fmt: skip
+    return [line, *where, ""]
+
+
+def code_lines(records: dict) -> list[str]:
+    """Which code served each python model of each deployment: the project's stand-in, upstream's of a tag, the image's."""
+    rows = [[d, model, origin] for d, r in records.items() for model, origin in sorted(r.get("model_code", {}).items())]
+    return ["", *table(["deployment", "model", "code"], rows)] if rows else []
 
 
 def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:

@@ -34,6 +34,16 @@ class BuildSite:
 SiteFn = Callable[[], BuildSite]  # asked only when an engine must be built
 
 
+@dataclass(frozen=True)
+class RenderSite:
+    """What rendering a deployment's repository needs beyond the deployment and its engine, as the session offers it."""
+
+    cache: EngineCache | None = None  # where upstream's python models are fetched to (tensorrtllm)
+    trtllm_models: str | None = None  # --trtllm-models: upstream's all_models/inflight_batcher_llm at the image's tag
+    image_models: str | None = None  # where the serving image ships upstream's inflight_batcher_llm models, if it does
+    fault: str | None = None  # --stand-in-fault: rendered into every model the project's stand-in serves
+
+
 class Backend(Protocol):
     name: ClassVar[str]
     needs_gpu: ClassVar[bool]  # its engines are served on a GPU (containers get GPUs unless --triton-gpus says)
@@ -46,9 +56,10 @@ class Backend(Protocol):
         """The engine for `engine`'s recipe: reused from `cache`, or built into it."""
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None) -> Path:  # fmt: skip
+               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
         """Write the model repository that serves `ref` into `out`; `engine_dir` is where the server sees
-        the engine (a container's mount), by default where the cache keeps it."""
+        the engine (a container's mount), by default where the cache keeps it. `<out>.rendered.json` says which code
+        serves each python model (repository.model_code)."""
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
         """Why a deployment of this backend cannot offer `needs` (on image `entry` when known), or None."""

@@ -16,9 +16,9 @@ from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry, load_compat
 from ..lock import DeploymentRef, Engine
 from ..progress import human_bytes
-from ..repository.llmapi import check_arguments, render_llmapi_repository
-from .base import BuildError, SiteFn
-from .reference import ReferenceBuilder
+from ..repository.llmapi import check_arguments, link_image_model, render_llmapi_repository
+from .base import BuildError, RenderSite, SiteFn
+from .hf_checkpoint import ReferenceBuilder
 from .sources import SourceError, fetch_checkpoint
 
 _SKIPPED = {".complete", ".cache", ".gitattributes"}  # download bookkeeping, not the checkpoint
@@ -87,8 +87,8 @@ class LlmapiBackend:
                                   rebuild=rebuild)  # fmt: skip
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None) -> Path:  # fmt: skip
-        return render_llmapi_repository(ref, built, out, triton_version, engine_dir, code=False)
+               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
+        return render_llmapi_repository(ref, built, out, triton_version, engine_dir, link_image_model)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
         """What the image's TensorRT-LLM offers (compat.toml); nothing is known of an unlisted image."""

@@ -7,17 +7,17 @@
     <out>/tensorrt_llm_bls/{config.pbtxt,1/...}      the same three called from one python model (BLS)
 
 Every rendered config.pbtxt is parsed into tritonclient's ModelConfig before the
-server sees it, so a template mistake fails here with the file name. A python-backend model gets
-its code, the shared helpers beside it and the modules it shares with the harness (SHARED_MODULES).
+server sees it, so a template mistake fails here with the file name. A python-backend model gets its
+code from the engine backend: the project's stand-in (stand_in.py) or upstream's own files of the
+served version (upstream.py); `<out>.rendered.json` beside the repository says which served each model.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from importlib import resources
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import Callable
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
@@ -27,16 +27,11 @@ from ..lock import DeploymentRef
 from ..schema import load_toml
 from .fill import TemplateError, fill, placeholders
 
-if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
-
 MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
 ENTRY_MODELS = ("ensemble", "tensorrt_llm_bls")  # text in, text out: what users and Triton's OpenAI frontend call
 _PACKAGE = resources.files(__package__)
-# the project's python models (preprocessing, postprocessing and the reference tensorrt_llm), read as files
-PYTHON_MODELS = resources.files("pytest_triton_llm") / "reference_backend" / "models"
-# harness modules the python models import by bare name, copied beside their code
-SHARED_MODULES = tuple(resources.files("pytest_triton_llm") / name for name in ("tensor_contract.py", "hf_tokenizer.py"))
+# a python model's code: fills its version directory, returns where the code came from (for the report)
+ModelCode = Callable[[Path], str]
 
 
 def entry_models(ref: DeploymentRef) -> tuple[str, ...]:
@@ -110,40 +105,41 @@ def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
 
 
 def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None,
-                      tensorrt_llm_backend: str, python_code: dict[str, Traversable]) -> Path:  # fmt: skip
+                      tensorrt_llm_backend: str, python_code: dict[str, ModelCode],
+                      marked: Callable[[str], str] | None = None) -> Path:  # fmt: skip
     """Write the model repository for `ref` into `out` (which must not exist yet): the inflight_batcher_llm
     templates of the server's version, `tensorrt_llm` on Triton backend `tensorrt_llm_backend`, and each
-    model of `python_code` with that code. `engine_dir` is where the server sees the engine (a container's
-    mount), by default where the cache keeps it."""
+    model of `python_code` with that code; `marked` rewrites the config of a model whose code is the project's
+    stand-in. `engine_dir` is where the server sees the engine (a container's mount), by default where the
+    cache keeps it."""
     family = template_family(triton_version)
     values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend,
                              built.manifest.get("tokenizer", ""))  # fmt: skip
     out.mkdir(parents=True)
+    origins = {}
     for model in MODELS:
         text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt")
         parse_config(text, f"{out / model / 'config.pbtxt'}")
         (out / model / "1").mkdir(parents=True)
-        (out / model / "config.pbtxt").write_text(text)
         if model in python_code:
-            copy_python_model(python_code[model], out / model / "1")
-    # beside the repository, not in it: Triton would take a stray entry for a model
-    (out.parent / f"{out.name}.rendered.json").write_text(
-        json.dumps(
-            {"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values},
-            indent=2,
-            sort_keys=True,
-            default=str,
-        )
-    )
+            origins[model] = python_code[model](out / model / "1")
+            if marked is not None and origins[model] == STAND_IN:
+                text = marked(text)
+        (out / model / "config.pbtxt").write_text(text)
+    write_rendered(out, {"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values,
+                         "model_code": origins})  # fmt: skip
     return out
 
 
-def python_model_files(code: Traversable) -> list[Traversable]:
-    """A python-backend model's code, the helpers every project model shares, and the shared harness modules."""
-    return [item for item in [*code.iterdir(), *(PYTHON_MODELS / "common").iterdir(), *SHARED_MODULES]
-            if item.name.endswith(".py")]  # fmt: skip
+STAND_IN = "project stand-in"  # a model's code origin when the project's stand-in serves it (stand_in.ORIGIN)
 
 
-def copy_python_model(code: Traversable, version_dir: Path) -> None:
-    for item in python_model_files(code):
-        shutil.copyfile(str(item), version_dir / item.name)
+def write_rendered(out: Path, record: dict) -> None:
+    """What was rendered, beside the repository (not in it: Triton would take a stray entry for a model)."""
+    (out.parent / f"{out.name}.rendered.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+
+
+def model_code(repository: Path) -> dict[str, str]:
+    """model -> where its code came from (project stand-in, upstream tag and commit, the image), as rendered."""
+    path = repository.parent / f"{repository.name}.rendered.json"
+    return json.loads(path.read_text()).get("model_code", {}) if path.is_file() else {}

@@ -4,15 +4,14 @@
                                          (max_batch_size, decoupled) appended, as upstream's auto-complete sets them
     <out>/tensorrt_llm/1/model.yaml      the family's, with LLM API arguments from the lock's recipe, then the
                                          engine's [engines.X.llmapi] table over them
-    <out>/tensorrt_llm/1/model.py, ...   the reference stand-in's code; for TensorRT-LLM itself, links to the image's
-                                         own /app/all_models/llmapi/tensorrt_llm/1/ (resolved inside the server's
-                                         container: tensorrtllm_backend's Dockerfile.triton.trt_llm_backend copies
-                                         all_models to /app)
+    <out>/tensorrt_llm/1/model.py, ...   the engine backend's code: for TensorRT-LLM itself, links to the image's
+                                         own /app/all_models/llmapi/tensorrt_llm/1/ (link_image_model: resolved inside
+                                         the server's container; tensorrtllm_backend's Dockerfile.triton.trt_llm_backend
+                                         copies all_models to /app); the reference stand-in's (stand_in.copy_llmapi)
 """
 
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -22,18 +21,13 @@ import yaml
 from ..cache import BuiltEngine
 from ..lock import DeploymentRef, Engine
 from ..schema import load_toml
-from . import PYTHON_MODELS, copy_python_model, parse_config
+from . import STAND_IN, ModelCode, parse_config, write_rendered
 from .fill import TemplateError
 
 _PACKAGE = resources.files(__package__)
 ARGUMENTS_FILE = "llmapi_arguments.toml"
 IMAGE_MODEL_DIR = "/app/all_models/llmapi/tensorrt_llm/1"  # upstream's model code inside an NGC trtllm image
 UPSTREAM_CODE = ("model.py", "helpers.py")
-# what the stand-in runs: its own model, the reference generation code it shares with the tensorrt_llm stand-in
-STAND_IN_CODE = (PYTHON_MODELS / "llmapi", *(PYTHON_MODELS / "tensorrt_llm" / f for f in
-                 ("generation.py", "inflight.py", "lora.py", "errors.py")))  # fmt: skip
-LLMAPI_CONTRACT = resources.files("pytest_triton_llm") / "llmapi_contract.py"
-LORA_CONVERT = resources.files("pytest_triton_llm") / "lora" / "convert.py"  # peft -> rows, beside as lora_convert.py
 
 
 def llmapi_family(triton_version: str) -> str:
@@ -93,10 +87,18 @@ def model_yaml(ref: DeploymentRef, family: str, checkpoint: str) -> dict:
     return _merged(_merged(base, derived), engine.llmapi)
 
 
+def link_image_model(version_dir: Path) -> str:
+    """Links to the serving image's own llmapi model code, resolved inside the server's container."""
+    for name in UPSTREAM_CODE:
+        os.symlink(f"{IMAGE_MODEL_DIR}/{name}", version_dir / name)
+    return f"the image's {IMAGE_MODEL_DIR}"
+
+
 def render_llmapi_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-                             engine_dir: str | None, code: bool) -> Path:  # fmt: skip
-    """Write the llmapi repository for `ref` into `out` (which must not exist yet); `code`: the stand-in's model
-    code, else links to the image's upstream model. `engine_dir` is where the server sees the checkpoint."""
+                             engine_dir: str | None, code: ModelCode, marked=None) -> Path:  # fmt: skip
+    """Write the llmapi repository for `ref` into `out` (which must not exist yet), its model's code by `code`
+    (`marked` rewrites the config where that code is the project's stand-in). `engine_dir` is where the server sees
+    the checkpoint."""
     family = llmapi_family(triton_version)
     content = model_yaml(ref, family, engine_dir or str(built.path))
     triton = content["triton_config"]
@@ -108,32 +110,14 @@ def render_llmapi_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, 
     version_dir = out / "tensorrt_llm" / "1"
     version_dir.mkdir(parents=True)
     parse_config(text, str(out / "tensorrt_llm" / "config.pbtxt"))
-    (out / "tensorrt_llm" / "config.pbtxt").write_text(text)
     (version_dir / "model.yaml").write_text(
         f"# {ref.id}: rendered by pytest-triton-llm from templates/{family}/tensorrt_llm/model.yaml\n"
         + yaml.safe_dump(content, sort_keys=False)
     )
-    if code:
-        copy_stand_in(version_dir)
-    else:
-        for name in UPSTREAM_CODE:
-            os.symlink(f"{IMAGE_MODEL_DIR}/{name}", version_dir / name)
-    (out.parent / f"{out.name}.rendered.json").write_text(
-        json.dumps({"deployment": ref.id, "family": family, "engine_digest": built.digest, "model_yaml": content,
-                    "model_code": "reference stand-in" if code else IMAGE_MODEL_DIR}, indent=2, default=str)  # fmt: skip
-    )
+    origin = code(version_dir)
+    if marked is not None and origin == STAND_IN:
+        text = marked(text)
+    (out / "tensorrt_llm" / "config.pbtxt").write_text(text)
+    write_rendered(out, {"deployment": ref.id, "family": family, "engine_digest": built.digest, "model_yaml": content,
+                         "model_code": {"tensorrt_llm": origin}})  # fmt: skip
     return out
-
-
-def copy_stand_in(version_dir: Path) -> list[str]:
-    """The reference stand-in's code in an llmapi model's version directory, in place of links to upstream's."""
-    for name in UPSTREAM_CODE:
-        (version_dir / name).unlink(missing_ok=True)
-    for item in STAND_IN_CODE:
-        if item.is_dir():
-            copy_python_model(item, version_dir)
-        else:
-            (version_dir / item.name).write_text(item.read_text())
-    (version_dir / LLMAPI_CONTRACT.name).write_text(LLMAPI_CONTRACT.read_text())
-    (version_dir / "lora_convert.py").write_text(LORA_CONVERT.read_text())
-    return ["tensorrt_llm"]

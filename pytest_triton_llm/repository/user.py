@@ -11,21 +11,18 @@ postprocessing, tensorrt_llm_bls, ensemble) runs unchanged.
 
 from __future__ import annotations
 
-import json
 import shutil
 import string
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from ..cache import BuiltEngine
 from ..lock import DeploymentRef
+from . import STAND_IN as STAND_IN_ORIGIN, write_rendered
 from .fill import TemplateError, placeholders
-
-if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
 
 FILL_TEMPLATE_DEFAULTS = {"max_queue_size": "0"}  # what tools/fill_template.py always adds
 
@@ -73,25 +70,24 @@ def placeholder_values(ref: DeploymentRef, engine_dir: str, tokenizer_dir: str) 
 
 
 def render_user_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, engine_dir: str,
-                           stand_in: list[Traversable] | None = None) -> Path:  # fmt: skip
-    """Copy, fill and check the deployment's repository into `out`; with `stand_in` (the reference model's files),
-    models on the tensorrtllm backend are served by it instead."""
+                           swap_in: Callable[[Path], list[str]] | None = None) -> Path:  # fmt: skip
+    """Copy, fill and check the deployment's repository into `out`; `swap_in` (the stand-in's) serves the models on
+    Triton's tensorrtllm backend with the stand-in instead."""
     source = Path(ref.options.repository)
     shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for model in (p.parent for p in out.glob("*/config.pbtxt")):
         if ref.options.models and model.name not in ref.options.models:
             shutil.rmtree(model)
     values = placeholder_values(ref, engine_dir, str(Path(engine_dir) / built.manifest.get("tokenizer", "")))
-    swapped = []
     for config_path in sorted(out.glob("*/config.pbtxt")):
         text = fill_like_upstream(config_path.read_text(), values)
         config_path.write_text(text)
-        config = _parse(text, source / config_path.relative_to(out), ref)
-        if stand_in is not None and config.backend == "tensorrtllm":
-            swapped.append(_swap_in(config_path, config, stand_in))
-    (out.parent / f"{out.name}.rendered.json").write_text(json.dumps(
-        {"deployment": ref.id, "repository": str(source), "engine_digest": built.digest, "values": values,
-         "served_by_the_reference_stand_in": swapped}, indent=2, sort_keys=True))  # fmt: skip
+        _parse(text, source / config_path.relative_to(out), ref)
+    swapped = swap_in(out) if swap_in is not None else []
+    origins = {p.parent.parent.name: f"your repository {source}" for p in out.glob("*/1/*.py")}
+    origins.update(dict.fromkeys(swapped, STAND_IN_ORIGIN))
+    write_rendered(out, {"deployment": ref.id, "repository": str(source), "engine_digest": built.digest, "values": values,
+                         "model_code": origins})  # fmt: skip
     return out
 
 
@@ -103,26 +99,3 @@ def _parse(text: str, source: Path, ref: DeploymentRef) -> model_config_pb2.Mode
         where = f"[engines.{ref.engine_name}.deployments.{ref.name}.fill]"
         hint = f"; unfilled: {', '.join(left)} (give them in {where})" if left else ""
         raise TemplateError(f"{source}: filled config.pbtxt does not parse as ModelConfig: {exc}{hint}") from None
-
-
-def serve_with_stand_in(repository: Path, stand_in: list[Traversable]) -> list[str]:
-    """Serve a rendered repository's models on the tensorrtllm backend by the reference stand-in (`stand_in`, its
-    files); everything else stays as rendered. Returns the models swapped."""
-    swapped = []
-    for config_path in sorted(repository.glob("*/config.pbtxt")):
-        config = text_format.Parse(config_path.read_text(), model_config_pb2.ModelConfig())
-        if config.backend == "tensorrtllm":
-            swapped.append(_swap_in(config_path, config, stand_in))
-    return swapped
-
-
-def _swap_in(config_path: Path, config: model_config_pb2.ModelConfig, stand_in: list[Traversable]) -> str:
-    config.backend = "python"
-    config_path.write_text(text_format.MessageToString(config))
-    version_dir = config_path.parent / "1"
-    version_dir.mkdir(exist_ok=True)
-    for item in version_dir.glob("*.py"):  # upstream's python-backend variant needs tensorrt_llm itself
-        item.unlink()
-    for item in stand_in:
-        shutil.copyfile(str(item), version_dir / item.name)
-    return config.name or config_path.parent.name

@@ -34,6 +34,8 @@ class ServerOptions:
     gpus: str | None = None  # --triton-gpus
     trtllm_examples: str | None = None  # --trtllm-examples
     trtllm_stand_in: bool = False  # --trtllm-stand-in
+    trtllm_models: str | None = None  # --trtllm-models: upstream's python models at the image's tag, where no GitHub
+    stand_in_fault: str | None = None  # --stand-in-fault: a known upstream bug the stand-ins reproduce (faults.py)
     remote: RemoteOptions | None = None  # --triton-url and its companions
 
 
@@ -79,6 +81,10 @@ class Runtime(Protocol):
 
     def engine_dir_in_server(self, engine_name: str) -> str | None:
         """Where the server sees an engine (None: where the cache keeps it)."""
+
+    def python_models_in_image(self) -> str | None:
+        """Where the serving image ships upstream's inflight_batcher_llm python models (compat.toml [python_models],
+        looked for in the image), or None: a tensorrtllm deployment then gets the pinned files."""
 
     def start(self, launch: Launch) -> TritonServer:
         """A ready server for `launch`; ServerStartError (with the log's errors) otherwise."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..compat import load_compat
 from ..containers import (
     ContainerError, ContainerProcess, ContainerSpec, DockerUnavailable, ImageInfo, docker_client, docker_sdk,
-    ensure_image, image_info, owner_labels, reap_containers,
+    ensure_image, image_has_file, image_info, owner_labels, reap_containers,
 )  # fmt: skip
 from ..engines.base import BuildSite
 from ..hardware import first_gpu, hardware
@@ -111,6 +111,7 @@ class ContainerRuntime:
         self.entry = load_compat().for_image(image.reference)  # None for images compat.toml does not list
         self._client = None
         self._image: ImageInfo | None = None
+        self._python_models: str | None = None  # "" once asked: the image has none
         self._count = 0
 
     @classmethod
@@ -195,6 +196,15 @@ class ContainerRuntime:
 
     def engine_dir_in_server(self, engine_name: str) -> str:
         return f"{ENGINES_IN_CONTAINER}/{engine_name}"
+
+    def python_models_in_image(self) -> str | None:
+        """The first of compat.toml's paths for this image that holds preprocessing/1/model.py, asked of the image once
+        (a throwaway container runs `test -f`)."""
+        if self._python_models is None:
+            paths = self.entry.python_models if self.entry is not None else ()
+            self._python_models = next((p for p in paths if image_has_file(self.client, self.reference,
+                                                                            f"{p}/preprocessing/1/model.py")), "")  # fmt: skip
+        return self._python_models or None
 
     def start(self, launch: Launch) -> TritonServer:
         """`launch.gpu`: the engine needs one; --triton-gpus overrides either way."""

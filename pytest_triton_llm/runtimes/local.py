@@ -110,6 +110,11 @@ class LocalRuntime:
     def engine_dir_in_server(self, engine_name: str) -> None:
         return None  # the server reads the engine where the cache keeps it
 
+    def python_models_in_image(self) -> str | None:
+        """Inside the serving image (the guard placed it), its own copy where this filesystem has one."""
+        paths = self.entry.python_models if self.entry is not None else ()
+        return next((p for p in paths if (Path(p) / "preprocessing" / "1" / "model.py").is_file()), None)
+
     def deployments(self, lock, names) -> None:
         return None  # the lock's, built and started here
 

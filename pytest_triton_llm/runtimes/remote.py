@@ -164,6 +164,9 @@ class RemoteRuntime:
     def engine_dir_in_server(self, engine_name: str) -> None:
         return None
 
+    def python_models_in_image(self) -> None:
+        return None  # nothing is rendered for a server of its own
+
     def start(self, launch: Launch) -> TritonServer:
         raise ServerStartError(f"{launch.deployment_id}: the remote runtime starts no server")
 

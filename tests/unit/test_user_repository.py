@@ -15,6 +15,8 @@ from pytest_triton_llm.cache import BuiltEngine
 from pytest_triton_llm.engines import backend_of
 from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.repository.fill import TemplateError
+from pytest_triton_llm.repository.stand_in import STAND_IN_PARAMETER
+from pytest_triton_llm.repository.stand_in import version as stand_in_version
 from pytest_triton_llm.repository.user import fill_like_upstream, placeholder_values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +80,7 @@ def test_without_a_gpu_engine_only_the_tensorrtllm_model_is_served_by_the_stand_
     upstream = text_format.Parse(fill_like_upstream((MODELS / "tensorrt_llm" / "config.pbtxt").read_text(), values),
                                  model_config_pb2.ModelConfig())  # fmt: skip
     upstream.backend = "python"
+    upstream.parameters[STAND_IN_PARAMETER].string_value = stand_in_version()  # how a server tells the stand-in
     assert trt == upstream  # the rest of its config is kept
     assert (repo / "tensorrt_llm" / "1" / "model.py").read_text().startswith('"""Reference `tensorrt_llm` model')
     assert (repo / "tensorrt_llm" / "1" / "tensor_contract.py").is_file()

@@ -9,9 +9,9 @@ from pathlib import Path
 from ...cache import BuiltEngine, EngineCache
 from ...compat import ImageEntry, load_compat
 from ...lock import DeploymentRef, Engine
-from ...repository import PYTHON_MODELS, render_repository
+from ...repository import render_repository, upstream
 from ...repository.user import render_user_repository
-from ..base import SiteFn
+from ..base import RenderSite, SiteFn
 from .builder import TrtllmBuilder
 from .dummy import pretrained_config
 from .executors import executor_for
@@ -52,12 +52,28 @@ class TensorrtllmBackend:
                                   rebuild=rebuild)  # fmt: skip
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None) -> Path:  # fmt: skip
+               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
         if ref.options.repository is not None:  # the user's own repository
-            return render_user_repository(ref, built, out, engine_dir or str(built.path), None)
-        # the C++ backend reads the engine from gpt_model_path; pre-, postprocessing and the BLS are python models
-        code = {model: PYTHON_MODELS / model for model in ("preprocessing", "postprocessing", "tensorrt_llm_bls")}
+            return render_user_repository(ref, built, out, engine_dir or str(built.path))
+        # the C++ backend reads the engine from gpt_model_path; pre-, postprocessing and the BLS are upstream's own
+        # python models of the image's TensorRT-LLM version (without a cache to fetch them to: configs only)
+        code = {}
+        if site.cache is not None or site.trtllm_models or site.image_models:
+            code = upstream.model_code(self._tensorrt_llm_of(triton_version, site), site.cache.root if site.cache else None,
+                                       site.cache.progress if site.cache else None, site.trtllm_models,
+                                       site.image_models)  # fmt: skip
         return render_repository(ref, built, out, triton_version, engine_dir, "tensorrtllm", code)
+
+    @staticmethod
+    def _tensorrt_llm_of(triton_version: str, site: RenderSite) -> str:
+        """The TensorRT-LLM version whose python models the server's Triton version ships (compat.toml)."""
+        entry = load_compat().for_triton(triton_version)
+        if entry is None:
+            raise upstream.UpstreamModelsError(
+                f"Triton {triton_version} is no NGC trtllm image of compat.toml, so which TensorRT-LLM version's python "
+                "models it ships is unknown: serve your own repository (a lock deployment's `repository`)"
+            )
+        return entry.tensorrt_llm
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
         """What the image's backend supports (compat.toml); nothing is known of an unlisted image."""

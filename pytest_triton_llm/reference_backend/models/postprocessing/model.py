@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from hf_tokenizer import load_tokenizer
+from stand_in_faults import Faults
 from triton_io import flag, model_parameters
 
 
@@ -16,6 +17,7 @@ class TritonPythonModel:
         params = model_parameters(args)
         self.skip_special_tokens = flag(params.get("skip_special_tokens"), True)
         self.tokenizer = load_tokenizer(params["tokenizer_dir"])
+        self.fault = Faults(params, "postprocessing")
 
     def execute(self, requests):
         responses = []
@@ -26,6 +28,8 @@ class TritonPythonModel:
                 tokens[b, k, : int(lengths[b, k])].tolist() for b in range(tokens.shape[0]) for k in range(tokens.shape[1])
             ]
             texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=self.skip_special_tokens)
+            if self.fault("stream_drops_leading_space"):  # each piece decoded as if it began the text
+                texts = [t.lstrip(" ") for t in texts]
             # one string per batch row and beam, flat: [batch * beam], as upstream's postprocessing answers
             output = np.array([t.encode("utf-8") for t in texts], dtype=object)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", output)]))
