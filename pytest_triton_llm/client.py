@@ -33,8 +33,8 @@ from .llmapi_contract import LlmapiRequestError, llmapi_inputs, output_text, spe
 from .load import Target, json_body, run_load
 from .server_metrics import Gauges, GaugeWatch, trtllm_gauges
 from .streaming import StreamError, StreamResult, grpc_stream, sse_stream
-from .tensor_contract import (STOP_SIGNAL, Inputs, RequestError, Sampling, Unbatched, batched, core_inputs, ensemble_inputs,
-                              returned_ids)
+from .tensor_contract import (STOP_SIGNAL, Inputs, RequestError, Sampling, Unbatched, batched, config_parameters, core_inputs,
+                              ensemble_inputs, flag, returned_ids)
 
 __all__ = ["GenerationError", "Generation", "LLMClient", "Sampling"]
 
@@ -94,6 +94,10 @@ class LLMClient:
         self._local = threading.local()
         self._declared: dict[str, frozenset[str]] = {}
         self._batching: dict[str, bool] = {}
+        self._parameters: dict[str, dict[str, str]] = {}
+        # model -> every input name sent to it since the plugin last cleared it (per test): the harness checks that a
+        # test declares the capability behind each input whose presence depends on the served family
+        self.sent: dict[str, set[str]] = {}
 
     # -- connections (one per thread) --------------------------------------------------------
     def grpc(self) -> grpcclient.InferenceServerClient:
@@ -120,6 +124,12 @@ class LLMClient:
 
     def model_config(self, model: str | None = None) -> dict:
         return self.grpc().get_model_config(model or self.ensemble, headers=self.endpoints.header_dict(), as_json=True)["config"]
+
+    def parameters(self, model: str) -> dict[str, str]:
+        """`model`'s config parameters (tensor_contract.config_parameters), asked once."""
+        if model not in self._parameters:
+            self._parameters[model] = config_parameters(self.model_config(model))
+        return self._parameters[model]
 
     def declared_inputs(self, model: str) -> frozenset[str]:
         """The input names `model` declares (min_length or min_tokens, ...), asked once."""
@@ -152,14 +162,25 @@ class LLMClient:
         return speaks_llmapi(self.declared_inputs(self.ensemble))
 
     def core_inputs(self, input_ids: Sequence[int], max_tokens: int, **options) -> Inputs:
-        """tensorrt_llm's inputs (tensor_contract.core_inputs), named as the served tensorrt_llm has them."""
+        """tensorrt_llm's inputs (tensor_contract.core_inputs), named as the served tensorrt_llm has them. An
+        exclude_input_in_output the model does not declare (families before tensorrtllm_backend v0.14) is left out
+        where its config parameter of that name already gives the value asked for."""
+        asked = options.get("exclude_input_in_output")
+        if asked is not None and "exclude_input_in_output" not in self.declared_inputs(self.core_model):
+            if flag(self.parameters(self.core_model).get("exclude_input_in_output"), False) == asked:
+                options = {k: v for k, v in options.items() if k != "exclude_input_in_output"}
         return self._encode(core_inputs, self.core_model, input_ids, max_tokens, options)
 
     def _encode(self, encoder, model: str, prompt, max_tokens: int, options: dict) -> Inputs:
         try:
-            return encoder(prompt, max_tokens, declared=self.declared_inputs(model), **options)
+            inputs = encoder(prompt, max_tokens, declared=self.declared_inputs(model), **options)
         except (RequestError, LlmapiRequestError) as exc:
             raise GenerationError(f"{model}: {exc}") from None
+        self._note(model, inputs)
+        return inputs
+
+    def _note(self, model: str, inputs: dict) -> None:
+        self.sent.setdefault(model, set()).update(inputs)
 
     @cached_property
     def decoupled(self) -> bool:
@@ -298,6 +319,7 @@ class LLMClient:
         """One request, one answer: unary infer, or a gRPC stream where the model is decoupled."""
         if protocol not in ("grpc", "http"):
             raise ValueError(f"protocol must be 'grpc' or 'http' here, not {protocol!r}")
+        self._note(model, inputs)
         if self.decoupled:
             if protocol == "http":
                 raise GenerationError(f"{model}: HTTP infer cannot call a decoupled model; use gRPC or HTTP generate")

@@ -36,6 +36,8 @@ class Compat:
     capabilities: dict[str, str]  # what a test asks for -> the image feature it needs
     features: dict[str, str]  # feature -> what it is, for skip reasons
     without_trtllm: dict[str, dict] = field(default_factory=dict)  # YY.MM -> why no trtllm image is known, sources
+    capability_inputs: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # -> model -> inputs
+    capability_settings: dict[str, str] = field(default_factory=dict)  # -> the lock Deployment field that gives it
 
     def no_trtllm_image(self, tag: str) -> str | None:
         """Why `YY.MM-trtllm` names no image this file knows of (a release after the newest confirmed), or None."""
@@ -83,7 +85,9 @@ def load_compat(path: Path = COMPAT_FILE) -> Compat:
             features=frozenset(e["features"]),
             python_models=tuple(shipped["paths"]) if _release(tag) >= _release(shipped["first"]) else (),
         )  # fmt: skip
-    return Compat(images, dict(data["capabilities"]), dict(data["features"]), dict(data.get("without_trtllm", {})))
+    inputs = {cap: {model: tuple(names) for model, names in table.items()} for cap, table in data["capability_inputs"].items()}
+    return Compat(images, dict(data["capabilities"]), dict(data["features"]), dict(data.get("without_trtllm", {})), inputs,
+                  dict(data["capability_settings"]))
 
 
 def _release(tag: str) -> tuple[int, ...]:

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from .progress import Progress
 from .processes import process_start_time
+from .errors import TritonLLMError
 
 LABEL = "io.github.pytest-triton-llm"
 
 
-class DockerUnavailable(RuntimeError):
+class DockerUnavailable(TritonLLMError, RuntimeError):
     pass
 
 

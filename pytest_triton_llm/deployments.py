@@ -45,6 +45,7 @@ class ServedDeployment:
         """The same deployment, its client's text requests sent to entry model `model` (ensemble, tensorrt_llm_bls)."""
         client = LLMClient(self.server.endpoints, ensemble=model, decode=self.client.decode)
         client.exclude_input = self.client.exclude_input
+        client.sent = self.client.sent  # one record of what the test sent, whichever view sent it
         return dataclasses.replace(self, client=client, entry=model, _tokenizer=self.tokenizer)
 
     @property

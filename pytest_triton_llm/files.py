@@ -10,6 +10,12 @@ import tempfile
 from pathlib import Path
 
 
+def fixtures_dir() -> Path:
+    """The suites' data (fixtures/): inside the installed package (a wheel), or at a checkout's root."""
+    package = Path(__file__).resolve().parent
+    return next(d for d in (package / "fixtures", package.parent / "fixtures") if d.is_dir())
+
+
 def keep_previous(path: Path) -> Path | None:
     """Move an existing `path` aside as <stem>.<its mtime><suffix>; returns where it went."""
     if not path.exists():

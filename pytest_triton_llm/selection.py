@@ -9,8 +9,11 @@ from typing import Callable
 from .lock import DeploymentRef, batching_pairs, migration_pairs
 from .repository import entry_models
 
-# a deployment (or pair) and what it lacks for the test: why it is skipped, or None
-Lacking = Callable[[DeploymentRef, set[str]], "str | None"]
+# a deployment (or pair), what the test needs and its entry model -> why it is skipped, or None
+Lacking = Callable[..., "str | None"]
+# what a lock deployment is (lock.DeploymentRef.capabilities): a test that needs another is not generated for it; what
+# the served stack may lack (image features, the family's inputs) makes a skip with the reason
+DEPLOYMENT_CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellation", "lora"})
 # a test that needs a layout (what a deployment's models take) is skipped, saying why, on deployments of the other
 LAYOUT_MISSING = {
     "inflight_batcher_llm": "the llmapi model takes and returns text (one python model): it has no token-id "
@@ -48,17 +51,18 @@ def choices(
 ) -> tuple[list[Choice], str]:
     """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture;
     `entries`: `triton_llm` once per entry model of each deployment."""
-    refs = [r for r in selected if needs - set(LAYOUT_MISSING) <= r.capabilities]
+    refs = [r for r in selected if needs & DEPLOYMENT_CAPABILITIES <= r.capabilities]
     names = ", ".join(r.id for r in selected) or "none"
 
-    def why(ref: DeploymentRef) -> str | None:
+    def why(ref: DeploymentRef, entry: str = "ensemble") -> str | None:
         layout = next((LAYOUT_MISSING[n] for n in sorted(needs & set(LAYOUT_MISSING)) if n not in ref.capabilities), None)
-        return layout or lacking(ref, needs | {ref.options.batching})
+        return layout or lacking(ref, needs | {ref.options.batching}, entry)
 
     if fixture == "triton_llm":
         reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {names})"
         if entries:
-            return [Choice(AtEntry(r, model), f"{r.id}-{model}", why(r)) for r in refs for model in entry_models(r)], reason
+            pairs = [(r, model) for r in refs for model in entry_models(r)]
+            return [Choice(AtEntry(r, model), f"{r.id}-{model}", why(r, model)) for r, model in pairs], reason
         return [Choice(r, r.id, why(r)) for r in refs], reason
     if fixture == "triton_llm_per_engine":
         reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"

@@ -162,7 +162,7 @@ def test_bad_words_never_appear(triton_llm, prompts, baseline):
 
 
 # -- outputs -------------------------------------------------------------------------------
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "return_log_probs")
 def test_optional_outputs_come_only_when_requested(triton_llm, baseline):
     prompt_ids, _ = baseline
     plain = triton_llm.client.generate_ids(prompt_ids, 4, end_id=NO_END).raw
@@ -180,7 +180,7 @@ def test_the_ensemble_answers_one_text_per_request(triton_llm, prompts):
     assert "cum_log_probs" not in outputs
 
 
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "exclude_input_in_output")
 def test_exclude_input_in_output(triton_llm, baseline):
     prompt_ids, ids = baseline
     with_input = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, exclude_input_in_output=False)
@@ -197,7 +197,7 @@ def test_ensemble_excludes_the_prompt_as_deployed(triton_llm, prompts):
     assert triton_llm.ref.options.exclude_input_in_output == (not text.startswith(prompt))
 
 
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "return_log_probs")
 def test_log_probs_are_returned_per_token(triton_llm, baseline):
     prompt_ids, _ = baseline
     result = triton_llm.client.generate_ids(prompt_ids, 12, end_id=NO_END, return_log_probs=True)
@@ -223,6 +223,7 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts)
 
 # -- protocols and the end-to-end answer -------------------------------------------------------
 @pytest.mark.triton_llm_entry_models
+@pytest.mark.triton_llm_requires("generate_endpoint")
 def test_http_generate_and_grpc_infer_agree(triton_llm, prompts):
     prompt = prompts.completion["machine_learning"]
     protocols = triton_llm.client.protocols  # a decoupled ensemble takes no unary HTTP infer

@@ -16,7 +16,6 @@ import pytest
 from pytest_triton_llm.client import GenerationError
 from pytest_triton_llm.engines import backend_of
 from pytest_triton_llm.llmapi_contract import output_text
-from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.tensor_contract import NO_END, returned_token_count
 
 pytestmark = pytest.mark.invariants
@@ -79,7 +78,7 @@ def _agree(result, unary: str) -> bool:
 
 
 # -- 1. the first streamed token is the first token of the unary answer -------------------------------------------------
-@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm", "prompt_excluded")
 @pytest.mark.parametrize("name", ["fox", "italy", "numpy_mean"])
 def test_the_first_streamed_token_is_the_first_token_of_the_unary_answer(triton_llm, prompts, name):
     ids = triton_llm.encode(prompts.completion[name])
@@ -123,13 +122,13 @@ def _without_end(ids: list[int], end: int) -> list[int]:
     return ids[:-1] if ids[-1:] == [end] else ids
 
 
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "prompt_excluded")
 def test_the_end_token_comes_at_most_once_and_only_last(triton_llm, prompts):
     _, out = _ends_at_eos(triton_llm, prompts)
     _at_most_one_trailing(out, triton_llm.end_id)
 
 
-@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm", "prompt_excluded")
 def test_a_streamed_answer_ends_like_the_unary_one_with_at_most_one_end_token(triton_llm, prompts):
     ids, unary = _ends_at_eos(triton_llm, prompts)
     streamed = triton_llm.client.stream_ids(ids, EOS_BUDGET, end_id=triton_llm.end_id, exclude_input_in_output=True)
@@ -161,7 +160,7 @@ def _ask_until(served, prompts, ending: str):
     return served.encode(served.chat_prompt(prompts.chat_question)), EOS_BUDGET, served.end_id
 
 
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "prompt_excluded")
 @pytest.mark.parametrize("ending", ["max_tokens", "end_id"])
 def test_sequence_length_is_the_number_of_returned_ids(triton_llm, prompts, ending):
     ids, max_tokens, end_id = _ask_until(triton_llm, prompts, ending)
@@ -175,7 +174,7 @@ def test_sequence_length_is_the_number_of_returned_ids(triton_llm, prompts, endi
         assert 0 < result.sequence_length < max_tokens
 
 
-@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm", "prompt_excluded")
 @pytest.mark.parametrize("ending", ["max_tokens", "end_id"])
 def test_a_streamed_answer_counts_as_many_tokens_as_the_unary_one(triton_llm, prompts, ending):
     ids, max_tokens, end_id = _ask_until(triton_llm, prompts, ending)
@@ -189,7 +188,7 @@ def test_a_streamed_answer_counts_as_many_tokens_as_the_unary_one(triton_llm, pr
     assert _without_end(streamed.token_ids, end_id) == _without_end(unary.token_ids, end_id)
 
 
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "exclude_input_in_output")
 def test_the_count_includes_the_prompt_only_when_the_prompt_is_returned(triton_llm):
     ids = triton_llm.encode(ECHO)  # multi-byte text: ids and characters differ in number
     without = triton_llm.client.generate_ids(ids, TOKENS, end_id=NO_END, exclude_input_in_output=True)
@@ -199,13 +198,9 @@ def test_the_count_includes_the_prompt_only_when_the_prompt_is_returned(triton_l
     assert with_prompt.token_ids == ids + without.token_ids
 
 
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")
+@pytest.mark.triton_llm_requires("inflight_batcher_llm", "token_counts", "prompt_excluded")
 def test_num_output_tokens_is_the_number_of_returned_ids_where_reported(triton_llm, prompts, pytestconfig):
     client = triton_llm.client
-    if "return_num_output_tokens" not in client.declared_inputs("tensorrt_llm"):
-        family = template_family(triton_llm.server.version)
-        pytest.skip(f"the tensorrt_llm model of Triton {triton_llm.server.version} ({family}) reports no num_output_tokens "
-                    "(TensorRT-LLM 1.1's triton_backend added it)")  # fmt: skip
     ids = triton_llm.encode(prompts.completion["columbus"])
     inputs = client.core_inputs(ids, TOKENS, end_id=NO_END, exclude_input_in_output=True)
     inputs["return_num_output_tokens"] = (True, "BOOL")

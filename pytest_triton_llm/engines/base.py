@@ -10,9 +10,10 @@ from typing import Callable, ClassVar, Protocol
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
 from ..lock import DeploymentRef, Engine
+from ..errors import TritonLLMError
 
 
-class BuildError(RuntimeError):
+class BuildError(TritonLLMError, RuntimeError):
     """An engine could not be built; the message says what to fix."""
 
 
@@ -44,6 +45,9 @@ class RenderSite:
     fault: str | None = None  # --stand-in-fault: rendered into every model the project's stand-in serves
 
 
+NO_SITE = RenderSite()  # nothing beyond the deployment: configs only where code would need fetching
+
+
 class Backend(Protocol):
     name: ClassVar[str]
     needs_gpu: ClassVar[bool]  # its engines are served on a GPU (containers get GPUs unless --triton-gpus says)
@@ -56,7 +60,7 @@ class Backend(Protocol):
         """The engine for `engine`'s recipe: reused from `cache`, or built into it."""
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
+               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
         """Write the model repository that serves `ref` into `out`; `engine_dir` is where the server sees
         the engine (a container's mount), by default where the cache keeps it. `<out>.rendered.json` says which code
         serves each python model (repository.model_code)."""

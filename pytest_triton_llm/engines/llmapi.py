@@ -17,7 +17,7 @@ from ..compat import ImageEntry, load_compat
 from ..lock import DeploymentRef, Engine
 from ..progress import human_bytes
 from ..repository.llmapi import check_arguments, link_image_model, render_llmapi_repository
-from .base import BuildError, RenderSite, SiteFn
+from .base import BuildError, NO_SITE, RenderSite, SiteFn
 from .hf_checkpoint import ReferenceBuilder
 from .sources import SourceError, fetch_checkpoint
 
@@ -87,7 +87,7 @@ class LlmapiBackend:
                                   rebuild=rebuild)  # fmt: skip
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
+               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
         return render_llmapi_repository(ref, built, out, triton_version, engine_dir, link_image_model)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:

@@ -15,12 +15,10 @@ from ..repository import render_repository
 from ..repository import stand_in as stand_in_code
 from ..repository.llmapi import check_arguments, render_llmapi_repository
 from ..repository.user import render_user_repository
-from .base import RenderSite, SiteFn
+from .base import NO_SITE, RenderSite, SiteFn
 from .hf_checkpoint import ReferenceBuilder
 
 STAND_IN_MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "tensorrt_llm_bls")
-# what the reference model implements (see the triton_llm_requires marker)
-CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellation", "lora", "inflight_batcher_llm", "llmapi"})
 
 
 class ReferenceBackend:
@@ -39,7 +37,7 @@ class ReferenceBackend:
                                   rebuild=rebuild)  # fmt: skip
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
+               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
         marked = partial(stand_in_code.marked, fault=site.fault)
         if ref.layout == "llmapi":  # the PyTorch path's one python model, the checkpoint loaded as converted
             return render_llmapi_repository(ref, built, out, triton_version, engine_dir, stand_in_code.copy_llmapi, marked)
@@ -50,5 +48,6 @@ class ReferenceBackend:
         return render_repository(ref, built, out, triton_version, engine_dir, "python", code, marked)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
-        missing = sorted(needs - CAPABILITIES)
-        return f"the reference backend has no {', '.join(missing)}" if missing else None
+        """Nothing of the image's backend: the stand-in implements the whole contract (what the served family declares
+        is checked apart, capabilities.ServedInputs)."""
+        return None

@@ -12,6 +12,7 @@ from ..engines.base import BuildSite
 from ..images import ImageRef
 from ..progress import Progress
 from .server import TritonServer
+from ..errors import TritonLLMError
 
 if TYPE_CHECKING:
     from ..cache import BuiltEngine
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from .remote import RemoteOptions
 
 
-class RuntimeUnavailable(RuntimeError):
+class RuntimeUnavailable(TritonLLMError, RuntimeError):
     """The chosen runtime cannot run here (a missing SDK or server): one line, exit 4 once a test needs it.
     Options that contradict each other raise usage.OptionError at once."""
 
@@ -67,6 +68,10 @@ class Runtime(Protocol):
     @property
     def triton_version(self) -> str:
         """The server's version: it picks the model templates."""
+
+    def known_version(self) -> str | None:
+        """The server's version where it is known without pulling an image (collection asks it: what the served
+        models declare picks which tests run), else None."""
 
     def describe(self) -> str: ...
 

@@ -160,6 +160,17 @@ class ContainerRuntime:
     def triton_version(self) -> str:
         return self.image.triton_version
 
+    def known_version(self) -> str | None:
+        """compat.toml's for an NGC tag; else the image's TRITON_SERVER_VERSION where the image is here already."""
+        if self.entry is not None:
+            return self.entry.triton
+        if self._image is None:
+            try:
+                self._image = image_info(docker_client().images.get(self.reference))
+            except Exception:  # noqa: BLE001 - no daemon, or not pulled yet: not known before it is served
+                return None
+        return self._image.triton_version or None
+
     @property
     def gpu(self) -> str | None:
         return first_gpu(self.gpus, {})  # containers see the GPUs docker gives them, whatever this shell's variables

@@ -107,6 +107,9 @@ class LocalRuntime:
                     raise ServerStartError(str(exc)) from None
         return self._version
 
+    def known_version(self) -> str:
+        return self.triton_version  # declared by the image or the wheel, else asked of the server once
+
     def engine_dir_in_server(self, engine_name: str) -> None:
         return None  # the server reads the engine where the cache keeps it
 

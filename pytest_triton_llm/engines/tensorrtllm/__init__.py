@@ -11,7 +11,7 @@ from ...compat import ImageEntry, load_compat
 from ...lock import DeploymentRef, Engine
 from ...repository import render_repository, upstream
 from ...repository.user import render_user_repository
-from ..base import RenderSite, SiteFn
+from ..base import NO_SITE, RenderSite, SiteFn
 from .builder import TrtllmBuilder
 from .dummy import pretrained_config
 from .executors import executor_for
@@ -52,7 +52,7 @@ class TensorrtllmBackend:
                                   rebuild=rebuild)  # fmt: skip
 
     def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = RenderSite()) -> Path:  # fmt: skip
+               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
         if ref.options.repository is not None:  # the user's own repository
             return render_user_repository(ref, built, out, engine_dir or str(built.path))
         # the C++ backend reads the engine from gpt_model_path; pre-, postprocessing and the BLS are upstream's own
