@@ -35,8 +35,9 @@ class Rule:
 
 EXACT = Rule(min_identical_prefix_tokens=0, min_identical_pct=100.0)
 
-# The rule of an engine without an [equality] table, by dtype. float32 (the CPU stand-in) is batch-invariant:
-# exact. float16/bfloat16 TensorRT-LLM kernels are not: another batch composition picks other GEMM/attention
+# The rule of an engine without an [equality] table, by dtype and device. float32 on a CPU is batch-invariant: exact.
+# On a GPU no dtype is: float32 GEMMs run as TF32 or pick other kernels per batch shape too, so float32 on a GPU gets
+# the half-precision rule. float16/bfloat16 TensorRT-LLM kernels are not: another batch composition picks other GEMM/attention
 # kernels, hence another reduction order ("different batch sizes may lead to different kernels. So, the
 # results can be different. This is a known issue.", NVIDIA/TensorRT-LLM#1879). Rounding differences only move a
 # greedy argmax where the top two logits nearly tie, so outputs agree for a while and then may fork, the fork
@@ -44,22 +45,20 @@ EXACT = Rule(min_identical_prefix_tokens=0, min_identical_pct=100.0)
 # temperature-0 bf16 completions of one prompt agree on their first 102 tokens. Hence: an early divergence
 # (within 8 tokens) is a bug (a wrong adapter, prompt, or request mix-up gives one at once), and 3 of 4 outputs
 # of 16-32 tokens must match fully; a late flip in the others is rounding. An engine's table overrides this.
-DEFAULT_RULES: dict[str, Rule] = {
-    "float32": EXACT,
-    "float16": Rule(min_identical_prefix_tokens=8, min_identical_pct=75.0),
-    "bfloat16": Rule(min_identical_prefix_tokens=8, min_identical_pct=75.0),
-}
+HALF = Rule(min_identical_prefix_tokens=8, min_identical_pct=75.0)
+DEFAULT_RULES: dict[str, Rule] = {"float32": EXACT, "float16": HALF, "bfloat16": HALF}  # on a CPU
+CPU = "cpu"  # the hardware a CPU server reports (hardware.hardware); any other name is a GPU's, or unknown
 
 
-def rule_for(engine, stand_in: bool = False) -> Rule:
-    """The rule for a lock `Engine`: exact on the float32 stand-in always, else its `equality` table, else
-    DEFAULT_RULES for its dtype."""
-    if stand_in and engine.dtype == "float32":
-        return EXACT
+def rule_for(engine, hardware: str) -> Rule:
+    """The one rule for an engine served on `hardware` (a GPU's name, "cpu", or unknown for a remote server), applied
+    to every comparison of outputs that should be equal: its lock `equality` table, else exact for float32 on a CPU,
+    else the half-precision rule (float16/bfloat16 anywhere, float32 on a GPU, a remote server's unknown dtype)."""
     if engine.equality is not None:
         return engine.equality
-    # a remote server's engine, whose dtype is not known here: judged as a half-precision one
-    return DEFAULT_RULES.get(engine.dtype, DEFAULT_RULES["float16"])
+    if hardware == CPU:
+        return DEFAULT_RULES.get(engine.dtype, HALF)
+    return HALF
 
 
 def compare_texts(expected: list[str], actual: list[str], rule: Rule, tokenizer) -> Verdict:

@@ -9,16 +9,14 @@ import pytest
 
 from . import distributed, options
 from .accuracy import options as accuracy_options
-from .accuracy.drift import DriftError
 from .engines import backend_of
-from .lock import DUMMY_LABEL, LockError
+from .errors import TritonLLMError
+from .lock import DUMMY_LABEL
 from .perf import options as perf_options
-from .perf.baseline import BaselineError
 from .progress import Progress
 from .selection import AtEntry, has_dummy_weights, marked_gpu_by_code, refs_of, untrained
 from .session import TritonLLMSession
-from .terminal import summary_lines
-from .usage import OptionError
+from .terminal import skip_reasons, summary_lines
 
 MARKERS = {
     "functional": "ensemble contract and generation semantics",
@@ -31,6 +29,7 @@ MARKERS = {
     "robustness": "malformed and hostile requests",
     "migration": "an engine deployment vs the llmapi one of the same checkpoint (TensorRT engine -> PyTorch migration)",
     "invariants": "serving invariants on every deployment and entry model: streams agree with unary answers, counts are true",
+    "regressions": "named checks for known upstream bugs (each test names its issue)",
     "gpu": "needs an NVIDIA GPU",
     "container": "needs docker and a Triton image",
 }
@@ -44,6 +43,7 @@ ENTRIES = "triton_llm_entry_models"  # @pytest.mark.triton_llm_entry_models: onc
 _SESSION = pytest.StashKey[TritonLLMSession]()
 _ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
 _PERF = pytest.StashKey[perf_options.PerfOptions]()
+_SKIPS = pytest.StashKey[list]()
 LOG_TAIL_LINES = 40
 
 
@@ -95,7 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_ACCURACY] = accuracy_options.AccuracyOptions.from_config(config)
         config.stash[_PERF] = perf_options.PerfOptions.from_config(config)
         session = TritonLLMSession(core, Progress(_progress_writer(config)))
-    except (LockError, OptionError, DriftError, BaselineError) as exc:
+    except TritonLLMError as exc:  # one line naming what to fix, exit code 4
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
     _stop_on_sigterm(config)
@@ -139,8 +139,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not wanted:
         return
     state = metafunc.config.stash[_SESSION]
-    if not state.deployments_known:
-        pytest.fail(state.missing_lock_message(), pytrace=False)
+    if not state.deployments_known:  # said once when collection ends (one line, exit 4), not an error per module
+        metafunc.parametrize(wanted[0], [pytest.param(None, marks=pytest.mark.skip(reason=state.missing_lock_message()))],
+                             ids=["no-lock"], indirect=True, scope="session")  # fmt: skip
+        return
     needs = {cap for mark in metafunc.definition.iter_markers(REQUIRES) for cap in mark.args}
     entries = metafunc.definition.get_closest_marker(ENTRIES) is not None
     for name in wanted:
@@ -185,6 +187,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     no_gpu = state.gpu_missing()
     for item in items:
         refs = _refs(item)
+        if len(refs) == 1 and item.get_closest_marker("skip") is None:  # a parameter's own requires (a case's marks)
+            needs = {cap for mark in item.iter_markers(REQUIRES) for cap in mark.args}
+            entry = getattr(item.callspec.params.get("triton_llm"), "model", "ensemble")
+            if why := state.lacking(refs[0], needs | {refs[0].options.batching}, entry):
+                item.add_marker(pytest.mark.skip(reason=why))
         if state.fault is not None:  # JUnit readers see it beside every result
             item.user_properties.append(("triton_llm.stand_in_fault", state.fault.name))
         if no_gpu and marked_gpu_by_code(item):
@@ -207,16 +214,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """What the chosen runtime lacks here (the docker SDK, a tritonserver) is one line and exit 4 as soon as a
     collected test needs a served deployment; runs that need none (or only collect) go on."""
     state = session.config.stash[_SESSION]
-    if state.runtime_missing is None or session.config.option.collectonly:
+    needs_deployment = any(name in getattr(item, "fixturenames", ()) for item in session.items for name in DEPLOYMENT_FIXTURES)
+    if needs_deployment and not state.deployments_known:
+        raise pytest.UsageError(state.missing_lock_message())
+    if session.config.option.collectonly:  # what would be skipped, and why: e.g. what an image's family lacks
+        session.config.stash[_SKIPS] = skip_reasons(session.items)
         return
-    if any(name in getattr(item, "fixturenames", ()) for item in session.items for name in DEPLOYMENT_FIXTURES):
+    if state.runtime_missing is not None and needs_deployment:
         raise pytest.UsageError(state.runtime_missing)
+
+
+def stop_session(exc: TritonLLMError) -> None:
+    """A setup problem met while serving (a daemon, a download, a server that does not start): said once, as one line,
+    and the session ends with the usage-error exit code; every server it started is stopped on the way out."""
+    first, _, details = str(exc).partition("\n")  # the rest (a log's error lines) is in the log the line names
+    pytest.exit(f"triton-llm: {first}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def _serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     state = request.config.stash[_SESSION]
     value = request.param
-    served = state.serve(value.ref if isinstance(value, AtEntry) else value, tmp_path_factory)
+    try:
+        served = state.serve(value.ref if isinstance(value, AtEntry) else value, tmp_path_factory)
+    except TritonLLMError as exc:
+        stop_session(exc)
     view = served.at_entry(value.model) if isinstance(value, AtEntry) else served
     yield view
     if view is not served:
@@ -238,7 +259,10 @@ def triton_llm_per_engine(request: pytest.FixtureRequest, tmp_path_factory: pyte
 
 def _serve_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     state = request.config.stash[_SESSION]
-    pair = tuple(state.serve(ref, tmp_path_factory) for ref in request.param)
+    try:
+        pair = tuple(state.serve(ref, tmp_path_factory) for ref in request.param)
+    except TritonLLMError as exc:
+        stop_session(exc)
     yield pair
     for served in pair:
         state.release(served.id)
@@ -291,14 +315,26 @@ def triton_llm_report(request: pytest.FixtureRequest):
     return request.config.stash[_SESSION].report
 
 
-def pytest_runtest_call(item: pytest.Item) -> None:
-    item.config.stash[_SESSION].note_test_start()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    state = item.config.stash[_SESSION]
+    state.note_test_start()
     funcargs = getattr(item, "funcargs", {})
-    for served in (s for name in DEPLOYMENT_FIXTURES for s in _as_tuple(funcargs.get(name)) if s is not None):
+    served_all = [s for name in DEPLOYMENT_FIXTURES for s in _as_tuple(funcargs.get(name)) if s is not None]
+    for served in served_all:
         if not served.server.alive():  # fail at once with the log (attached below), rather than time out
             code = served.server.process.returncode if served.server.process else None
             pytest.fail(f"tritonserver of {served.id} is gone (exit code {code}); its log: {served.server.log_path}",
                         pytrace=False)  # fmt: skip
+        served.client.sent.clear()
+    result = yield
+    needs = {cap for mark in item.iter_markers(REQUIRES) for cap in mark.args}
+    for served in served_all:  # the harness's own check: an input that some families lack needs its capability declared
+        if undeclared := state.undeclared_inputs(served, needs):
+            pytest.fail(f"harness: this test sends {', '.join(undeclared)} without declaring the capability that needs "
+                        f"it ({REQUIRES} in compat.toml [capability_inputs]): on a family without it the test would fail "
+                        "instead of being skipped", pytrace=False)  # fmt: skip
+    return result
 
 
 @pytest.hookimpl(wrapper=True)
@@ -350,7 +386,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     state = config.stash.get(_SESSION, None)
     if state is None or distributed.is_worker(config):  # the controller prints the merged summary
         return
-    lines = summary_lines(state, config)
+    lines = config.stash.get(_SKIPS, None) or summary_lines(state, config)
     if lines:
         terminalreporter.write_sep("=", "triton-llm")
         for line in lines:

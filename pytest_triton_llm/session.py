@@ -9,15 +9,19 @@ from pathlib import Path
 from . import selection
 from .cache import EngineCache
 from .deployments import DeploymentManager, ServedDeployment
+from .capabilities import ServedInputs, family_inputs, repository_inputs
+from .compat import load_compat
 from .engines import backend_of, check_lock
 from .faults import NOT_CLEAN, fault_named
 from .hardware import describe_hardware, hardware
 from .lock import DeploymentRef, Lock, load_lock
 from .options import DEFAULT_LOCK, Options
 from .perf.publish import dummy_deployments, publish
-from .processes import reap_orphans
+from .processes import reap_orphans, shielded
 from .progress import Progress
 from .report import RunReport
+from .repository import template_family
+from .repository.llmapi import llmapi_family
 from .runtimes import RUNTIMES, Runtime, RuntimeUnavailable
 
 
@@ -56,7 +60,10 @@ class TritonLLMSession:
             self.report.record_run("server", block)
         if self.fault is not None:
             self.report.run["stand_in_fault"] = self.fault.record()
+        if self.remote is not None and self.runtime is not None:  # its hardware is the server's, not this host's
+            self.report.run.update(hardware=self.runtime.hardware, gpu=None)
         self.manager: DeploymentManager | None = None
+        self._served_inputs: dict[str, ServedInputs | None] = {}
         self.started = time.monotonic()
         self.first_ready_at: float | None = None  # the first deployment served: engines and server up
         self.first_test_at: float | None = None
@@ -78,9 +85,44 @@ class TritonLLMSession:
     def choices(self, fixture: str, needs: set[str], entries: bool = False) -> tuple[list[selection.Choice], str]:
         return selection.choices(fixture, self.selected, needs, self.lacking, entries)
 
-    def lacking(self, ref: DeploymentRef, needs: set[str]) -> str | None:
-        """Why `ref` cannot run a test that needs `needs`: its backend's answer on the server in use."""
-        return backend_of(ref.engine.backend).lacking(needs, self.runtime.entry if self.runtime else None)
+    def lacking(self, ref: DeploymentRef, needs: set[str], entry: str = "ensemble") -> str | None:
+        """Why `ref` cannot run a test that needs `needs` (its text requests sent to `entry`): its backend's answer on
+        the server in use, then what its served models declare."""
+        image = self.runtime.entry if self.runtime else self._image_entry()
+        why = backend_of(ref.engine.backend).lacking(needs, image)
+        if why is None and (served := self.served_inputs(ref)) is not None:
+            why = served.lacking(needs, entry, ref.options)
+        return why
+
+    def undeclared_inputs(self, served, needs: set[str]) -> list[str]:
+        """The family-dependent inputs a test sent to `served` that none of the capabilities it needs covers."""
+        inputs = self.served_inputs(served.ref)
+        if inputs is None or not served.client.sent:
+            return []
+        return inputs.undeclared(served.client.sent, needs, served.ref.layout, served.entry)
+
+    def _image_entry(self):
+        image = self.options.server.image
+        return load_compat().for_image(image.reference) if image is not None else None
+
+    def served_inputs(self, ref: DeploymentRef) -> ServedInputs | None:
+        """What `ref`'s served models declare: a remote server's own, a repository of one's own, else the template
+        family of the server's version; None where that version is not known yet (an image not pulled)."""
+        if ref.id not in self._served_inputs:
+            self._served_inputs[ref.id] = self._read_served_inputs(ref)
+        return self._served_inputs[ref.id]
+
+    def _read_served_inputs(self, ref: DeploymentRef) -> ServedInputs | None:
+        if self.remote is not None:
+            return self.runtime.served_inputs(ref) if self.runtime is not None else None
+        if ref.options.repository is not None:
+            return ServedInputs(repository_inputs(Path(ref.options.repository)), f"your repository {ref.options.repository}")
+        entry = self._image_entry()
+        version = entry.triton if entry is not None else self.runtime.known_version() if self.runtime else None
+        if version is None:
+            return None
+        family = llmapi_family(version) if ref.layout == "llmapi" else template_family(version)
+        return ServedInputs(family_inputs(family), f"template family {family} (Triton {version})")
 
     def is_stand_in(self, ref: DeploymentRef) -> bool:
         """The reference backend, or (--trtllm-stand-in) any engine: the stand-in serves its tensorrt_llm model."""
@@ -154,7 +196,8 @@ class TritonLLMSession:
 
     def stop_servers(self) -> None:
         if self.manager is not None:
-            self.manager.close()
+            with shielded():  # a second Ctrl-C or a SIGTERM during shutdown must not leave a server behind
+                self.manager.close()
 
     def publish(self, perf_save: str | None) -> None:
         """The perf baseline and plot, then the report: written once, by the process that saw every test."""

@@ -51,6 +51,20 @@ def summary_lines(state, config) -> list[str]:
     return lines
 
 
+def skip_reasons(items) -> list[str]:
+    """--collect-only: how many collected tests will be skipped, per reason (what the served stack lacks, ...)."""
+    reasons: dict[str, int] = {}
+    for item in items:
+        mark = item.get_closest_marker("skip")
+        if mark is not None:
+            reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return [f"{len(items)} tests collected; none will be skipped"]
+    return [f"{len(items)} tests collected; {sum(reasons.values())} will be skipped:",
+            *(f"  {n} x {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))]  # fmt: skip
+
+
 def fault_lines(line: str | None, records: dict) -> list[str]:
     """A fault run says so first, and where the fault was (and was not) injected."""
     if line is None:
@@ -76,10 +90,10 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
     headers = ["deployment", "load point", "req/s", "tok/s", "latency p50/p99 ms", "TTFT p50 ms", "ITL p50 ms"]
     rows = [[d, name, p["throughput_rps"], p["output_tokens_per_s"], _pair(p["latency_ms"]), _stat(p["ttft_ms"]),
              _stat(p["itl_ms"])] for d, name, p in entries]  # fmt: skip
-    verdicts = [[d, name, p.get("hardware", "-"), perf_verdict(p)] for d, name, p in entries]
+    verdicts = [[d, name, p.get("hardware", "-"), perf_verdict(p), compare_verdict(p)] for d, name, p in entries]
     files = sorted({p["budget_file"] for _, _, p in entries if "budget_file" in p})
     return ["", *table(headers, rows), *repeat_lines(entries), *goodput_lines(entries), "",
-            *table(["deployment", "load point", "hardware", "budget"], verdicts),
+            *table(["deployment", "load point", "hardware", "budget", "baseline"], verdicts),
             *(f"perf budgets: {f}" for f in files)]  # fmt: skip
 
 
@@ -128,6 +142,17 @@ def perf_verdict(entry: dict) -> str:
     if entry.get("runs"):
         outcome += f" ({len(entry['runs'])} runs)"
     return f"judged by budget #{match['entry']} [{match_label(match)}]: {outcome}"
+
+
+def compare_verdict(entry: dict) -> str:
+    """--perf-compare's verdict at one load point: not compared, regressed (how), or ok, with what it could catch and
+    what differs from the baseline (another image or engine: an upgrade gate)."""
+    compared = entry.get("compared")
+    if compared is None:
+        return "not compared"
+    outcome = f"REGRESSED: {'; '.join(compared['regressions'])}" if compared["regressions"] else "ok"
+    across = f" (across {', '.join(compared['differs'])})" if compared["differs"] else ""
+    return f"{outcome}{across}; {'; '.join(compared['power'])}"
 
 
 def _stat(stats: dict | None, key: str = "p50") -> str:

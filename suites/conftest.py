@@ -9,7 +9,6 @@ import pytest
 
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
-from pytest_triton_llm.engines import backend_of
 from pytest_triton_llm.equality import rule_for
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
@@ -46,9 +45,9 @@ def contract(triton_llm) -> dict:
 
 
 def _rule_of(served):
-    """How equal outputs that should be the same must be on a served deployment's engine (its lock's [equality], or
-    pytest_triton_llm.equality.DEFAULT_RULES by dtype; exact on the float32 stand-in)."""
-    return rule_for(served.ref.engine, stand_in=backend_of(served.ref.engine.backend).stand_in)
+    """How equal outputs that should be the same must be on a served deployment's engine (its lock's [equality], else
+    by dtype and device: pytest_triton_llm.equality.rule_for)."""
+    return rule_for(served.ref.engine, served.hardware)
 
 
 @pytest.fixture(scope="session")

@@ -78,13 +78,13 @@ class _Engine:
         self.dtype, self.equality = dtype, equality
 
 
-def test_the_rule_is_the_table_else_the_dtype_default_and_exact_on_the_float32_stand_in():
+def test_the_rule_is_the_table_else_chosen_by_dtype_and_device():
     table = Rule(4, 50.0)
-    assert rule_for(_Engine("float32")) == EXACT
-    assert rule_for(_Engine("bfloat16")) == Rule(8, 75.0)
-    assert rule_for(_Engine("float16", table)) == table
-    assert rule_for(_Engine("float32", table), stand_in=True) == EXACT
-    assert rule_for(_Engine("float16", table), stand_in=True) == table
+    assert rule_for(_Engine("float32"), "cpu") == EXACT
+    assert rule_for(_Engine("float32"), "NVIDIA H200") == Rule(8, 75.0)  # TF32 and per-shape kernels: not exact
+    assert rule_for(_Engine("bfloat16"), "cpu") == rule_for(_Engine("bfloat16"), "NVIDIA H200") == Rule(8, 75.0)
+    assert rule_for(_Engine("float16", table), "cpu") == table
+    assert rule_for(_Engine("float32", table), "cpu") == table  # the lock's table wins everywhere
 
 
 # -- the lock's [engines.<name>.equality] table ----------------------------------------------------------
@@ -137,4 +137,4 @@ def test_a_remote_servers_engine_of_unknown_dtype_gets_the_half_precision_defaul
     from pytest_triton_llm.runtimes.remote import ServedEngine
 
     engine = ServedEngine(backend="tensorrtllm", max_batch_size=8, max_input_len=512, max_output_len=64)
-    assert rule_for(engine) == DEFAULT_RULES["float16"]
+    assert rule_for(engine, "remote") == DEFAULT_RULES["float16"]
