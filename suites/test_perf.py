@@ -17,6 +17,7 @@ import warnings
 import pytest
 
 from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.budgets import find_budget
 from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
@@ -64,7 +65,8 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     budgets_file, budgets = perf_budgets
     # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied
     result.update(load_point=point_name, workload=workload_name, streamed=streaming, hardware=identity["hardware"],
-                  hardware_class=identity["hardware_class"], image=identity["image"], budget_file=str(budgets_file))  # fmt: skip
+                  hardware_class=identity["hardware_class"], image=identity["image"], budget_file=str(budgets_file),
+                  engine_digest=triton_llm.engine.digest)  # fmt: skip
     if has_dummy_weights(triton_llm.ref):  # random weights (lock source 'dummy'): these numbers are speed only
         result["weights"] = DUMMY
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
@@ -95,12 +97,19 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
         result["budget"] = {r[0]: r[3] for r in rows}
         shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
         if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
-            warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {len(runs)} runs cannot tell a limit from its budget:"
-                                    f"\n{shown}"), stacklevel=1)  # fmt: skip
+            unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
+            if options.strict:  # --perf-strict: every verdict is pass or fail
+                problems.append(f"inconclusive under --perf-strict ({unsure})")
+            else:
+                warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {unsure}"), stacklevel=1)
         if any(r[3] == "MISSED" for r in rows):
             problems.append(f"missed its budget:\n{shown}")
     else:
         result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
+        if options.require_budget:
+            problems.append(f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
+                            f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
+                            f"{identity['workload']}) and --perf-require-budget asks for one")  # fmt: skip
 
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
         result["noisy"] = noisy_metrics
@@ -108,10 +117,15 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
                                 f"{', '.join(noisy_metrics)}"), stacklevel=1)  # fmt: skip
     if options.compare:
         before = options.baseline_point(triton_llm.id, point_name)
+        refused, differs = comparable(before, result) if before is not None else (None, [])
         if before is None:
             problems.append(f"{options.compare} has no {point_name} for {triton_llm.id}")
+        elif refused:
+            problems.append(f"{options.compare} cannot be compared with this run at {point_name}: {refused}")
         else:
             regressions = [r for rule in options.fail_rules if (r := rule.regression(before, result))]
+            result["compared"] = {"baseline": options.compare, "differs": differs, "regressions": regressions,
+                                  "power": [rule.power(before, result) for rule in options.fail_rules]}  # fmt: skip
             result["regressions"] = regressions
             problems += [f"regression at {point_name}: {r}" for r in regressions]
     if problems:

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..files import keep_previous, read_document, write_json
 from ..significance import welch_compare
 from .metrics import STATS, metric_value
+from ..errors import TritonLLMError
 
 KIND = "pytest-triton-llm perf baseline"
 SCHEMA = 1
@@ -21,7 +22,7 @@ HIGHER_IS_BETTER = ("throughput_rps", "output_tokens_per_s")
 TIMES = ("latency_ms", "ttft_ms", "itl_ms")
 
 
-class BaselineError(ValueError):
+class BaselineError(TritonLLMError, ValueError):
     pass
 
 
@@ -53,6 +54,15 @@ class FailRule:
         runs = result.get("runs") or [result]
         return [v for run in runs if (v := metric_value(run, self.metric)) is not None]
 
+    def power(self, baseline: dict, current: dict, alpha: float = 0.05) -> str:
+        """What this comparison can catch: with repeats on both sides, the smallest regression the Welch test catches
+        with probability 0.8 (the allowed percent plus what the runs' spread hides); else one run each, no test."""
+        before_runs, now_runs = self.samples(baseline), self.samples(current)
+        if len(before_runs) >= 2 and len(now_runs) >= 2 and min(before_runs) > 0:
+            w = welch_compare(before_runs, now_runs, alpha, self.metric in HIGHER_IS_BETTER, self.percent)
+            return f"{self.metric}: catches {w.detectable_regression_pct:.1f}% or worse with power 0.8"
+        return f"{self.metric}: one run each, no test (use --perf-repeats on both sides)"
+
     def regression(self, baseline: dict, current: dict, alpha: float = 0.05) -> str | None:
         """How this metric got worse past the allowed percent, in words; None when it did not. With repeats on both
         sides a Welch test decides (worse by significantly more than the allowed percent); else the values do."""
@@ -75,6 +85,19 @@ class FailRule:
             return None
         direction = "dropped" if higher_better else "rose"
         return f"{self.metric} {direction} {worse_pct:.1f}% ({before:g} -> {now:g}; allowed {self.percent:g}%)"
+
+
+# what a baseline's load point must share with this run's to be compared at all; what may differ is said beside the
+# verdict (an upgrade gate compares across images and rebuilt engines on purpose)
+MUST_MATCH = ("workload", "hardware")
+SAID = ("image", "engine_digest")
+
+
+def comparable(before: dict, now: dict) -> tuple[str | None, list[str]]:
+    """(why the two load points cannot be compared, or None; what differs that the verdict must say)."""
+    refused = [f"{k} {before.get(k)!r} (baseline) vs {now.get(k)!r}" for k in MUST_MATCH if before.get(k) != now.get(k)]
+    said = [f"{k} {before.get(k)} -> {now.get(k)}" for k in SAID if before.get(k) != now.get(k)]
+    return ("; ".join(refused) or None), said
 
 
 def load_baseline(path: str | Path) -> dict:

@@ -48,6 +48,16 @@ def add_options(group) -> None:
         "req/s (repeatable)",
     )  # fmt: skip
     group.addoption(
+        "--perf-require-budget", action="store_true",
+        help="fail a load point that no budget matches (default: measured and reported as 'not judged')",
+    )  # fmt: skip
+    group.addoption(
+        "--perf-strict", action="store_true",
+        help="fail a load point whose runs cannot tell a limit from its budget (an 'inconclusive' verdict, whose "
+        "interval straddles the limit) instead of warning: every verdict is then pass or fail; add repeats to keep "
+        "a clean run clear of its limits",
+    )  # fmt: skip
+    group.addoption(
         "--perf-compare-fail", metavar="METRIC:PCT", action="append", default=[],
         help="fail a load point whose METRIC got worse than the baseline by more than PCT percent "
         "(e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
@@ -77,6 +87,8 @@ class PerfOptions:
     workloads: dict[str, Workload] | None  # the --perf-workloads file, read (and checked) once
     repeats: int = 1
     slos: tuple[Slo, ...] = ()
+    require_budget: bool = False
+    strict: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -100,7 +112,7 @@ class PerfOptions:
         return cls(opt.perf_workload, opt.perf_save, opt.perf_compare, rules, baseline,
                    Path(opt.perf_budgets) if opt.perf_budgets else None, budgets,
                    Path(opt.perf_workloads) if opt.perf_workloads else None, workloads, opt.perf_repeats,
-                   slos)  # fmt: skip
+                   slos, opt.perf_require_budget, opt.perf_strict)  # fmt: skip
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
         return (self.baseline or {}).get("deployments", {}).get(deployment_id, {}).get(load_point)

@@ -113,7 +113,7 @@ def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
 def perf_options(**given) -> PerfOptions:
     """PerfOptions from the command line's values (those not given at their defaults)."""
     defaults = dict(perf_workload="default", perf_workloads=None, perf_budgets=None, perf_save=None, perf_compare=None,
-                    perf_compare_fail=[], perf_repeats=1, perf_slo=[])  # fmt: skip
+                    perf_compare_fail=[], perf_repeats=1, perf_slo=[], perf_require_budget=False, perf_strict=False)  # fmt: skip
     return PerfOptions.from_config(SimpleNamespace(option=SimpleNamespace(**{**defaults, **given})))
 
 
@@ -212,7 +212,7 @@ def test_the_summary_has_a_budget_row_per_load_point_with_its_hardware():
     lines = perf_lines({"smollm2-135m:inflight": {"concurrency=8": JUDGED}, "llama-8b:inflight": {"concurrency=64": NOT_JUDGED}})
     rows = [line.split() for line in lines]
     assert ["smollm2-135m:inflight", "concurrency=8", "cpu", "judged", "by", "budget", "#2",
-            "[smollm2-135m.inflight.cpu.local]:", "ok"] in rows  # fmt: skip
+            "[smollm2-135m.inflight.cpu.local]:", "ok", "not", "compared"] in rows  # fmt: skip
     assert ["llama-8b:inflight", "concurrency=64", "NVIDIA", "H200", "not", "judged:"] == rows[-3][:6]
     assert lines[-2:] == ["perf budgets: /tmp/mybudgets.toml", "perf budgets: fixtures/perf_budgets.toml"]
     assert perf_lines({}) == []
@@ -320,3 +320,26 @@ def test_the_summary_says_when_repeats_leave_a_budget_inconclusive():
              "image": "*", "load_point": "*"}, "budget": {"min_output_tokens_per_s": "inconclusive",
              "max_latency_p99_ms": "ok"}, "runs": [{}, {}, {}]}  # fmt: skip
     assert perf_verdict(entry) == "judged by budget #2 [e.*.cpu-2]: inconclusive min_output_tokens_per_s (3 runs)"
+
+
+def test_a_baseline_of_another_workload_or_hardware_is_refused_and_another_image_is_said():
+    from pytest_triton_llm.perf.baseline import comparable
+
+    base = {"workload": "default", "hardware": "cpu", "image": "24.09-trtllm", "engine_digest": "a"}
+    assert comparable(base, dict(base)) == (None, [])
+    refused, _ = comparable(base, dict(base, workload="smoke", hardware="NVIDIA H200"))
+    assert refused == "workload 'default' (baseline) vs 'smoke'; hardware 'cpu' (baseline) vs 'NVIDIA H200'"
+    assert comparable(base, dict(base, image="26.07-trtllm", engine_digest="b")) == (
+        None, ["image 24.09-trtllm -> 26.07-trtllm", "engine_digest a -> b"])  # fmt: skip
+
+
+def test_the_summary_says_what_a_baseline_compare_decided_and_could_catch():
+    from pytest_triton_llm.terminal import compare_verdict
+
+    assert compare_verdict(JUDGED) == "not compared"
+    compared = {"baseline": "b.json", "differs": ["image 24.09 -> 26.07"], "regressions": [],
+                "power": ["output_tokens_per_s: catches 14.2% or worse with power 0.8"]}  # fmt: skip
+    assert compare_verdict(dict(JUDGED, compared=compared)) == (
+        "ok (across image 24.09 -> 26.07); output_tokens_per_s: catches 14.2% or worse with power 0.8")  # fmt: skip
+    regressed = dict(compared, differs=[], regressions=["output_tokens_per_s dropped 21.0%"])
+    assert compare_verdict(dict(JUDGED, compared=regressed)).startswith("REGRESSED: output_tokens_per_s dropped 21.0%; ")
