@@ -1,6 +1,10 @@
 """The remote runtime (--triton-url): a tritonserver that is already running elsewhere (a Kubernetes Service, a
 Slurm allocation, a shared GPU box). Nothing is built, rendered, started, loaded or unloaded: the deployments are
-read from the server (its version, repository index and model configs), or pinned in a lock with `url =`."""
+read from the server (its version, repository index, model configs and metadata), or pinned in a lock with `url =`.
+
+What serves is read positively, never guessed from a backend's name: TensorRT-LLM's llmapi model by its contract
+(text_input with sampling_param_* inputs), the project's stand-in by the parameter it publishes
+(repository/stand_in.py), anything else as TensorRT-LLM (the C++ backend, or upstream's python tensorrt_llm model)."""
 
 from __future__ import annotations
 
@@ -13,9 +17,12 @@ from urllib.parse import urlsplit
 from ..cache import BuiltEngine
 from ..endpoints import Endpoints
 from ..engines.base import BuildSite
+from ..capabilities import ServedInputs, canonical
+from ..llmapi_contract import speaks_llmapi
 from ..lock import Deployment, DeploymentRef, Lock
 from ..progress import Progress
 from ..repository import ENTRY_MODELS
+from ..repository.stand_in import STAND_IN_PARAMETER
 from ..tensor_contract import config_parameters, flag
 from ..usage import OptionError
 from .base import Launch, RuntimeUnavailable, ServerOptions
@@ -71,10 +78,10 @@ def remote_options(url: str, http_url: str | None, metrics_url: str | None, head
 class ServedEngine:
     """What the suites read of an engine (lock.Engine's fields), as a remote server's configs and engine files say."""
 
-    backend: str  # tensorrtllm, or reference where the tensorrt_llm model is this project's python stand-in
+    backend: str  # tensorrtllm, llmapi, or reference where the model publishes the project's stand-in parameter
     max_batch_size: int
-    max_input_len: int
-    max_output_len: int
+    max_input_len: int | None  # None: not readable here (a lock deployment pinned to the URL gives it)
+    max_output_len: int | None
     add_special_tokens: bool = True
     skip_special_tokens: bool = True
     lora: None = None  # the LoRA suite's adapters are made per lock engine: not yet for a discovered one
@@ -93,17 +100,19 @@ class ServedEngine:
 
 @dataclass(frozen=True)
 class Discovered:
-    """One deployment read off the server: its ref, where its tokenizer is, and its engine directory if readable."""
+    """One deployment read off the server: its ref, where its tokenizer is, its engine directory if readable, and the
+    inputs its models declare."""
 
     ref: DeploymentRef
     tokenizer_dir: Path
     engine_dir: Path | None
+    inputs: dict = field(default_factory=dict)  # model -> declared input names
 
 
 class RemoteRuntime:
     name = "remote"
     entry = None  # which NGC image serves is not known from outside
-    hardware = "remote"
+    hardware = "remote (not known from here)"
     gpu = "none"  # none of this host's: the server's hardware is not known from outside
 
     def __init__(self, options: RemoteOptions, metadata: dict, progress: Progress):
@@ -128,7 +137,13 @@ class RemoteRuntime:
                                      "credentials; pass them with --triton-header 'Authorization: Bearer ...'")  # fmt: skip
         if status != 200:
             raise RuntimeUnavailable(f"--triton-url {remote.url}: {where} answered HTTP {status}, not a Triton server")
-        runtime = cls(remote, json.loads(body), progress)
+        try:
+            metadata = json.loads(body)
+            metadata["version"]
+        except (ValueError, KeyError, TypeError):
+            raise RuntimeUnavailable(f"--triton-url {remote.url}: {where} answered {body[:80]!r}, not Triton's server "
+                                     "metadata (is --triton-http-url the server's HTTP port?)") from None  # fmt: skip
+        runtime = cls(remote, metadata, progress)
         runtime._check_grpc()
         return runtime
 
@@ -147,6 +162,14 @@ class RemoteRuntime:
     @property
     def triton_version(self) -> str:
         return self.metadata["version"]
+
+    def known_version(self) -> str:
+        return self.triton_version
+
+    def served_inputs(self, ref: DeploymentRef) -> ServedInputs | None:
+        """What the server's own models declare (their metadata)."""
+        found = self._discovered.get(ref.id)
+        return ServedInputs(found.inputs, f"the server at {self.options.url}") if found and found.inputs else None
 
     def describe(self) -> str:
         return f"remote server {self.options.url} (Triton {self.triton_version})"
@@ -172,21 +195,22 @@ class RemoteRuntime:
 
     # -- the deployments it serves ----------------------------------------------------------------
     def deployments(self, lock: Lock | None, names: list[str]) -> list[DeploymentRef]:
-        """The lock's deployments pinned to this URL (checked against the server), else those read off the server;
-        `names` (--deployment) picks among them."""
-        found = self._discover()
+        """The lock's deployments pinned to this URL (checked against the server; their engine recipes give the limits
+        the server does not show), else those read off the server; `names` (--deployment) picks among them."""
         pinned = [r for r in (lock.deployments().values() if lock else []) if r.options.url == self.options.url]
+        found = self._discover(limits_needed=not pinned)
         if pinned:
-            served = {d.ref.options.batching: d for d in found}
+            served = {(d.ref.layout, d.ref.options.batching): d for d in found}
             for ref in pinned:
-                seen = served.get(ref.options.batching)
+                seen = served.get((ref.layout, ref.options.batching))
                 if seen is None or seen.ref.options.decoupled != ref.options.decoupled:
-                    what = ", ".join(f"{d.ref.options.batching} decoupled={d.ref.options.decoupled}" for d in found)
+                    what = ", ".join(f"{d.ref.layout} {d.ref.options.batching} decoupled={d.ref.options.decoupled}"
+                                     for d in found)  # fmt: skip
                     raise RuntimeUnavailable(
-                        f"{lock.path}: deployment {ref.id} pins url = {self.options.url} as {ref.options.batching} "
-                        f"decoupled={ref.options.decoupled}, but the server serves {what or 'no tensorrt_llm model'}"
+                        f"{lock.path}: deployment {ref.id} pins url = {self.options.url} as {ref.layout} "
+                        f"{ref.options.batching} decoupled={ref.options.decoupled}, but the server serves {what}"
                     )
-                self._discovered[ref.id] = Discovered(ref, seen.tokenizer_dir, seen.engine_dir)
+                self._discovered[ref.id] = Discovered(ref, seen.tokenizer_dir, seen.engine_dir, seen.inputs)
             refs = pinned
         else:
             refs = [d.ref for d in found]
@@ -208,45 +232,55 @@ class RemoteRuntime:
         server.metadata, server.ready_seconds = self.metadata, 0.0
         return engine, server
 
-    def _discover(self) -> list[Discovered]:
+    def _discover(self, limits_needed: bool = True) -> list[Discovered]:
         index = json.loads(self._post("/v2/repository/index", b"{}"))
         ready = {m["name"] for m in index if m.get("state") == "READY"}
         if "tensorrt_llm" not in ready:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: no ready tensorrt_llm model "
                                      f"(ready: {', '.join(sorted(ready)) or 'none'})")  # fmt: skip
-        configs = {m: json.loads(self._get(f"/v2/models/{m}/config")) for m in ready & {"tensorrt_llm", "preprocessing",
-                                                                                         "postprocessing"}}  # fmt: skip
+        configs = {m: self._json(f"/v2/models/{m}/config") for m in ready & {"tensorrt_llm", "preprocessing", "postprocessing"}}
+        inputs = {m: frozenset(canonical(t["name"]) for t in self._json(f"/v2/models/{m}")["inputs"])
+                  for m in ready & {"tensorrt_llm", *ENTRY_MODELS}}  # fmt: skip
         core = configs["tensorrt_llm"]
         params = config_parameters(core)
-        batching = _BATCHING.get(params.get("gpt_model_type", "V1"))
-        if batching is None:
-            raise RuntimeUnavailable(f"--triton-url {self.options.url}: tensorrt_llm gpt_model_type "
-                                     f"{params.get('gpt_model_type')!r} is not one the suites know")  # fmt: skip
+        stand_in = STAND_IN_PARAMETER in params  # the project's own model says so; upstream's python model does not
         decoupled = bool(core.get("model_transaction_policy", {}).get("decoupled"))
+        if speaks_llmapi(inputs["tensorrt_llm"]):  # TensorRT-LLM's llmapi model: always in-flight, text in and out
+            layout, batching, backend = "llmapi", "inflight", "reference" if stand_in else "llmapi"
+        else:
+            layout, backend = "inflight_batcher_llm", "reference" if stand_in else "tensorrtllm"
+            model_type = params.get("gpt_model_type")
+            batching = _BATCHING.get(model_type or "")
+            if batching is None:  # TensorRT-LLM's own models refuse to load without one (GetParameter)
+                raise RuntimeUnavailable(f"--triton-url {self.options.url}: tensorrt_llm has gpt_model_type "
+                                         f"{model_type!r}, not one of {', '.join(_BATCHING)}")  # fmt: skip
         engine_dir = _readable_dir(params.get("gpt_model_path") or params.get("engine_dir"))
         pre = config_parameters(configs.get("preprocessing", {}))
         tokenizer_dir = self._tokenizer_dir(pre.get("tokenizer_dir"))
-        limits = _build_config(engine_dir)
-        if limits is None:
+        limits = _build_config(engine_dir) or {}
+        if "max_input_len" not in limits and limits_needed:
             raise RuntimeUnavailable(
                 f"--triton-url {self.options.url}: the engine's limits (max_input_len) are not readable here (engine "
                 f"directory {params.get('gpt_model_path')!r}); pin the deployment in a lock with url = "
                 f'"{self.options.url}" so its engine recipe gives them'
             )
         post = config_parameters(configs.get("postprocessing", {}))
+        max_input = limits.get("max_input_len")
         engine = ServedEngine(
-            backend="reference" if core.get("backend") == "python" else "tensorrtllm",
+            backend=backend,
             max_batch_size=int(core.get("max_batch_size") or limits.get("max_batch_size") or 1),
-            max_input_len=int(limits["max_input_len"]),
-            max_output_len=int(limits.get("max_output_len") or limits.get("max_seq_len", 0) - limits["max_input_len"]),
+            max_input_len=int(max_input) if max_input is not None else None,
+            max_output_len=int(limits.get("max_output_len") or limits.get("max_seq_len", 0) - max_input) if max_input else None,
             add_special_tokens=flag(pre.get("add_special_tokens"), True),
             skip_special_tokens=flag(post.get("skip_special_tokens"), True),
-            entry_models=tuple(m for m in ENTRY_MODELS if m in ready),
+            entry_models=tuple(m for m in ENTRY_MODELS if m in ready) if layout != "llmapi" else ("tensorrt_llm",),
         )
-        exclude = flag(params.get("exclude_input_in_output"), True)
-        options = Deployment(batching=batching, decoupled=decoupled, exclude_input_in_output=exclude)
-        ref = DeploymentRef(ENGINE_NAME, engine, batching, options)  # type: ignore[arg-type]
-        return [Discovered(ref, tokenizer_dir, engine_dir)]
+        exclude = flag(params.get("exclude_input_in_output"), layout != "llmapi")  # upstream llmapi: the prompt echoed
+        options = Deployment(batching=batching, decoupled=decoupled, exclude_input_in_output=exclude,
+                             layout=layout if layout == "llmapi" else None)  # fmt: skip
+        name = "llmapi" if layout == "llmapi" else batching
+        ref = DeploymentRef(ENGINE_NAME, engine, name, options)  # type: ignore[arg-type]
+        return [Discovered(ref, tokenizer_dir, engine_dir, inputs)]
 
     def _tokenizer_dir(self, served: str | None) -> Path:
         readable = _readable_dir(served)
@@ -257,17 +291,34 @@ class RemoteRuntime:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: the server's tokenizer_dir {served!r} is not "
                                      "readable here; pass --tokenizer DIR_OR_HF_ID")  # fmt: skip
         if Path(given).is_dir():
+            if not any((Path(given) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+                raise RuntimeUnavailable(f"--tokenizer {given}: the directory holds no tokenizer (tokenizer.json, "
+                                         "tokenizer_config.json or tokenizer.model)")  # fmt: skip
             return Path(given)
         from huggingface_hub import snapshot_download  # an id: its tokenizer files only
 
         patterns = ["tokenizer*", "special_tokens_map.json", "*.jinja", "vocab*", "merges.txt", "config.json"]
-        return Path(snapshot_download(given, allow_patterns=patterns))
+        try:
+            return Path(snapshot_download(given, allow_patterns=patterns))
+        except Exception as exc:  # noqa: BLE001 - a bad id, no network, a gated repository: one line either way
+            raise RuntimeUnavailable(f"--tokenizer {given}: neither a directory here nor a Hugging Face model id that "
+                                     f"could be fetched ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
 
     def _get(self, path: str) -> bytes:
-        status, body = self.endpoints.get(self.endpoints.http_url(path), timeout=30)
+        try:
+            status, body = self.endpoints.get(self.endpoints.http_url(path), timeout=30)
+        except (OSError, urllib.error.URLError) as exc:
+            raise RuntimeUnavailable(f"--triton-url {self.options.url}: {path}: {exc}") from None
         if status != 200:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: {path} answered HTTP {status}")
         return body
+
+    def _json(self, path: str) -> dict:
+        body = self._get(path)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise RuntimeUnavailable(f"--triton-url {self.options.url}: {path} answered {body[:80]!r}, not JSON") from None
 
     def _post(self, path: str, body: bytes) -> bytes:
         try:
@@ -275,6 +326,8 @@ class RemoteRuntime:
                 return resp.read()
         except urllib.error.HTTPError as exc:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: {path} answered HTTP {exc.code}") from None
+        except (OSError, urllib.error.URLError) as exc:
+            raise RuntimeUnavailable(f"--triton-url {self.options.url}: {path}: {exc}") from None
 
 
 def _readable_dir(path: str | None) -> Path | None:

@@ -1,8 +1,17 @@
 """--triton-url and its companions: endpoints, TLS, headers (never shown), refusals."""
 
-import pytest
+import json
+from pathlib import Path
 
-from pytest_triton_llm.runtimes.remote import remote_options
+import pytest
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2
+
+from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.repository.user import fill_like_upstream
+from pytest_triton_llm.runtimes import RuntimeUnavailable
+from pytest_triton_llm.runtimes.remote import RemoteRuntime, remote_options
 from pytest_triton_llm.usage import OptionError
 
 
@@ -57,34 +66,107 @@ url = "grpc://t:8001"
 """
 
 
-def served_as(batching: str, decoupled: bool):
-    from pathlib import Path
-
-    from pytest_triton_llm.lock import Deployment, DeploymentRef
-    from pytest_triton_llm.runtimes.remote import Discovered, ServedEngine
-
-    engine = ServedEngine("tensorrtllm", 4, 64, 16, entry_models=("ensemble",))
-    ref = DeploymentRef("remote", engine, batching, Deployment(batching=batching, decoupled=decoupled))
-    return [Discovered(ref, Path("/tok"), None)]
+UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"
 
 
-@pytest.mark.parametrize("batching, decoupled, error", [("inflight", True, None), ("inflight", False, "inflight decoupled=False"),
-                                                         ("v1", False, "v1 decoupled=False")])  # fmt: skip
-def test_a_lock_deployment_pinned_to_the_url_is_checked_against_what_the_server_serves(tmp_path, monkeypatch, batching,
+class FakeServer:
+    """A Triton server's HTTP answers for discovery (repository index, model configs and metadata), from configs as
+    rendered: the remote runtime's own code reads them, nothing of it is stubbed."""
+
+    def __init__(self, configs: dict):
+        self.configs = {m: text_format.Parse(text, model_config_pb2.ModelConfig()) for m, text in configs.items()}
+
+    def get(self, path: str) -> bytes:
+        parts = path.strip("/").split("/")  # v2/models/<model>[/config]
+        config = self.configs[parts[2]]
+        if parts[-1] == "config":
+            return json.dumps(json_format.MessageToDict(config, preserving_proto_field_name=True)).encode()
+        return json.dumps({"name": parts[2], "inputs": [{"name": i.name} for i in config.input]}).encode()
+
+    def post(self, path: str, body: bytes) -> bytes:
+        return json.dumps([{"name": m, "state": "READY"} for m in self.configs]).encode()
+
+
+def remote_runtime(monkeypatch, tmp_path, configs: dict):
+    runtime = RemoteRuntime(remote_options("grpc://t:8001", None, None, [], None, str(tmp_path), False),
+                            {"version": "2.51.0"}, Progress(lambda _: None))  # fmt: skip
+    (tmp_path / "tokenizer.json").write_text("{}")  # --tokenizer: a directory holding one
+    server = FakeServer(configs)
+    monkeypatch.setattr(runtime, "_get", server.get)
+    monkeypatch.setattr(runtime, "_post", server.post)
+    return runtime
+
+
+def rendered(tmp_path, backend: str, batching: str = "inflight", layout: str | None = None) -> dict:
+    """The project's repository for a deployment, as its configs would be served (engine dir unreadable remotely)."""
+    from pytest_triton_llm.cache import BuiltEngine
+    from pytest_triton_llm.engines import backend_of
+    from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Source
+
+    options = Deployment(batching=batching, decoupled=batching == "inflight", layout=layout)
+    engine = Engine(backend=backend, source=Source(file="w.gguf", sha256="0" * 64, pypi="x==1"), dtype="float32",
+                    max_batch_size=4, max_input_len=64, max_output_len=16, deployments={"d": options})  # fmt: skip
+    ref = DeploymentRef("tiny", engine, "d", options)
+    out = tmp_path / f"repo-{backend}-{batching}-{layout}"
+    repo = backend_of(backend).render(ref, BuiltEngine("tiny", tmp_path / "nowhere", {"digest": "0" * 64}, True, 0.0),
+                                      out, "2.51.0", "/engines/tiny")  # fmt: skip
+    return {p.parent.name: p.read_text() for p in repo.glob("*/config.pbtxt")}
+
+
+def upstream_python_tensorrt_llm() -> str:
+    """Upstream's own tensorrt_llm config of v0.14.0 on its python backend (TensorRT-LLM's python model.py), filled as
+    a user fills it."""
+    values = {"triton_backend": "python", "triton_max_batch_size": "4", "decoupled_mode": "true",
+              "batching_strategy": "inflight_fused_batching", "engine_dir": "/engines/x", "max_queue_delay_microseconds": "0",
+              "max_beam_width": "1", "exclude_input_in_output": "true", "encoder_input_features_data_type": "TYPE_FP16",
+              "logits_datatype": "TYPE_FP32", "prompt_embedding_table_data_type": "TYPE_FP16"}  # fmt: skip
+    text = fill_like_upstream((UPSTREAM / "all_models" / "inflight_batcher_llm" / "tensorrt_llm" / "config.pbtxt").read_text(),
+                              values)  # fmt: skip
+    return "\n".join(line for line in text.splitlines() if "${" not in line)
+
+
+def test_a_python_backend_tensorrt_llm_without_the_stand_ins_parameter_is_tensorrt_llm_not_the_stand_in(monkeypatch, tmp_path):
+    runtime = remote_runtime(monkeypatch, tmp_path, {"tensorrt_llm": upstream_python_tensorrt_llm()})
+    [found] = runtime._discover(limits_needed=False)
+    assert found.ref.engine.backend == "tensorrtllm" and found.ref.layout == "inflight_batcher_llm"
+    assert (found.ref.options.batching, found.ref.options.decoupled) == ("inflight", True)
+
+
+def test_the_stand_in_is_known_by_the_parameter_it_publishes(monkeypatch, tmp_path):
+    runtime = remote_runtime(monkeypatch, tmp_path, rendered(tmp_path, "reference"))
+    [found] = runtime._discover(limits_needed=False)
+    assert found.ref.engine.backend == "reference" and found.ref.engine.entry_models == ("ensemble", "tensorrt_llm_bls")
+
+
+def test_an_llmapi_server_is_known_by_its_contract_and_tested_as_llmapi(monkeypatch, tmp_path):
+    configs = rendered(tmp_path, "llmapi", layout="llmapi")
+    runtime = remote_runtime(monkeypatch, tmp_path, configs)
+    [found] = runtime._discover(limits_needed=False)
+    assert (found.ref.layout, found.ref.engine.backend, found.ref.id) == ("llmapi", "llmapi", "remote:llmapi")
+    assert found.ref.engine.entry_models == ("tensorrt_llm",)
+
+
+def test_a_tensorrt_llm_without_gpt_model_type_is_refused_not_taken_for_v1(monkeypatch, tmp_path):
+    text = "\n".join(line for line in upstream_python_tensorrt_llm().splitlines())
+    config = text_format.Parse(text, model_config_pb2.ModelConfig())
+    del config.parameters["gpt_model_type"]
+    runtime = remote_runtime(monkeypatch, tmp_path, {"tensorrt_llm": text_format.MessageToString(config)})
+    with pytest.raises(RuntimeUnavailable, match="tensorrt_llm has gpt_model_type None, not one of"):
+        runtime._discover(limits_needed=False)
+
+
+@pytest.mark.parametrize("batching, decoupled, error", [("inflight", True, None), ("v1", False, "v1 decoupled=False")])
+def test_a_lock_deployment_pinned_to_the_url_gives_the_limits_the_server_does_not_show(tmp_path, monkeypatch, batching,
                                                                                        decoupled, error):  # fmt: skip
-    from pytest_triton_llm.lock import load_lock
-    from pytest_triton_llm.progress import Progress
-    from pytest_triton_llm.runtimes import RuntimeUnavailable
-    from pytest_triton_llm.runtimes.remote import RemoteRuntime
-
     (tmp_path / "my.lock").write_text(LOCK.format(zeros="0" * 64))
-    runtime = RemoteRuntime(remote_options("grpc://t:8001", None, None, [], None, None, False), {"version": "2.51.0"},
-                            Progress(lambda _: None))  # fmt: skip
-    monkeypatch.setattr(runtime, "_discover", lambda: served_as(batching, decoupled))
     lock = load_lock(tmp_path / "my.lock")
+    runtime = remote_runtime(monkeypatch, tmp_path, rendered(tmp_path, "reference", batching))
+    with pytest.raises(RuntimeUnavailable, match="limits"):  # unpinned: the engine directory is not readable here
+        runtime.deployments(None, [])
     if error is None:
-        assert [r.id for r in runtime.deployments(lock, [])] == ["tiny:prod"]  # the lock's recipe gives the limits
-        return
-    with pytest.raises(RuntimeUnavailable, match=f"tiny:prod pins url = grpc://t:8001 as inflight decoupled=True, but "
-                                                 f"the server serves {error}"):  # fmt: skip
-        runtime.deployments(lock, [])
+        [ref] = runtime.deployments(lock, [])
+        assert ref.id == "tiny:prod" and ref.engine.max_input_len == 64  # the lock's recipe gives the limits
+    else:
+        expected = "tiny:prod pins url = grpc://t:8001 as inflight_batcher_llm inflight decoupled=True, but the server serves"
+        with pytest.raises(RuntimeUnavailable, match=f"{expected} inflight_batcher_llm {error}"):
+            runtime.deployments(lock, [])
