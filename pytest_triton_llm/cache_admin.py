@@ -14,6 +14,7 @@ from filelock import Timeout
 
 from .cache import MANIFEST, EngineCache
 from .progress import human_bytes
+from .errors import TritonLLMError
 
 KINDS = ("engine", "adapter")  # entry folders engines/ and adapters/, as EngineCache.entry_dir names them
 _ENTRY = re.compile(r"(?P<name>.+)-(?P<key>[0-9a-f]{12})")
@@ -23,7 +24,7 @@ _LEFTOVER = re.compile(r"\.(?P<what>build|old|prune)-(?P<rest>.+)-(?P<pid>\d+)")
 _KEY12 = re.compile(r"(?:^|-)([0-9a-f]{12})(?=-|$)")
 
 
-class CacheAdminError(ValueError):
+class CacheAdminError(TritonLLMError, ValueError):
     """Bad input (a missing cache, a missing or negative age): reported as one line, exit 2."""
 
 

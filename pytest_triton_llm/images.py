@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .errors import TritonLLMError
+
 NGC_TRTLLM = "nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3"
 _SHORT = re.compile(r"^(\d{2}\.\d{2})-trtllm$")
 _NGC = re.compile(r"^nvcr\.io/nvidia/tritonserver:(\d{2}\.\d{2})-trtllm-python-py3$")
 _REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")  # docker's grammar, loosely: no spaces, lower-case repository
 
 
-class ImageError(ValueError):
+class ImageError(TritonLLMError, ValueError):
     pass
 
 

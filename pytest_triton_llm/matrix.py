@@ -7,9 +7,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from .lock import DUMMY, DUMMY_LABEL
+from .errors import TritonLLMError
 
 
-class ReportError(ValueError):
+class ReportError(TritonLLMError, ValueError):
     pass
 
 

@@ -3,16 +3,23 @@
 Each server runs in its own process group (its python backend stubs join that group)
 and is recorded in a pidfile under <cache>/run/. It is stopped by the session's
 teardown (also after Ctrl-C), by an atexit hook, and - if the owning pytest died
-without either (SIGKILL) - by `reap_orphans` at the start of the next session.
+without either (SIGKILL) - by `reap_orphans` at the start of the next session. Stopping
+is shielded from a second Ctrl-C or SIGTERM (`shielded`): an impatient user cannot cut it
+short, and a server gets SIGTERM from the kernel the moment its pytest dies (Linux
+PR_SET_PDEATHSIG), so even a SIGKILL leaves none behind for long.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,6 +59,31 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies (tritonserver then unloads its models
+    and stops its stubs). Linux only; elsewhere the pidfiles and reap_orphans remain the backstop."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def shielded():
+    """Ctrl-C and SIGTERM held back while the block runs (delivered once it ends): stopping servers finishes even when
+    the user presses Ctrl-C again or CI sends SIGTERM after SIGINT. Only the main thread can hold them back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class ManagedProcess:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, run_dir: Path, label: str):
         self.argv, self.env, self.log_path, self.run_dir, self.label = argv, env, log_path, run_dir, label
@@ -65,6 +97,7 @@ class ManagedProcess:
             self.popen = subprocess.Popen(
                 self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # own group: stop() takes the stubs too; Ctrl-C reaches pytest only
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken between fork and exec
             )  # fmt: skip
         _RUNNING.add(self)
         self.pidfile = self.run_dir / f"{PID_NAMESPACE}-{self.popen.pid}.json"
@@ -137,5 +170,6 @@ def reap_orphans(run_dir: Path, progress: Progress) -> int:
 
 @atexit.register
 def _stop_all() -> None:
-    for proc in list(_RUNNING):
-        proc.stop(grace_s=5)
+    with shielded():
+        for proc in list(_RUNNING):
+            proc.stop(grace_s=5)

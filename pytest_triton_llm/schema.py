@@ -13,13 +13,15 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from .errors import TritonLLMError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
 
-class SchemaError(ValueError):
+class SchemaError(TritonLLMError, ValueError):
     """A data file does not match its schema; the message is one line."""
 
 

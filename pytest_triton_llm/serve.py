@@ -12,9 +12,10 @@ from pathlib import Path
 from .cache import EngineCache
 from .deployments import DeploymentManager
 from .engines import check_lock
+from .faults import fault_named
 from .lock import load_lock
 from .options import DEFAULT_LOCK, add_engine_options, add_server_options, runtime_name, server_options
-from .processes import reap_orphans
+from .processes import reap_orphans, shielded
 from .progress import Progress
 from .repository import entry_models
 from .runtimes import RUNTIMES
@@ -44,8 +45,9 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
     reap_orphans(cache.root / "run", progress)
     runtime = RUNTIMES[runtime_name(server)].create(server, cache.root, progress)
     workdir = Path(tempfile.mkdtemp(prefix="triton-llm-serve-"))
+    fault = fault_named(server.stand_in_fault) if server.stand_in_fault else None
     manager = DeploymentManager(cache, runtime, workdir, progress, args.engines_rebuild, args.triton_start_timeout,
-                                server.trtllm_stand_in)  # fmt: skip
+                                server.trtllm_stand_in, server.trtllm_models, fault)  # fmt: skip
     try:
         served = manager.serve(ref)
         endpoints = served.server.endpoints
@@ -61,8 +63,13 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
                 return 1
         return 0
     finally:
-        manager.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        with shielded():  # a second Ctrl-C must not leave the server behind
+            manager.close()
+        for repository in workdir.rglob("model_repository"):  # what was rendered goes; the server's log stays
+            shutil.rmtree(repository, ignore_errors=True)
+        logs = sorted(workdir.rglob("tritonserver.log"))
+        if logs:
+            progress.say(f"server log kept: {logs[-1]}")
 
 
 def _stop_on_signals() -> threading.Event:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .errors import TritonLLMError
 
-class OptionError(ValueError):
+
+class OptionError(TritonLLMError, ValueError):
     pass

@@ -11,10 +11,12 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import TritonLLMError
+
 HUB_NAME, HUB_CONFIG = "cnn_dailymail", "3.0.0"
 
 
-class DatasetError(RuntimeError):
+class DatasetError(TritonLLMError, RuntimeError):
     pass
 
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from ..files import keep_previous, read_document, write_json
 from .rouge import pairwise_rouge_l, per_article_scores
+from ..errors import TritonLLMError
 
 SCHEMA = 1
 KIND = "pytest-triton-llm accuracy outputs"
 
 
-class DriftError(ValueError):
+class DriftError(TritonLLMError, ValueError):
     pass
 
 

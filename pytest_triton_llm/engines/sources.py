@@ -21,6 +21,7 @@ from ..cache import file_sha256
 from ..lock import Dummy, Source
 from ..progress import Progress, human_bytes
 from .base import BuildError
+from ..errors import TritonLLMError
 
 
 # what AutoTokenizer reads from a checkpoint; config.json too, for tokenizers whose tokenizer_config.json
@@ -30,7 +31,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json")  # fmt: skip
 
 
-class SourceError(RuntimeError):
+class SourceError(TritonLLMError, RuntimeError):
     pass
 
 

@@ -18,11 +18,12 @@ import numpy as np
 from ..cache import BuiltEngine, EngineCache
 from .convert import peft_to_trtllm
 from .recipes import AdapterRecipe
+from ..errors import TritonLLMError
 
 ADAPTER_BUILDER = {"backend": "peft", "builder_version": 1}
 
 
-class AdapterError(RuntimeError):
+class AdapterError(TritonLLMError, RuntimeError):
     pass
 
 

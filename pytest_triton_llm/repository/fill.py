@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 
+from ..errors import TritonLLMError
+
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
-class TemplateError(ValueError):
+class TemplateError(TritonLLMError, ValueError):
     pass
 
 

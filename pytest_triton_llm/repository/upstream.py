@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..schema import load_toml
+from ..errors import TritonLLMError
 
 DATA_FILE = Path(str(resources.files(__package__) / "upstream_models.toml"))
 MODELS = ("preprocessing", "postprocessing", "tensorrt_llm_bls")
@@ -33,7 +34,7 @@ RAW_URL = "https://raw.githubusercontent.com/{repository}/{commit}/{prefix}/{pat
 TIMEOUT_S = 60
 
 
-class UpstreamModelsError(RuntimeError):
+class UpstreamModelsError(TritonLLMError, RuntimeError):
     """Upstream's models could not be had or are not upstream's: one line naming what to fix."""
 
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .tritonserver_wheel import WheelNotFound, WheelServer, locate
+from ..errors import TritonLLMError
 
 NGC_BINARY = Path("/opt/tritonserver/bin/tritonserver")
 
 
-class ServerNotFound(RuntimeError):
+class ServerNotFound(TritonLLMError, RuntimeError):
     pass
 
 

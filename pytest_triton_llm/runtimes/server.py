@@ -12,9 +12,10 @@ from ..credentials import without_secrets
 from ..endpoints import Endpoints
 from ..processes import ManagedProcess
 from ..progress import Progress
+from ..errors import TritonLLMError
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(TritonLLMError, RuntimeError):
     pass
 
 
@@ -54,6 +55,18 @@ def error_lines(path: Path, limit: int = 8, width: int = 600) -> str:
         return ""
     found = [line[:width] for line in text.splitlines() if _ERROR_LINE.search(line) and "CudaDriverHelper" not in line]
     return "\n".join(found[-limit:])
+
+
+_FAILED_MODEL = re.compile(r"failed to load '([^']+)'[^:]*: (.*)")
+
+
+def failed_model(path: Path) -> str | None:
+    """The first model the server failed to load and why, in a few words: "tensorrt_llm: ImportError: No module ..."."""
+    for line in error_lines(path, limit=50).splitlines():
+        match = _FAILED_MODEL.search(line)
+        if match:
+            return f"model {match.group(1)} failed to load: {match.group(2).rstrip(chr(34)).strip()[:300]}"
+    return None
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -99,15 +112,16 @@ class TritonServer:
         next_note = start + 10
         while not self.ready():
             if not self.alive():
+                why = failed_model(self.log_path) or f"exit code {self.process.returncode}"
                 raise ServerStartError(
-                    f"tritonserver for {self.name} exited with code {self.process.returncode} before it was ready; "
-                    f"errors in {self.log_path}:\n{error_lines(self.log_path) or self.log_tail()}"
+                    f"tritonserver for {self.name} stopped before it was ready ({why}); log {self.log_path}\n"
+                    f"{error_lines(self.log_path) or self.log_tail()}"
                 )
             now = time.monotonic()
             if now - start > timeout_s:
                 raise ServerStartError(
-                    f"tritonserver for {self.name} not ready after {timeout_s:.0f} s "
-                    f"(raise --triton-start-timeout if models load slowly); log {self.log_path}:\n{self.log_tail()}"
+                    f"tritonserver for {self.name} not ready after {timeout_s:g} s (raise --triton-start-timeout if models "
+                    f"load slowly); log {self.log_path}\n{self.log_tail()}"
                 )
             if now >= next_note:
                 progress.say(f"server {self.name}: still loading models ({now - start:.0f} s)")

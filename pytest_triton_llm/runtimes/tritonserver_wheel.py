@@ -21,11 +21,12 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..schema import load_toml
+from ..errors import TritonLLMError
 
 _VERSIONS = Path(__file__).with_name("tritonserver_wheels.toml")
 
 
-class WheelNotFound(RuntimeError):
+class WheelNotFound(TritonLLMError, RuntimeError):
     pass
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from ..compat import Compat, ImageEntry
 from .discovery import FoundServer
+from ..errors import TritonLLMError
 
 
-class VersionMismatch(ValueError):
+class VersionMismatch(TritonLLMError, ValueError):
     pass
 
 
