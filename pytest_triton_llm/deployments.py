@@ -154,6 +154,7 @@ class DeploymentManager:
             "backend": ref.engine.backend,
             **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
             "model_code": model_code(repository),
+            "served_by": self._served_by(ref, repository, attached is not None),
             **self._fault_record(ref, repository),
             **weights_record(ref),
             "batching": ref.options.batching,
@@ -196,6 +197,16 @@ class DeploymentManager:
         write_rendered(repository, record)
         self.progress.say(f"server {ref.id}: {', '.join(swapped) or 'no model'} served by the reference stand-in "
                           "(--trtllm-stand-in)")  # fmt: skip
+
+    def _served_by(self, ref: DeploymentRef, repository: Path, remote: bool) -> str:
+        """What answered as tensorrt_llm: the project's stand-in, or TensorRT-LLM of the image's version, in words that
+        keep a matrix of stand-in runs from reading as a TensorRT-LLM compatibility result."""
+        backend = backend_of(ref.engine.backend)
+        if model_code(repository).get("tensorrt_llm") == STAND_IN or (remote and backend.stand_in):
+            return STAND_IN
+        path = "llmapi model" if ref.layout == "llmapi" else "C++ backend"
+        entry = self.runtime.entry
+        return f"TensorRT-LLM {entry.tensorrt_llm} ({path})" if entry is not None else f"TensorRT-LLM ({path}, version not known)"
 
     def _fault_record(self, ref: DeploymentRef, repository: Path) -> dict:
         """Whether the session's fault is in this deployment's stand-in, for the record (and the summary)."""

@@ -6,8 +6,9 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .lock import DUMMY, DUMMY_LABEL
 from .errors import TritonLLMError
+from .lock import DUMMY, DUMMY_LABEL
+from .perf_judged import judged_by
 
 
 class ReportError(TritonLLMError, ValueError):
@@ -42,6 +43,12 @@ def reports_in(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return found, notes
 
 
+def served_by(document: dict) -> str:
+    """What answered as tensorrt_llm in a report's deployments (the project stand-in, TensorRT-LLM x.y), joined."""
+    found = sorted({d.get("served_by", "not recorded") for d in document.get("deployments", {}).values()})
+    return " + ".join(found) or "-"
+
+
 def column(document: dict, path: Path) -> str:
     """The image a report ran on (the runtime's name for the embedded server), or the file name."""
     options = document.get("run", {}).get("options", {})
@@ -70,6 +77,9 @@ def cell(outcomes: Counter) -> str:
 
 def metrics(document: dict) -> dict[str, str]:
     found = {}
+    points = [p for info in document.get("deployments", {}).values() for p in info.get("metrics", {}).get("perf", {}).values()]
+    if points:
+        found["perf judged by"] = judged_by(points)
     ratio = document.get("inflight_vs_v1_throughput_ratio")
     if ratio is not None:
         found["inflight / V1 throughput"] = f"{ratio:.2f}x"
@@ -91,6 +101,7 @@ def render_matrix(paths: list[Path]) -> str:
     if len(paths) < 1:
         raise ReportError("give at least one report")
     columns: list[str] = []
+    served: dict[str, str] = {}
     outcomes: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     values: dict[str, dict[str, str]] = defaultdict(dict)
     for path in paths:
@@ -99,6 +110,7 @@ def render_matrix(paths: list[Path]) -> str:
         while name in columns:  # two reports of one image: keep both columns apart
             name += "'"
         columns.append(name)
+        served[name] = served_by(document)
         for test in document["tests"]:
             outcomes[suite_of(test["nodeid"])][name][test["outcome"]] += 1
         for key, value in metrics(document).items():
@@ -108,6 +120,8 @@ def render_matrix(paths: list[Path]) -> str:
         return "| " + " | ".join([first, *cells]) + " |"
 
     lines = [row("suite", columns), row("---", ["---"] * len(columns))]
+    # first: what answered as tensorrt_llm; a column of the stand-in says nothing of TensorRT-LLM's compatibility
+    lines += [row("**tensorrt_llm served by**", [served[c] for c in columns])]
     lines += [row(suite, [cell(outcomes[suite].get(c, Counter())) for c in columns]) for suite in sorted(outcomes)]
     if values:
         lines += ["", row("metric", columns), row("---", ["---"] * len(columns))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .lock import DUMMY, DUMMY_LABEL
 from .perf.budgets import match_label
+from .perf_judged import judged_by
 from .perf.publish import dummy_deployments
 
 
@@ -94,7 +95,13 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
     files = sorted({p["budget_file"] for _, _, p in entries if "budget_file" in p})
     return ["", *table(headers, rows), *repeat_lines(entries), *goodput_lines(entries), "",
             *table(["deployment", "load point", "hardware", "budget", "baseline"], verdicts),
-            *(f"perf budgets: {f}" for f in files)]  # fmt: skip
+            *(f"perf budgets: {f}" for f in files), judged_line([p for _, _, p in entries])]  # fmt: skip
+
+
+def judged_line(points: list[dict]) -> str:
+    """What judged this run's perf, in one line (a nightly job's summary must say whether anything did)."""
+    return f"perf judged by: {judged_by(points)}"
+
 
 
 REPEATED = ("output_tokens_per_s", "latency_ms.p99", "ttft_ms.p99")  # what the spread table shows of --perf-repeats

@@ -42,8 +42,8 @@ class UpstreamModelsError(TritonLLMError, RuntimeError):
 class Source:
     version: str  # TensorRT-LLM's, as compat.toml spells it
     repository: str
-    tag: str
-    commit: str
+    tag: str | None  # None: no release tag is known for the version (its images ship the models: they are linked)
+    commit: str | None  # None: no commit is known, so nothing can be fetched (--trtllm-models, or the image's copy)
     prefix: str  # the inflight_batcher_llm directory inside the repository
     files: dict[str, str | None]  # path under prefix -> sha256 (None: not pinned)
 
@@ -52,16 +52,18 @@ class Source:
         return all(self.files.values())
 
     def describe(self) -> str:
-        return f"upstream {self.repository} {self.tag} ({self.commit[:12]}{'' if self.pinned else ', sha256 not pinned'})"
+        commit = self.commit[:12] if self.commit else "commit not pinned"
+        return f"upstream {self.repository} {self.tag or self.version} ({commit}{'' if self.pinned else ', sha256 not pinned'})"
 
     def clone_hint(self) -> str:
-        return (f"git clone --depth 1 --branch {self.tag} https://github.com/{self.repository}.git and pass "
+        release = self.tag or f"the release of TensorRT-LLM {self.version}"
+        return (f"git clone --depth 1 --branch {release} https://github.com/{self.repository}.git and pass "
                 "--trtllm-models with its path")  # fmt: skip
 
 
 def sources(path: Path = DATA_FILE) -> dict[str, Source]:
     data = load_toml(path)["sources"]
-    return {version: Source(version, e["repository"], e["tag"], e["commit"], e["prefix"],
+    return {version: Source(version, e["repository"], e.get("tag"), e.get("commit"), e["prefix"],
                             {p: f.get("sha256") for p, f in e["files"].items()}) for version, e in data.items()}  # fmt: skip
 
 
@@ -106,6 +108,9 @@ def _check(source: Source, root: Path, where: str, recorded: dict | None = None)
 
 def _fetch(source: Source, cache_root: Path, progress) -> Path:
     """The pinned files in the engine cache, fetched once from GitHub at the commit."""
+    if source.commit is None:
+        raise UpstreamModelsError(f"upstream models: no commit of {source.repository} is pinned for TensorRT-LLM "
+                                  f"{source.version} ({DATA_FILE.name}); {source.clone_hint()}")  # fmt: skip
     root = cache_root / "upstream" / f"{source.repository.replace('/', '+')}@{source.commit}"
     if (root / ".complete").is_file():
         _check(source, root, f"the engine cache's {root}", json.loads((root / ".complete").read_text()))

@@ -1,14 +1,14 @@
 """A tensorrtllm deployment end to end, as far as this host goes: a Hugging Face checkpoint with its tokenizer,
 built by the stand-in TensorRT-LLM 0.14.0 (tests/stand_ins/tensorrt_llm: convert_checkpoint.py -> trtllm-build ->
 engine directory) through the product's local build, rendered from the 24.10 templates for Triton's tensorrtllm
-backend, served on the embedded Triton 2.51 with only its tensorrt_llm model swapped for the reference stand-in
-(--trtllm-stand-in), and the functional suite passing through it: engine directory, tokenizer, repository, client
-and report are all the product's own. What is not proved here: real TensorRT-LLM kernels and the C++ backend."""
+backend with upstream's own preprocessing, postprocessing and BLS of tensorrtllm_backend v0.14.0 (--trtllm-models:
+../shared/upstream, checked file by file against repository/upstream_models.toml), served on the embedded Triton 2.51
+with only its tensorrt_llm model swapped for the reference stand-in (--trtllm-stand-in), and the functional suite
+passing through it. What is not proved here: real TensorRT-LLM kernels and the C++ backend."""
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,8 +20,12 @@ from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.options import DEFAULT_CACHE
 from pytest_triton_llm.progress import Progress
 
+from ..conftest import run_child
+
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = ROOT / "tests" / "stand_ins" / "tensorrt_llm"
+UPSTREAM = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"  # third-party test data, unmodified
+UPSTREAM_CODE = "upstream triton-inference-server/tensorrtllm_backend v0.14.0 (9958c21167e1)"
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
@@ -72,8 +76,9 @@ def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functiona
            "PYTHONPATH": os.pathsep.join(filter(None, [str(STAND_IN / "site"), os.environ.get("PYTHONPATH")]))}  # fmt: skip
     argv = [sys.executable, "-m", "pytest", "suites", "-m", "functional", "-k", "not tensorrt_llm_bls", "-p", "no:cacheprovider",
             "--engines-lock", str(lock), "--engines-cache", str(cache), "--trtllm-examples", str(STAND_IN / "examples"),
-            "--trtllm-stand-in", "--triton-llm-report", str(report), "-q", "-rfEs"]  # fmt: skip
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1700)
+            "--trtllm-stand-in", "--trtllm-models", str(UPSTREAM), "--triton-image", "24.10-trtllm", "--triton-runtime",
+            "local", "--triton-llm-report", str(report), "-q", "-rfEs"]  # fmt: skip
+    done = run_child(argv, cwd=ROOT, env=env, timeout=1700)
     tail = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, tail
     summary = done.stdout.strip().splitlines()[-1]
@@ -90,6 +95,13 @@ def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functiona
 
     record = json.loads(report.read_text())["deployments"]["smollm2-trtllm:inflight"]
     assert record["backend"] == "tensorrtllm" and record["tensorrt_llm_model"].startswith("reference stand-in")
+    # upstream's own python models of the image's version served the text around the engine, never the stand-in's
+    code = record["model_code"]
+    assert code["tensorrt_llm"] == "project stand-in"
+    for model in ("preprocessing", "postprocessing", "tensorrt_llm_bls"):
+        assert code[model] == f"{UPSTREAM_CODE}, from --trtllm-models {UPSTREAM}", code
+    assert "pytest_triton_llm_stand_in" not in Path(record["server_log"]).parent.joinpath(
+        "model_repository", "preprocessing", "config.pbtxt").read_text()  # fmt: skip
     rendered = json.loads(Path(record["server_log"]).parent.joinpath("model_repository.rendered.json").read_text())
     assert rendered["values"]["tokenizer_dir"] == str(engine / "tokenizer")
     assert rendered["values"]["triton_backend"] == "tensorrtllm"  # rendered for the C++ backend, then swapped

@@ -1,5 +1,6 @@
 """README's "GPU host" steps are the nightly workflow's: every command of the section is a run line of the
-workflow's host-containers job, and the job runs nothing else but checkout, setup-python and artifact upload."""
+workflow's host-containers job, and the job runs nothing else but checkout, setup-python, the perf baseline's cache
+restore and save, and artifact upload."""
 
 from pathlib import Path
 

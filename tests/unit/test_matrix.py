@@ -3,11 +3,11 @@ import json
 from pytest_triton_llm.cli import main
 
 
-def report(path, image, outcomes, ratio=None):
+def report(path, image, outcomes, ratio=None, served_by="project stand-in"):
     tests = [{"nodeid": f"suites/test_{suite}.py::t{i}", "outcome": o, "deployment": "m:v1", "markers": []}
              for i, (suite, o) in enumerate(outcomes)]  # fmt: skip
     document = {"schema": 1, "run": {"options": {"image": image}}, "tests": tests, "summary": {},
-                "deployments": {"m:v1": {"server_version": "2.50.0", "server_ready_s": 12.5,
+                "deployments": {"m:v1": {"server_version": "2.50.0", "server_ready_s": 12.5, "served_by": served_by,
                                           "metrics": {"accuracy": {"rouge1": 30.25}}}}}  # fmt: skip
     if ratio is not None:
         document["inflight_vs_v1_throughput_ratio"] = ratio
@@ -19,12 +19,14 @@ def test_matrix_renders_suites_by_image_with_outcomes_and_metrics(tmp_path, caps
     a = report(tmp_path / "a.json", "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
                [("functional", "passed"), ("functional", "passed"), ("lora", "skipped")], ratio=2.2)  # fmt: skip
     b = report(tmp_path / "b.json", "nvcr.io/nvidia/tritonserver:24.04-trtllm-python-py3",
-               [("functional", "passed"), ("functional", "failed"), ("lora", "passed")])  # fmt: skip
+               [("functional", "passed"), ("functional", "failed"), ("lora", "passed")],
+               served_by="TensorRT-LLM 0.9.0 (C++ backend)")  # fmt: skip
     assert main(["matrix", str(a), str(b), "--output", str(tmp_path / "m.md")]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[:5] == [
+    assert out.splitlines()[:6] == [
         "| suite | 24.09-trtllm | 24.04-trtllm |",
         "| --- | --- | --- |",
+        "| **tensorrt_llm served by** | project stand-in | TensorRT-LLM 0.9.0 (C++ backend) |",  # stand-in: no compat claim
         "| functional | 2 passed | FAIL 1 failed, 1 passed |",
         "| lora | 1 skipped | 1 passed |",
         "",
