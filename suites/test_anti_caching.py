@@ -162,8 +162,9 @@ def anti_caching(triton_llm, triton_llm_report, triton_llm_progress) -> dict:
 def test_a_repeated_prompt_is_not_served_faster_than_distinct_prompts_unless_kv_reuse_is_enabled(triton_llm, anti_caching):
     entry = anti_caching
     assert not entry["errors"], f"requests failed: {entry['errors'][:3]}"
-    if entry["kv_cache_reuse"]:
-        return  # a cache the deployment declares: its gain is the reuse speed-up in the report, not a fault
+    if entry["kv_cache_reuse"]:  # a cache the deployment declares: its gain is the reuse speed-up, reported
+        pytest.skip(f"{triton_llm.id} reuses KV-cache blocks ({entry['kv_cache_reuse_from']}): a repeated prompt may be "
+                    f"faster by design (measured x{entry['reuse_speedup']}, in the report), so TEST04 cannot judge it")
     faster = {m: r for m, r in entry["ratio"].items() if r < MIN_RATIO}
     assert not faster, (
         f"{triton_llm.id} serves a repeated {entry['prompt_tokens']}-token prompt faster than distinct ones "

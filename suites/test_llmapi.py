@@ -44,6 +44,9 @@ def test_tensors_match_the_upstream_llmapi_contract(triton_llm, llmapi_contract,
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
 def test_finish_reason_is_length_when_max_tokens_ends_it(triton_llm, prompts):
+    # upstream's model.py sends str(output.finish_reason) and str(output.stop_reason) (tensorrtllm_backend v0.19.0
+    # all_models/llmapi/tensorrt_llm/1/model.py; TensorRT-LLM triton_backend since): tensorrt_llm/executor/result.py sets
+    # "length" for LENGTH, "stop" for END_ID and STOP_WORDS, and the stop reason only for a stop word ("None" else)
     result = _ask(triton_llm, prompts.completion["village"], 6)
     assert output_text(result.raw, "finish_reason") == "length"
     assert output_text(result.raw, "stop_reason") == "None"
@@ -75,6 +78,8 @@ def test_the_end_token_is_a_stop_with_no_stop_reason(triton_llm, prompts):
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
 def test_optional_outputs_come_only_when_requested(triton_llm, prompts):
+    # upstream's _create_response always sends text_output, the others only when their return_* input (or
+    # sampling_param_return_perf_metrics) asks for them (model.py v0.19.0 on; helpers.get_output_config_from_request)
     plain = triton_llm.client.generate(prompts.completion["fox"], 4).raw
     assert set(plain) == {"text_output"}
     asked = triton_llm.client.generate(prompts.completion["fox"], 4, return_log_probs=True, return_perf_metrics=True).raw
@@ -157,6 +162,8 @@ def test_the_first_streamed_text_arrives_well_before_the_last(triton_llm, prompt
 @pytest.mark.streaming
 @pytest.mark.triton_llm_requires("llmapi")
 def test_streaming_on_a_model_that_is_not_decoupled_is_refused(triton_llm, prompts):
+    # upstream: `if streaming and not self.decoupled: raise pb_utils.TritonModelException("Streaming is only supported in
+    # decoupled mode.")` (model.py v0.19.0; TensorRT-LLM triton_backend the same), wrapped as "Error generating request"
     if triton_llm.ref.options.decoupled:
         pytest.skip(f"{triton_llm.id} is decoupled: it streams")
     with pytest.raises(GenerationError, match="Streaming is only supported in decoupled mode"):

@@ -140,7 +140,8 @@ class TritonPythonModel:
         exclude = _scalar(tensors, "exclude_input_in_output", 0, self.exclude_input_default, bool)
         parsed = []
         for row in range(batch):
-            n = int(lengths[row])
+            # TensorRT-LLM takes the ids of a request of one row as they are (input_lengths is not read for it)
+            n = input_ids.shape[1] if batch == 1 else int(lengths[row])
             if not 0 <= n <= input_ids.shape[1]:
                 raise RequestError(f"input_lengths[{row}] = {n} is outside [0, {input_ids.shape[1]}]")
             end_id = _scalar(tensors, "end_id", row, -1, int)
