@@ -137,7 +137,9 @@ class Deployment:
     # (relative to the lock's directory), filled as upstream's tools/fill_template.py fills it
     repository: str | None = None
     fill: dict[str, str] = field(default_factory=dict)  # placeholder values of your own, over those from the lock
-    models: tuple[str, ...] = ()  # serve only these models of `repository` (default: every one)
+    # serve only these models (default: every one) of `repository`, or of the rendered engine ensemble (preprocessing,
+    # tensorrt_llm, postprocessing, ensemble, tensorrt_llm_bls): e.g. leave out a BLS whose python code cannot load
+    models: tuple[str, ...] = ()
     # a server already running there (--triton-url): what it must serve, checked; its engine recipe gives the limits
     url: str | None = None
     # which of upstream's all_models/ serves it: the engine ensemble (preprocessing -> tensorrt_llm -> postprocessing)
@@ -148,8 +150,14 @@ class Deployment:
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
-        if (self.fill or self.models) and self.repository is None:
-            raise ValueError(f"field '{'fill' if self.fill else 'models'}': applies to a 'repository'; give one")
+        if self.fill and self.repository is None:
+            raise ValueError("field 'fill': applies to a 'repository'; give one")
+        rendered = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
+        unknown = [m for m in self.models if m not in rendered]
+        if self.repository is None and unknown:
+            raise ValueError(f"field 'models': {unknown[0]!r} is none of the rendered models ({', '.join(rendered)})")
+        if self.models and "tensorrt_llm" not in self.models:
+            raise ValueError("field 'models': a deployment serves tensorrt_llm at least")
         bad = [k for k, v in self.fill.items() if "," in v or ":" in v]
         if bad:  # fill_template.py splits key:value pairs on ',' and ':'
             raise ValueError(f"field 'fill.{bad[0]}': a value may not contain ',' or ':'")

@@ -43,7 +43,7 @@ def entry_models(ref: DeploymentRef) -> tuple[str, ...]:
     if ref.layout == "llmapi":  # one python model, text in and text out
         return ("tensorrt_llm",)
     if ref.options.repository is None:
-        return ENTRY_MODELS
+        return tuple(m for m in ENTRY_MODELS if not ref.options.models or m in ref.options.models)
     served = [m for m in ENTRY_MODELS if not ref.options.models or m in ref.options.models]
     return tuple(m for m in served if (Path(ref.options.repository) / m / "config.pbtxt").is_file())
 
@@ -106,19 +106,21 @@ def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
 
 def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None,
                       tensorrt_llm_backend: str, python_code: dict[str, ModelCode],
-                      marked: Callable[[str], str] | None = None) -> Path:  # fmt: skip
+                      marked: Callable[[str], str] | None = None, upstream_python: bool = False) -> Path:  # fmt: skip
     """Write the model repository for `ref` into `out` (which must not exist yet): the inflight_batcher_llm
     templates of the server's version, `tensorrt_llm` on Triton backend `tensorrt_llm_backend`, and each
     model of `python_code` with that code; `marked` rewrites the config of a model whose code is the project's
-    stand-in. `engine_dir` is where the server sees the engine (a container's mount), by default where the
-    cache keeps it."""
+    stand-in; `upstream_python`: the python models are upstream's own, whose unfilled string parameters stay as
+    upstream's fill_template.py leaves them. `engine_dir` is where the server sees the engine (a container's mount),
+    by default where the cache keeps it."""
     family = template_family(triton_version)
     values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend,
                              built.manifest.get("tokenizer", ""))  # fmt: skip
     out.mkdir(parents=True)
     origins = {}
-    for model in MODELS:
-        text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt")
+    for model in (m for m in MODELS if not ref.options.models or m in ref.options.models):
+        keep = upstream_python and model in python_code
+        text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt", keep_unfilled=keep)
         parse_config(text, f"{out / model / 'config.pbtxt'}")
         (out / model / "1").mkdir(parents=True)
         if model in python_code:

@@ -62,7 +62,7 @@ class TensorrtllmBackend:
             code = upstream.model_code(self._tensorrt_llm_of(triton_version, site), site.cache.root if site.cache else None,
                                        site.cache.progress if site.cache else None, site.trtllm_models,
                                        site.image_models)  # fmt: skip
-        return render_repository(ref, built, out, triton_version, engine_dir, "tensorrtllm", code)
+        return render_repository(ref, built, out, triton_version, engine_dir, "tensorrtllm", code, upstream_python=True)
 
     @staticmethod
     def _tensorrt_llm_of(triton_version: str, site: RenderSite) -> str:
