@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,33 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A pytester directory holding the project's engines.lock."""
     shutil.copy(LOCK, pytester.path / "engines.lock")
     return pytester
+
+
+def run_child(argv: list[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """A child process (an inner pytest, a build script) that ends with the test run: on Ctrl-C, SIGTERM (the plugin
+    turns it into KeyboardInterrupt) or a timeout, the child gets SIGINT and a minute to stop what it started (its
+    servers) before SIGKILL, and the outer run stops too. Its own session: a terminal's Ctrl-C reaches it once, from here."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **kwargs)  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def need_tool(reason: str) -> None:
+    """A tool a test needs is missing: a skip with the reason, or a failure where CI installed it (TRITON_LLM_CI_TOOLS=1:
+    .ci/run's step after it installed docker, debootstrap and nginx), so that the step never passes by skipping."""
+    if os.environ.get("TRITON_LLM_CI_TOOLS") == "1":
+        pytest.fail(f"{reason} (TRITON_LLM_CI_TOOLS=1: this run installed it)")
+    pytest.skip(reason)
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import need_tool
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,7 +24,7 @@ def _docker_ok() -> str | None:
 def cpu_image() -> str:
     reason = _docker_ok()
     if reason:
-        pytest.skip(reason)
+        need_tool(reason)
     env = {**os.environ, "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(ROOT / "images" / "build-cpu-image.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]

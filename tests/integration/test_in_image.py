@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import run_child
+
 pytestmark = pytest.mark.container
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def in_image(image: str, *args: str, docker_args: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "DOCKER_RUN_ARGS": docker_args}
-    return subprocess.run(["bash", str(ROOT / "images" / "pytest-in-image.sh"), image, *args], capture_output=True,
-                          text=True, timeout=900, env=env)  # fmt: skip
+    return run_child(["bash", str(ROOT / "images" / "pytest-in-image.sh"), image, *args], timeout=900, env=env)
 
 
 def test_a_suite_test_is_served_by_the_images_own_tritonserver(cpu_image):

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_triton_llm.runtimes.ports import free_ports
 
-from ..conftest import ROOT, processes_mentioning
+from ..conftest import ROOT, need_tool, processes_mentioning, run_child
 from .serving import start_serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -45,7 +45,7 @@ def run_suites(tmp_path: Path, markers: str, *args: str) -> tuple[subprocess.Com
             "-p", "no:cacheprovider", "-q",
             "--triton-llm-report", str(report), "--junitxml", str(tmp_path / "junit.xml"),
             f"--basetemp={tmp_path / 'basetemp'}", *args]  # fmt: skip
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=1700)  # no lock here: none needed
+    done = run_child(argv, cwd=tmp_path, timeout=1700)  # no lock here: none needed
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
@@ -102,7 +102,7 @@ def proxy(served, tmp_path):
     """nginx in front of the served deployment: every endpoint answers 401 without the bearer token."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
-        pytest.skip("no nginx here; .ci/run installs Debian's nginx-light")
+        need_tool("no nginx here; .ci/run installs Debian's nginx-light")
     token = secrets.token_hex(16)
     grpc_port, http_port, metrics_port = free_ports(3)
     conf = tmp_path / "nginx" / "nginx.conf"

@@ -10,11 +10,12 @@ the python backend stub runs a newer Python, the deployments serve every model b
 and the BLS entry is left out with that reason."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from ..conftest import run_child
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0" / "all_models" / "inflight_batcher_llm"
@@ -55,7 +56,7 @@ def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp
     argv = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-m", "functional or streaming or early_stop",
             "--engines-lock", str(upstream_lock(tmp_path)), "--triton-llm-report", str(report), "-p", "no:cacheprovider",
             "-q", f"--basetemp={tmp_path / 'basetemp'}"]  # fmt: skip
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=2300)
+    done = run_child(argv, cwd=ROOT, timeout=2300)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     tests = json.loads(report.read_text())["tests"]
     outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in tests}

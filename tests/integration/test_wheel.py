@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import run_child
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    done = run_child(argv, **kwargs)
     assert done.returncode == 0, f"{argv[:5]} exit {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-3000:]}"
     return done
 
@@ -50,7 +52,7 @@ def test_pytest_triton_llm_run_passes_the_functional_suite_on_the_embedded_defau
     python = str(wheel_venv / "bin" / "python")
     argv = [python, "-m", "pytest_triton_llm.cli", "run", "-m", "functional", "--deployment", "smollm2-135m:v1",
             "-k", "not tensorrt_llm_bls", "-p", "no:cacheprovider", "-q"]  # fmt: skip
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=1100)
+    done = run_child(argv, cwd=tmp_path, timeout=1100)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert f"the packaged {wheel_venv}" in done.stderr  # no ./engines.lock here: the wheel's default lock
     summary = done.stdout.strip().splitlines()[-1]
