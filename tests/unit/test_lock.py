@@ -98,3 +98,14 @@ def test_the_nightly_workflows_lock_pins_a_tensorrtllm_engine_with_v1_and_inflig
     assert engine.backend == "tensorrtllm"
     assert len(engine.source.revision) == 40 and engine.source.hf
     assert {ref.options.batching for ref in lock.deployments().values()} == {"v1", "inflight"}
+
+
+def test_a_deployment_may_serve_some_of_the_rendered_models_but_tensorrt_llm_always(lock_text, tmp_path):
+    head = 'batching = "v1"'
+    fewer = lock_text.replace(head, f'{head}\nmodels = ["preprocessing", "tensorrt_llm", "postprocessing", "ensemble"]', 1)
+    ref = load_lock(write(tmp_path, fewer)).deployments()["smollm2-135m:v1"]
+    assert ref.options.models == ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble")
+    with pytest.raises(LockError, match="field 'models': 'bls' is none of the rendered models"):
+        load_lock(write(tmp_path, lock_text.replace(head, f'{head}\nmodels = ["tensorrt_llm", "bls"]', 1)))
+    with pytest.raises(LockError, match="field 'models': a deployment serves tensorrt_llm at least"):
+        load_lock(write(tmp_path, lock_text.replace(head, f'{head}\nmodels = ["ensemble"]', 1)))

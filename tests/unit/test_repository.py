@@ -86,6 +86,15 @@ def test_fill_is_strict_about_placeholders():
         fill("a: ${missing}", {})
 
 
+def test_an_unfilled_string_parameter_stays_as_upstreams_fill_template_leaves_it_only_where_asked():
+    template = 'parameters { key: "visual_model_path" value: { string_value: "${visual_model_path}" } }\nmax_batch_size: ${n}\n'
+    assert fill(template, {"visual_model_path": None, "n": 4}) == "max_batch_size: 4\n"  # the stand-in's: dropped
+    kept = fill(template, {"visual_model_path": None, "n": 4}, keep_unfilled=True)  # upstream's python models
+    assert kept == 'parameters { key: "visual_model_path" value: { string_value: "${visual_model_path}" } }\nmax_batch_size: 4\n'
+    # a number cannot stay a placeholder: its line goes either way
+    assert fill("max_batch_size: ${n}\n", {"n": None}, keep_unfilled=True) == "\n"
+
+
 def test_unknown_triton_version_has_no_templates():
     with pytest.raises(TemplateError, match="no model templates for Triton 1.0.0"):
         template_family("1.0.0")
