@@ -1,5 +1,7 @@
 """TensorRT-LLM request semantics of the reference model, on hand-made logits (no model loaded)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,25 @@ def test_a_prompt_plus_output_over_max_seq_len_is_cut_to_fit_as_tensorrt_llm_doe
 def test_top_p_at_or_below_zero_means_no_top_p_as_the_backend_drops_it():
     assert Sampling(top_p=0.0).greedy and Sampling(top_p=-0.5).greedy and not Sampling(top_p=0.9).greedy
     engine().validate(GenerationRequest([1], 2, 9, sampling=Sampling(top_p=-0.5)))
+
+
+def test_a_context_phase_run_request_by_request_gives_the_padded_batchs_tokens_on_a_cpu(tmp_path, monkeypatch):
+    """On a GPU the stand-in prefills each request alone (engines.cuda.lock says why); the KV caches it pads and joins
+    must decode exactly what the padded batch decodes where float32 is exact: on a CPU."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                                      initializer_range=0.5)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    build = {"max_batch_size": 4, "max_input_len": 64, "max_output_len": 64, "max_seq_len": 128}
+    (tmp_path / "engine.json").write_text(json.dumps({"dtype": "float32", "build_config": build}))
+    engine_ = ReferenceEngine(tmp_path)
+
+    def requests():
+        return [GenerationRequest(ids, 12, end_id=-1) for ids in ([5, 6, 7, 8], [9, 3], [1, 2, 3, 4, 5, 6, 7])]
+
+    padded = [s.tokens for s in engine_.generate_static(requests())]
+    monkeypatch.setattr(ReferenceEngine, "prefill_alone", property(lambda self: True))
+    alone = [s.tokens for s in engine_.generate_static(requests())]
+    assert alone == padded == [engine_.generate_static([r])[0].tokens for r in requests()]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from errors import ExecutorError, assertion
 from lora import LoraSupport
 from tensor_contract import RequestError
@@ -240,6 +241,32 @@ class ReferenceEngine:
         elif len(seq.tokens) >= r.max_new_tokens:
             seq.finish_reason = "length"
 
+    @property
+    def prefill_alone(self) -> bool:
+        """On a GPU each request's context phase runs alone, unpadded, as TensorRT-LLM's does: half-precision kernels
+        over a left-padded batch would give another first token than the request alone (engines.cuda.lock measures
+        it). On a CPU float32 a padded batch is exact, and faster."""
+        return self.device.type == "cuda"
+
+    @torch.inference_mode()
+    def prefill_each(self, requests: list[GenerationRequest]):
+        """(last logits [B, V], KV cache left-padded to one width, attention mask, next positions) of the requests'
+        context phases, each run alone."""
+        outs = [self.forward([r.lora], input_ids=torch.tensor([r.input_ids]), use_cache=True, logits_to_keep=1)
+                for r in requests]  # fmt: skip
+        width = max(len(r.input_ids) for r in requests)
+        cache = outs[0].past_key_values
+        for n, layer in enumerate(cache.layers):
+            layer.keys = torch.cat([F.pad(o.past_key_values.layers[n].keys, (0, 0, width - len(r.input_ids), 0))
+                                    for o, r in zip(outs, requests, strict=True)])  # fmt: skip
+            layer.values = torch.cat([F.pad(o.past_key_values.layers[n].values, (0, 0, width - len(r.input_ids), 0))
+                                      for o, r in zip(outs, requests, strict=True)])  # fmt: skip
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for i, r in enumerate(requests):
+            mask[i, width - len(r.input_ids) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return torch.cat([o.logits[:, -1, :] for o in outs]), cache, mask, positions
+
     # -- static batching (gpt_model_type V1) -------------------------------------------------
     @torch.inference_mode()
     def generate_static(self, requests: list[GenerationRequest], on_step=None) -> list[Sequence]:
@@ -249,17 +276,21 @@ class ReferenceEngine:
         sequences = [Sequence(r) for r in requests]
         if not sequences:
             return sequences
-        width = max(len(r.input_ids) for r in requests)
-        ids = torch.zeros((len(requests), width), dtype=torch.long)
-        mask = torch.zeros((len(requests), width), dtype=torch.long)
-        for i, r in enumerate(requests):  # left padding keeps every last token in the last column
-            ids[i, width - len(r.input_ids) :] = torch.tensor(r.input_ids)
-            mask[i, width - len(r.input_ids) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         adapters = [r.lora for r in requests]
-        out = self.forward(adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
-        self.select(sequences, out.logits[:, -1, :])
+        if self.prefill_alone:
+            logits, cache, mask, positions = self.prefill_each(requests)
+        else:
+            width = max(len(r.input_ids) for r in requests)
+            ids = torch.zeros((len(requests), width), dtype=torch.long)
+            mask = torch.zeros((len(requests), width), dtype=torch.long)
+            for i, r in enumerate(requests):  # left padding keeps every last token in the last column
+                ids[i, width - len(r.input_ids) :] = torch.tensor(r.input_ids)
+                mask[i, width - len(r.input_ids) :] = 1
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            out = self.forward(adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                               logits_to_keep=1)  # fmt: skip
+            logits, cache = out.logits[:, -1, :], out.past_key_values
+        self.select(sequences, logits)
         on_step(sequences, True)
         last = positions[:, -1:]
         while not all(s.finished for s in sequences):

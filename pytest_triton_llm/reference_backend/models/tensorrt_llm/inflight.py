@@ -181,8 +181,9 @@ class InflightScheduler:
                 admitted.append(job)
         self._drop_finished(cancel_check=True)
         running = len(self._batch)  # requests scheduled for generation only, besides the newcomers' context phase
-        if admitted:  # context phase of the newcomers, then one generation step for everyone
-            self._prefill(admitted)
+        if admitted:  # context phase of the newcomers (each alone on a GPU), then one generation step for everyone
+            for group in ([job] for job in admitted) if self.engine.prefill_alone else [admitted]:
+                self._prefill(group)
             self._drop_finished(cancel_check=False)
         generating = len(self._batch)
         if self._batch.jobs:
