@@ -161,6 +161,8 @@ def _deployment_marks(state: TritonLLMSession, choice) -> list:
     refs = refs_of(choice.value)
     if any(backend_of(r.engine.backend).needs_gpu and not state.is_stand_in(r) for r in refs):
         marks.append(pytest.mark.gpu)
+        if not marks[:-1] and (no_gpu := state.gpu_missing()):  # a GPU engine on a host without one: skipped, not errored
+            marks.append(pytest.mark.skip(reason=no_gpu))
     if refs and state.options.runtime == "container":
         marks.append(pytest.mark.container)
     return marks

@@ -301,3 +301,14 @@ def test_a_test_marked_gpu_is_skipped_with_the_reason_where_the_servers_see_no_g
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["triton-llm: hardware: cpu, * cores",
                                  "*SKIPPED*needs an NVIDIA GPU: --triton-gpus none hides them*"])  # fmt: skip
+
+
+def test_a_gpu_engines_deployments_are_skipped_with_the_reason_where_no_gpu_serves(project):
+    """A tensorrtllm deployment on a host whose servers see no GPU (--triton-gpus none hides any) is skipped saying so,
+    never built and errored; stand-in deployments of the same run are not."""
+    lock = Path(__file__).resolve().parents[1] / "engines.gpu.lock"
+    project.makepyfile("def test_served(triton_llm):\n    pass\n")
+    result = project.runpytest("--engines-lock", str(lock), "--triton-gpus", "none", "-rs", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) >= 2 and "passed" not in outcomes and "error" not in outcomes, outcomes
+    result.stdout.fnmatch_lines(["*SKIPPED*needs an NVIDIA GPU: --triton-gpus none hides them*"])
