@@ -11,6 +11,10 @@ import triton_python_backend_utils as pb_utils
 PARAMETER = "stand_in_fault"
 
 
+def _clean(name: str) -> bool:
+    return False
+
+
 class Faults:
     """`faults("name")` is true when the model reproduces that fault."""
 
@@ -21,3 +25,8 @@ class Faults:
 
     def __call__(self, name: str) -> bool:
         return self.name == name
+
+    def among(self, names: tuple[str, ...]):
+        """This predicate for code the model hands `names` to (the shared engine), else one that is always false:
+        the llmapi and the tensorrt_llm model share the engine, and each owns only its own faults of it."""
+        return self if self.name in names else _clean

@@ -6,7 +6,8 @@ model.yaml is read as upstream reads it: `triton_config` (max_batch_size, decoup
 other key is an LLM API argument. Honoured here: model, dtype, max_batch_size, max_seq_len, max_input_len,
 kv_cache_config.enable_block_reuse and tokens_per_block, lora_config.max_lora_rank and lora_target_modules; the rest
 only matter to TensorRT-LLM. LoRA as upstream's helpers.get_lora_request_from_request takes it: lora_id, lora_name and
-lora_path together; the peft adapter at lora_path is read on first use and cached under lora_id.
+lora_path together; the peft adapter at lora_path is read on first use and cached under lora_id. The config parameter
+stand_in_fault names a known upstream bug to reproduce (stand_in_faults.py), here, in its engine or its prefix cache.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from hf_tokenizer import load_tokenizer
 from llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
 from lora_convert import peft_to_trtllm
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
+from stand_in_faults import Faults
+from triton_io import model_parameters
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 DEFAULT_MAX_TOKENS = 32  # tensorrt_llm SamplingParams.max_tokens
@@ -35,6 +38,8 @@ FINISH = {"length": "length", "end_id": "stop", "stop_words": "stop", "cancelled
 LORA_CKPT_SOURCES = ("hf", "nemo")  # upstream helpers._LORA_CKPT_SOURCES
 # tensorrt_llm LoraConfig.lora_target_modules when model.yaml names none: every projection of a llama block
 LORA_MODULES = ["attn_q", "attn_k", "attn_v", "attn_dense", "mlp_h_to_4h", "mlp_4h_to_h", "mlp_gate"]
+# the faults of the shared engine (generation.py) and of prefix_cache.py that live in this model
+ENGINE_FAULTS = ("temperature_zero_not_greedy", "penalties_ignored", "kv_reuse_changes_outputs", "kv_reuse_without_speedup")
 
 
 def _model_yaml() -> dict:
@@ -71,6 +76,9 @@ class TritonPythonModel:
         return auto_complete_model_config
 
     def initialize(self, args):
+        self.fault = Faults(model_parameters(args), "llmapi")
+        if self.fault("llmapi_missing_openai_module"):  # the image's model imports a package the image lacks
+            raise ModuleNotFoundError("No module named 'openai'", name="openai")
         config = _model_yaml()
         args_yaml = {k: v for k, v in config.items() if k != "triton_config"}
         self.decoupled = bool(config["triton_config"]["decoupled"])
@@ -87,9 +95,11 @@ class TritonPythonModel:
                                            "lora_target_modules": modules}  # fmt: skip
         dtype = DTYPES.get(str(args_yaml.get("dtype", "auto")), "float32")
         kv = args_yaml.get("kv_cache_config") or {}
+        engine_fault = self.fault.among(ENGINE_FAULTS)
         self.prefix = PrefixCache(int(kv.get("tokens_per_block", TOKENS_PER_BLOCK)), max_blocks=4096,
-                                  enabled=bool(kv.get("enable_block_reuse", True)))  # fmt: skip
-        load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config})
+                                  enabled=bool(kv.get("enable_block_reuse", True)), fault=engine_fault)  # fmt: skip
+        load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config},
+                       fault=engine_fault)  # fmt: skip
         self.scheduler = PrefixCachingScheduler(load, self.prefix)
         self.engine = self.scheduler.engine
         pb_utils.Logger.log_info(f"reference llmapi stand-in: {checkpoint} on {self.engine.describe()}")
@@ -131,6 +141,8 @@ class TritonPythonModel:
             raise ValueError("The current implementation only supports text_input being a 1D tensor.")
         prompt = text[0].decode("utf-8") if isinstance(text[0], bytes) else str(text[0])
         streaming = bool(_scalar(request, "streaming") or False)
+        if self.fault("llmapi_streaming_flag_in_lora_slot"):  # the flag lands in generate_async's lora_request slot
+            streaming = False
         if streaming and not self.decoupled:
             raise pb_utils.TritonModelException("Streaming is only supported in decoupled mode.")
         stops = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop")
@@ -212,13 +224,18 @@ class TritonPythonModel:
     def _outputs(self, job: TimedJob, prompt_ids, stops, exclude, wanted, perf: bool, final: bool) -> list:
         seq = job.sequence
         text = self.tokenizer.decode(seq.tokens if exclude else [*prompt_ids, *seq.tokens], skip_special_tokens=True)
-        if not final:  # as the LLM API's incremental detokenizer: a character still missing bytes is held back
+        # as the LLM API's incremental detokenizer: a character still missing bytes is held back
+        if not final and not self.fault("llmapi_stream_splits_multibyte_characters"):
             text = text.rstrip("\ufffd")
+        if seq.finish_reason == "end_id" and self.fault("llmapi_end_token_text_returned"):
+            text += self.tokenizer.eos_token
         stop_reason = None
         if seq.finish_reason == "stop_words":  # the stop string ends the text and is not part of it
             stop_reason = next((s for s in stops if s in text), None)
             if stop_reason is not None:
                 text = text[: text.rindex(stop_reason)]
+        if job.streaming and self.fault("llmapi_stream_sends_deltas"):  # the new text only, not the text so far
+            text, job.sent_text = text[len(job.sent_text) :], text
         tensors = [pb_utils.Tensor("text_output", _strings([text]))]
         finish = FINISH.get(seq.finish_reason) if seq.finished else None
         values = {"return_finish_reason": ("finish_reason", finish),

@@ -8,6 +8,8 @@ them from here and computes only the rest: real reuse, not bookkeeping. At least
 
 Per request (RequestPerfMetrics.kv_cache_metrics): reused blocks, missed blocks (prompt blocks not found), newly
 allocated blocks, total allocated blocks and the hit rate reused / (reused + missed).
+
+`fault` (generation.py's) names the known upstream KV-reuse bug it reproduces, if any.
 """
 
 from __future__ import annotations
@@ -43,10 +45,15 @@ class TimedJob(Job):
     first_scheduled_ns: int = 0
     first_token_ns: int = 0
     last_token_ns: int = 0
+    sent_text: str = ""  # the text streamed so far (llmapi_stream_sends_deltas)
+
+
+CORRUPTION = 1.0  # kv_reuse_changes_outputs: the spread of the noise on the values of a reused block
 
 
 class PrefixCache:
-    def __init__(self, tokens_per_block: int, max_blocks: int, enabled: bool):
+    def __init__(self, tokens_per_block: int, max_blocks: int, enabled: bool, fault=lambda name: False):
+        self.fault = fault
         self.block = tokens_per_block
         self.max_blocks = max_blocks
         self.enabled = enabled
@@ -68,6 +75,9 @@ class PrefixCache:
                 break
             self._blocks.move_to_end(name)
             reused.append(self._blocks[name])
+        if reused and self.fault("kv_reuse_changes_outputs"):  # the reused values come back wrong (fixed noise)
+            noise = torch.Generator().manual_seed(2699)
+            reused = [[(k, v + CORRUPTION * torch.randn(v.shape, generator=noise).to(v)) for k, v in block] for block in reused]
         blocks = -(-len(prompt) // self.block)
         stats = KvStats(reused=len(reused), missed=blocks - len(reused), new=blocks - len(reused), total=blocks)
         return reused, stats
@@ -102,6 +112,8 @@ class PrefixCachingScheduler(InflightScheduler):
             lora = job.sequence.request.lora
             salt = "" if lora is None else f"lora {lora.task_id}"  # blocks are keyed by the adapter's id, as in TRT-LLM
             blocks, job.kv = self.prefix.lookup(prompt, salt)
+            if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
+                blocks = []
             start = len(blocks) * self.prefix.block
             cache = DynamicCache()
             for layer in range(len(blocks[0]) if blocks else 0):

@@ -1,6 +1,7 @@
 """`preprocessing`: text -> token ids, stop/bad word lists, end/pad ids (the upstream tensor contract).
 
-Parameters: tokenizer_dir, add_special_tokens (as in tensorrtllm_backend's preprocessing model).
+Parameters: tokenizer_dir, add_special_tokens (as in tensorrtllm_backend's preprocessing model); stand_in_fault
+(stand_in_faults.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from hf_tokenizer import load_tokenizer
+from stand_in_faults import Faults
 from triton_io import flag, model_parameters, optional_input
 from words import to_word_list_format
 
@@ -31,6 +33,7 @@ class TritonPythonModel:
         self.end_id = self.tokenizer.encode(self.tokenizer.eos_token, add_special_tokens=False)[0]
         self.pad_id = self.tokenizer.encode(self.tokenizer.pad_token, add_special_tokens=False)[0]
         self.vocab = len(self.tokenizer)
+        self.fault = Faults(params, "preprocessing")
 
     def _encode_words(self, word):
         return self.tokenizer.encode(_text(word, "a stop/bad word"), add_special_tokens=False)
@@ -40,6 +43,8 @@ class TritonPythonModel:
         batch = query.shape[0]
         ids = [self.tokenizer.encode(_text(q.reshape(-1)[0], "text_input"), add_special_tokens=self.add_special_tokens)
                for q in query]  # fmt: skip
+        if self.fault("bos_doubled") and self.tokenizer.bos_token_id is not None:  # a BOS before the prompt's own
+            ids = [[self.tokenizer.bos_token_id, *i] for i in ids]
         width = max(1, max(len(i) for i in ids))
         input_ids = np.full((batch, width), self.pad_id, dtype=np.int32)
         for row, seq in enumerate(ids):
@@ -52,7 +57,7 @@ class TritonPythonModel:
 
         end_id, pad_id = per_row("END_ID", self.end_id), per_row("PAD_ID", self.pad_id)
         bad = optional_input(request, "BAD_WORDS_DICT")
-        stop = optional_input(request, "STOP_WORDS_DICT")
+        stop = None if self.fault("stop_words_ignored") else optional_input(request, "STOP_WORDS_DICT")
         outputs = [
             pb_utils.Tensor("INPUT_ID", input_ids),
             pb_utils.Tensor("REQUEST_INPUT_LEN", lengths),

@@ -9,6 +9,9 @@ Semantics follow TensorRT-LLM's executor:
 - generation ends at max_new_tokens, at end_id (not returned), or after a stop word
   sequence (returned); bad word sequences are never completed;
 - min_length keeps end_id from being chosen before that many tokens.
+
+A model that owns this engine may hand it `fault`, a predicate over fault names (stand_in_faults.Faults, narrowed to
+the faults that live in the engine for that model): the known upstream bugs of fixtures/faults.toml it reproduces.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ from lora import LoraSupport
 from tensor_contract import RequestError
 
 NEG_INF = float("-inf")
+GREEDY_NOISE = 1.0  # greedy_not_deterministic: the spread of the noise on greedy logits, enough to flip near ties
+# logits_perturbed: the spread of the fixed noise on every logit; measured on 16 CNN/DailyMail articles (greedy, 64
+# tokens): ROUGE-1 35.3 -> 31.1, ROUGE-2 13.2 -> 11.3, ROUGE-Lsum 31.7 -> 28.2
+PERTURBATION = 0.5
+
+
+def no_fault(name: str) -> bool:
+    """A clean engine: it reproduces no fault."""
+    return False
 
 
 @dataclass
@@ -90,9 +102,12 @@ class ReferenceEngine:
 
     lora = None  # a lora.LoraSupport when the engine was built with LoRA
     device = torch.device("cpu")  # set by __init__ from what torch sees
+    fault = staticmethod(no_fault)  # which known upstream bug it reproduces (the module docstring)
 
-    def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None, config: dict | None = None):
+    def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None, config: dict | None = None,
+                 fault=no_fault):  # fmt: skip
         """`config` ({"dtype", "build_config"}) for a plain Hugging Face checkpoint; else the engine's engine.json."""
+        self.fault = fault
         from transformers import AutoModelForCausalLM
 
         engine_dir = Path(engine_dir)
@@ -104,7 +119,7 @@ class ReferenceEngine:
         self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval().to(self.device)
         self.vocab_size = self.model.config.vocab_size
         if "lora_config" in self.build_config:
-            self.lora = LoraSupport(self.model, self.build_config["lora_config"], lora_cache_bytes)
+            self.lora = LoraSupport(self.model, self.build_config["lora_config"], lora_cache_bytes, fault)
 
     @staticmethod
     def gpu_bytes() -> int:
@@ -160,12 +175,17 @@ class ReferenceEngine:
     def select(self, sequences: list[Sequence], logits: torch.Tensor) -> None:
         """Pick the next token of each unfinished sequence from its row of `logits` [B, V]."""
         logits = logits.float()
+        if self.fault("logits_perturbed"):  # every logit off by noise of a fixed seed: a less accurate engine
+            noise = torch.randn(logits.shape, generator=torch.Generator().manual_seed(1244))
+            logits = logits + PERTURBATION * noise.to(logits.device)
         simple = [
             i for i, s in enumerate(sequences)
             if not s.finished and s.request.sampling.greedy and not self._needs_processing(s)
         ]  # fmt: skip
         if simple:
             rows = logits[simple]
+            if self.fault("greedy_not_deterministic"):  # unseeded noise: near ties go either way, run to run
+                rows = rows + GREEDY_NOISE * torch.randn_like(rows)
             picks = rows.argmax(dim=-1)
             chosen = torch.log_softmax(rows, dim=-1).gather(1, picks.unsqueeze(1)).squeeze(1)
             for i, pick, log_prob in zip(simple, picks.tolist(), chosen.tolist(), strict=True):  # one copy off the GPU
@@ -174,22 +194,22 @@ class ReferenceEngine:
             if i in simple or seq.finished:
                 continue
             row = self._process(seq, logits[i].to("cpu", copy=True))  # penalties and sampling on the CPU
-            token = self._sample(seq, row)
+            token = self._sample(seq, row, slot=i)
             self._append(seq, token, float(torch.log_softmax(row, dim=-1)[token]))
 
-    @staticmethod
-    def _needs_processing(seq: Sequence) -> bool:
+    def _needs_processing(self, seq: Sequence) -> bool:
         r = seq.request
         return bool(
             r.bad_words or r.sampling.penalized or (r.embedding_bias is not None and r.embedding_bias.size)
             or len(seq.tokens) < r.sampling.min_length
+            or (r.sampling.temperature == 0 and self.fault("temperature_zero_not_greedy"))
         )  # fmt: skip
 
     def _process(self, seq: Sequence, row: torch.Tensor) -> torch.Tensor:
         r, s = seq.request, seq.request.sampling
         if r.embedding_bias is not None and r.embedding_bias.size:
             row += torch.from_numpy(np.asarray(r.embedding_bias, dtype=np.float32))
-        if s.penalized:
+        if s.penalized and not self.fault("penalties_ignored"):
             history = r.input_ids + seq.tokens
             ids = torch.tensor(sorted(set(history)), dtype=torch.long)
             if s.repetition_penalty != 1.0:
@@ -209,10 +229,11 @@ class ReferenceEngine:
             row /= s.temperature
         return row
 
-    @staticmethod
-    def _sample(seq: Sequence, row: torch.Tensor) -> int:
+    def _sample(self, seq: Sequence, row: torch.Tensor, slot: int = 0) -> int:
+        """`slot`: the sequence's row in the batch it is decoded in."""
         s = seq.request.sampling
-        if s.greedy or s.temperature == 0:
+        # temperature_zero_not_greedy: temperature 0 is not passed on, so the row is sampled at the default temperature
+        if not (s.temperature == 0 and self.fault("temperature_zero_not_greedy")) and (s.greedy or s.temperature == 0):
             return int(row.argmax())
         if s.top_k > 0:
             kth = torch.topk(row, min(s.top_k, row.numel())).values[-1]
@@ -224,21 +245,29 @@ class ReferenceEngine:
             row = row.clone()
             row[order[drop]] = NEG_INF
         if seq.generator is None:
-            seq.generator = torch.Generator().manual_seed(s.seed)
+            # seed_follows_batch_slot: a seed read by the row's batch slot, not by the request's own index
+            seed = s.seed + slot if self.fault("seed_follows_batch_slot") else s.seed
+            seq.generator = torch.Generator().manual_seed(seed)
         return int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
 
-    @staticmethod
-    def _append(seq: Sequence, token: int, log_prob: float) -> None:
+    def _append(self, seq: Sequence, token: int, log_prob: float) -> None:
         r = seq.request
-        if token == r.end_id:
+        if token == r.end_id and not self.fault("end_id_ignored"):
             seq.finish_reason = "end_id"
+            if self.fault("end_id_pads_output"):  # the end token returned, repeated up to max_new_tokens
+                pad = r.max_new_tokens - len(seq.tokens)
+                seq.tokens.extend([token] * pad)
+                seq.log_probs.extend([0.0] * pad)
             return
         seq.tokens.append(token)
         seq.log_probs.append(log_prob)
         history = r.input_ids + seq.tokens
+        if r.stop_words and self.fault("stop_words_one_token_late"):  # a stop word seen one step after it completed
+            history = history[:-1]
+        limit = r.max_new_tokens + 1 if self.fault("max_tokens_off_by_one") else r.max_new_tokens
         if any(word and _ends_with(history, word) for word in r.stop_words):
             seq.finish_reason = "stop_words"
-        elif len(seq.tokens) >= r.max_new_tokens:
+        elif len(seq.tokens) >= limit:
             seq.finish_reason = "length"
 
     @property

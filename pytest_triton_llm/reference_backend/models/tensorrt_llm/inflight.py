@@ -11,11 +11,14 @@ The batch keeps one KV cache, left-padded: row i's tokens occupy the last column
 cache and an attention mask hides its padding; positions are per row. Joining pads the
 newcomers' prefill cache to the batch width (or the batch to theirs); leaving selects
 the remaining rows and trims columns that are padding in every row.
+
+The engine's `fault` (generation.py) also names the scheduler's known upstream bugs, if it reproduces one.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,6 +27,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from generation import ReferenceEngine, Sequence
+
+TTFT_SLOWDOWN = 0.3  # ttft_plus_30_percent: the extra wait before a first token, as a share of its prefill time
+STEP_SLOWDOWN = 0.25  # throughput_minus_20_percent: the extra wait after each decoding step, as a share of its time
 
 
 @dataclass(eq=False)
@@ -104,6 +110,7 @@ class InflightScheduler:
         self._waiting: deque[Job] = deque()
         self._admitting: list[Job] = []  # taken from the queue, in their context phase, not yet in the batch
         self._batch = _Batch()
+        self._orphans: list[Job] = []  # cancelled_request_keeps_its_slot: ended, never released
         self._wake = threading.Condition()
         self._closed = False
         self._loaded = threading.Event()
@@ -115,6 +122,8 @@ class InflightScheduler:
         if self._load_error is not None:
             raise self._load_error
         self.max_active = self.engine.build_config["max_batch_size"]
+        if self.engine.fault("inflight_serializes_requests"):  # one request at a time: no batching at all
+            self.max_active = 1
 
     # -- called from Triton's execute() thread --------------------------------------------
     def submit(self, job: Job) -> None:
@@ -127,7 +136,7 @@ class InflightScheduler:
         with self._wake:
             found = [j for j in (*self._waiting, *self._admitting, *self._batch.jobs) if j.request_id == request_id]
             for job in found:
-                job.stop_requested = True
+                job.stop_requested = not self.engine.fault("stop_signal_ignored")
             self._wake.notify()
         return bool(found)
 
@@ -179,6 +188,10 @@ class InflightScheduler:
                 self._finish(job, "cancelled")
             else:
                 admitted.append(job)
+        if len(admitted) > 1 and self.engine.fault("outputs_swapped_under_concurrency"):  # each gets the next one's
+            sequences = [j.sequence for j in admitted]
+            for job, sequence in zip(admitted, sequences[1:] + sequences[:1], strict=True):
+                job.sequence = sequence
         self._drop_finished(cancel_check=True)
         running = len(self._batch)  # requests scheduled for generation only, besides the newcomers' context phase
         if admitted:  # context phase of the newcomers (each alone on a GPU), then one generation step for everyone
@@ -189,10 +202,11 @@ class InflightScheduler:
         if self._batch.jobs:
             self._decode()
             self._drop_finished(cancel_check=False)
+        holding = [*self._batch.jobs, *self._orphans]  # requests that hold a slot and KV cache
         self.on_stats({
-            "active": len(self._batch), "scheduled": len(admitted) + running, "context": len(admitted),
+            "active": len(holding), "scheduled": len(admitted) + running, "context": len(admitted),
             "context_tokens": sum(len(j.sequence.request.input_ids) for j in admitted), "generation": generating,
-            "sequence_lengths": [len(j.sequence.request.input_ids) + len(j.sequence.tokens) for j in self._batch.jobs],
+            "sequence_lengths": [len(j.sequence.request.input_ids) + len(j.sequence.tokens) for j in holding],
         })  # fmt: skip
 
     @torch.inference_mode()
@@ -206,10 +220,13 @@ class InflightScheduler:
             mask[i, width - len(prompt) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         adapters = [j.sequence.request.lora for j in jobs]
+        start = time.perf_counter()
         out = self.engine.forward(
             adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
         )
         self.engine.select([j.sequence for j in jobs], out.logits[:, -1, :])
+        if self.engine.fault("ttft_plus_30_percent"):
+            time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - start))
         self._batch.join(jobs, out.past_key_values, mask, positions[:, -1] + 1)
         for job in jobs:
             self._deliver(job)
@@ -217,6 +234,7 @@ class InflightScheduler:
     @torch.inference_mode()
     def _decode(self) -> None:
         batch = self._batch
+        start = time.perf_counter()
         step = torch.tensor([[j.sequence.tokens[-1]] for j in batch.jobs], dtype=torch.long)
         mask = torch.cat([batch.mask, torch.ones((len(batch), 1), dtype=torch.long)], dim=1)
         out = self.engine.forward(
@@ -229,6 +247,8 @@ class InflightScheduler:
         )
         batch.cache, batch.mask, batch.positions = out.past_key_values, mask, batch.positions + 1
         self.engine.select([j.sequence for j in batch.jobs], out.logits[:, -1, :])
+        if self.engine.fault("throughput_minus_20_percent"):
+            time.sleep(STEP_SLOWDOWN * (time.perf_counter() - start))
         for job in batch.jobs:
             self._deliver(job)
 
@@ -239,23 +259,30 @@ class InflightScheduler:
             self._finish(job, seq.finish_reason)
         elif job.streaming:
             new = slice(job.streamed, len(seq.tokens))
+            tokens, log_probs = seq.tokens[new], seq.log_probs[new]
+            if job.streamed == 0 and self.engine.fault("first_streamed_token_twice"):
+                tokens, log_probs = tokens[:1] + tokens, log_probs[:1] + log_probs
             job.streamed = len(seq.tokens)
-            job.emit(job, seq.tokens[new], seq.log_probs[new], False)
+            job.emit(job, tokens, log_probs, False)
 
-    @staticmethod
-    def _finish(job: Job, reason: str) -> None:
+    def _finish(self, job: Job, reason: str) -> None:
         seq = job.sequence
         if seq.finish_reason is None:
             seq.finish_reason = reason
         new = slice(job.streamed, len(seq.tokens))
+        tokens, log_probs = seq.tokens[new], seq.log_probs[new]
+        if job.streaming and seq.finish_reason == "end_id" and seq.tokens and self.engine.fault("end_token_streamed_twice"):
+            tokens, log_probs = tokens + seq.tokens[-1:], log_probs + seq.log_probs[-1:]  # the last token, not the end
         job.streamed = len(seq.tokens)
-        job.emit(job, seq.tokens[new], seq.log_probs[new], True)
+        job.emit(job, tokens, log_probs, True)
 
     def _drop_finished(self, cancel_check: bool) -> None:
         keep = []
         for i, job in enumerate(self._batch.jobs):
             if cancel_check and not job.sequence.finished and job.cancelled:
                 self._finish(job, "cancelled")
+                if self.engine.fault("cancelled_request_keeps_its_slot"):
+                    self._orphans.append(job)
             if not job.sequence.finished:
                 keep.append(i)
         self._batch.keep(keep)

@@ -6,6 +6,8 @@
 - the cache evicts the least recently used adapter when lora_cache_host_memory_bytes is full;
 - every batch row may use a different adapter, or none: forward hooks on the target
   projections add x @ A^T @ B^T to the rows of each adapter.
+
+`fault` (generation.py's) names the known upstream LoRA bug it reproduces, if any.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class LoraAdapter:
 
 
 class LoraSupport:
-    def __init__(self, model, lora_config: dict, cache_bytes: int | None = None):
+    def __init__(self, model, lora_config: dict, cache_bytes: int | None = None, fault=lambda name: False):
+        self.fault = fault
         self.max_rank = lora_config["max_lora_rank"]
         unknown = [m for m in lora_config["lora_target_modules"] if m not in MODULE_IDS]
         if unknown:
@@ -66,6 +69,8 @@ class LoraSupport:
             rows = self.rows
             if not any(rows):
                 return None
+            if self.fault("lora_one_adapter_for_whole_batch"):  # the first adapter of the batch, on every row
+                rows = [next(a for a in rows if a is not None)] * len(rows)
             x = args[0]
             for adapter in {id(a): a for a in rows if a is not None}.values():
                 pair = adapter.weights.get((module_id, layer))
@@ -90,9 +95,11 @@ class LoraSupport:
         with self._lock:
             if weights is None:
                 adapter = self._cache.get(task_id)
-                if adapter is None:
+                if adapter is None and self._cache and self.fault("lora_unknown_id_serves_another_adapter"):
+                    adapter = next(reversed(self._cache.values()))  # the adapter used last, silently
+                if adapter is None or self.fault("lora_task_id_alone_not_found"):
                     raise ExecutorError(f"LoRA task {task_id} not found in cache. Please send LoRA weights with request")
-                self._cache.move_to_end(task_id)
+                self._cache.move_to_end(adapter.task_id)
                 return adapter
             adapter = self.parse(task_id, weights, config)
             self._cache[task_id] = adapter

@@ -12,6 +12,7 @@ iteration's statistics, so dashboards and suites read the same series from the s
 
 The stand-in keeps its KV cache per sequence, not in blocks; its block gauges count the blocks of
 TOKENS_PER_BLOCK tokens that its sequences occupy, out of what max_batch_size x max_seq_len would need.
+With the fault metrics_families_missing (stand_in_faults.py) the request family is not published.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def _rss_bytes() -> int:
 
 
 class TrtllmMetrics:
-    def __init__(self, model_name: str, version: str, v1: bool, max_batch_size: int, max_seq_len: int, gpu_bytes=None):
+    def __init__(self, model_name: str, version: str, v1: bool, max_batch_size: int, max_seq_len: int, gpu_bytes=None,
+                 fault=lambda name: False):  # fmt: skip
         self.kind = "v1" if v1 else "inflight"
         self.max_batch_size = max_batch_size
         self.max_blocks = max_batch_size * _blocks(max_seq_len)
@@ -60,7 +62,10 @@ class TrtllmMetrics:
         self.iterations = 0
         self._families, self._gauges = [], {}
         labels = {"model": model_name, "version": version}
-        for key in ("request", "runtime_memory", "kv_cache", self.kind, "general"):
+        published = ("request", "runtime_memory", "kv_cache", self.kind, "general")
+        if fault("metrics_families_missing"):
+            published = published[1:]
+        for key in published:
             name, description, category, values = FAMILIES[key]
             family = pb_utils.MetricFamily(name=name, description=description, kind=pb_utils.MetricFamily.GAUGE)
             self._families.append(family)  # a family must outlive its metrics

@@ -8,6 +8,7 @@ Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
                            stop signal, cancellation) or not (one response per request, stop answered at once)
   exclude_input_in_output  default for requests that do not send the input of that name
   lora_cache_host_memory_bytes  LoRA adapters kept by task id before the oldest is evicted
+  stand_in_fault           a known upstream bug to reproduce (stand_in_faults.py), here or in its engine
 
 Every input of the served family is honoured or refused by name (inputs.py); it publishes TensorRT-LLM's metric
 families (metrics.py).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from functools import partial
 
@@ -28,12 +30,25 @@ from inflight import InflightScheduler, Job
 from inputs import check
 from metrics import TrtllmMetrics
 from outputs import complete_outputs, streamed_outputs
+from stand_in_faults import Faults
 from tensor_contract import RENAMED, RequestError, unpack_word_list
 from triton_io import flag, model_parameters
 
 V1, INFLIGHT = "V1", "inflight_fused_batching"
 MODEL_TYPES = {"V1": V1, "v1": V1, "inflight_batching": INFLIGHT, "inflight_fused_batching": INFLIGHT}
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# the faults that live in this model but show in its engine (generation.py, inflight.py, lora.py: shared with the
+# llmapi stand-in, which hands it its own) or its outputs (output_faults.py)
+ENGINE_FAULTS = (
+    "end_id_ignored", "end_id_pads_output", "max_tokens_off_by_one", "stop_words_one_token_late",
+    "greedy_not_deterministic", "seed_follows_batch_slot", "logits_perturbed", "lora_task_id_alone_not_found",
+    "lora_unknown_id_serves_another_adapter", "lora_one_adapter_for_whole_batch", "outputs_swapped_under_concurrency",
+    "inflight_serializes_requests", "stop_signal_ignored", "cancelled_request_keeps_its_slot",
+    "first_streamed_token_twice", "end_token_streamed_twice", "ttft_plus_30_percent", "throughput_minus_20_percent",
+    "output_log_probs_all_zero", "cum_log_probs_zero", "log_probs_all_zero", "output_log_probs_dtype_differs",
+    "sequence_length_ignores_end_id",
+)  # fmt: skip
+LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
 
 
 def _scalar(tensors: dict, name: str, row: int, default, cast):
@@ -88,14 +103,18 @@ class TritonPythonModel:
             )
         self.inflight = model_type == INFLIGHT
         self.exclude_input_default = flag(params.get("exclude_input_in_output"), False)
+        self.fault = Faults(params, "tensorrt_llm")
+        self.leaked: list[bytes] = []  # rss_grows_with_stop_words
         cache_bytes = params.get("lora_cache_host_memory_bytes")
-        load = partial(ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None)
+        self.engine_fault = self.fault.among(ENGINE_FAULTS)
+        load = partial(ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None,
+                       fault=self.engine_fault)  # fmt: skip
         self.scheduler = InflightScheduler(load, self._iteration) if self.inflight else None
         self.engine = self.scheduler.engine if self.inflight else load()
         pb_utils.Logger.log_info(f"reference tensorrt_llm stand-in: {params['gpt_model_path']} on {self.engine.describe()}")
         config = self.engine.build_config
         self.metrics = TrtllmMetrics(args["model_name"], args["model_version"], not self.inflight, config["max_batch_size"],
-                                     config["max_seq_len"], self.engine.gpu_bytes)  # fmt: skip
+                                     config["max_seq_len"], self.engine.gpu_bytes, self.fault)  # fmt: skip
         self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
 
     def _iteration(self, stats: dict) -> None:
@@ -124,6 +143,8 @@ class TritonPythonModel:
         batch = input_ids.shape[0]
         if lengths.shape[0] != batch:
             raise RequestError(f"input_lengths has {lengths.shape[0]} rows, input_ids has {batch}")
+        if "streaming" not in tensors and self.fault("missing_streaming_input_crashes"):
+            raise RequestError("streaming is None: a request without the optional streaming input is not executed")
         streaming = _scalar(tensors, "streaming", 0, False, bool)
         if batch > 1 and not self.decoupled:
             raise RequestError("Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy")
@@ -138,6 +159,8 @@ class TritonPythonModel:
             if _scalar(tensors, name, 0, False, bool):
                 raise RequestError(f"{name} needs an engine built with logits gathering; the reference backend has none")
         exclude = _scalar(tensors, "exclude_input_in_output", 0, self.exclude_input_default, bool)
+        if self.fault("prompt_echoed_despite_exclude"):
+            exclude = False
         parsed = []
         for row in range(batch):
             # TensorRT-LLM takes the ids of a request of one row as they are (input_lengths is not read for it)
@@ -145,6 +168,8 @@ class TritonPythonModel:
             if not 0 <= n <= input_ids.shape[1]:
                 raise RequestError(f"input_lengths[{row}] = {n} is outside [0, {input_ids.shape[1]}]")
             end_id = _scalar(tensors, "end_id", row, -1, int)
+            if end_id >= self.engine.vocab_size and self.fault("hostile_request_kills_model"):
+                os._exit(1)  # the model's process dies on an end_id past the vocabulary
             sampling = Sampling(
                 top_k=_scalar(tensors, "runtime_top_k", row, 0, int),
                 top_p=_scalar(tensors, "runtime_top_p", row, 0.0, float),
@@ -155,6 +180,8 @@ class TritonPythonModel:
                 min_length=_renamed(tensors, "min_length", row, 0, int),
                 seed=_renamed(tensors, "random_seed", row, 0, int),
             )
+            if self.fault("top_k_top_p_ignored"):  # neither reaches the sampler: greedy
+                sampling.top_k, sampling.top_p = 0, 0.0
             bias = tensors.get("embedding_bias")
             gen = GenerationRequest(
                 input_ids=[int(t) for t in input_ids[row, :n]],
@@ -173,6 +200,8 @@ class TritonPythonModel:
                 ),  # fmt: skip
             )
             self.engine.validate(gen)
+            if gen.stop_words and self.fault("rss_grows_with_stop_words"):
+                self.leaked.append(b"\x01" * LEAK_BYTES)  # written, so resident
             parsed.append(gen)
         return parsed, exclude, streaming
 
@@ -225,9 +254,11 @@ class TritonPythonModel:
                 sender.send(_error(error), flags=flags)
             elif not job.streaming:
                 if final:
-                    sender.send(_response(complete_outputs(job.sequence, exclude, batch_index)), flags=flags)
+                    outputs = complete_outputs(job.sequence, exclude, batch_index, self.engine_fault)
+                    sender.send(_response(outputs), flags=flags)
             elif tokens:
-                sender.send(_response(streamed_outputs(job.sequence, tokens, log_probs, batch_index)), flags=flags)
+                outputs = streamed_outputs(job.sequence, tokens, log_probs, batch_index, self.engine_fault)
+                sender.send(_response(outputs), flags=flags)
             elif flags:
                 sender.send(flags=flags)
         except Exception:  # noqa: S110 - the client closed its stream; the slot is freed all the same
@@ -242,7 +273,8 @@ class TritonPythonModel:
             if not final:
                 return
             with done:
-                responses[index] = _error(error) if error else _response(complete_outputs(job.sequence, exclude))
+                outputs = None if error else complete_outputs(job.sequence, exclude, fault=self.engine_fault)
+                responses[index] = _error(error) if error else _response(outputs)
                 done.notify()
 
         for index, request in enumerate(requests):
@@ -287,7 +319,7 @@ class TritonPythonModel:
         finally:
             self.metrics.iteration(active=0, scheduled=0, context=0, context_tokens=0, generation=0, sequence_lengths=[])
         for (i, exclude), seq in zip(owners, sequences, strict=True):
-            responses[i] = _response(complete_outputs(seq, exclude))
+            responses[i] = _response(complete_outputs(seq, exclude, fault=self.engine_fault))
         return responses
 
     def _static_step(self, size: int):

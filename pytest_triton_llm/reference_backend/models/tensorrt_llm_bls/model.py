@@ -7,7 +7,8 @@ A decoupled BLS model sends each tensorrt_llm response as soon as it is detokeni
 passed on as tensorrt_llm's `streaming`), then an empty final response; with accumulate_tokens every response
 holds the text so far. A BLS model that is not decoupled answers once per request.
 
-Parameters: tensorrt_llm_model_name (default tensorrt_llm), accumulate_tokens (default false).
+Parameters: tensorrt_llm_model_name (default tensorrt_llm), accumulate_tokens (default false); stand_in_fault
+(stand_in_faults.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from stand_in_faults import Faults
 from triton_io import flag, model_parameters
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -63,6 +65,13 @@ class TritonPythonModel:
         self.llm = params.get("tensorrt_llm_model_name", "tensorrt_llm")
         self.accumulate = flag(params.get("accumulate_tokens"), False)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
+        fault = Faults(params, "tensorrt_llm_bls")
+        # BLS inputs a known upstream bug leaves out of the tensorrt_llm request
+        self.not_forwarded = (
+            ("top_k", "top_p", "temperature") if fault("bls_ignores_sampling")
+            else ("temperature",) if fault("bls_drops_temperature")
+            else ()
+        )  # fmt: skip
 
     def execute(self, requests):
         if not self.decoupled:
@@ -86,7 +95,8 @@ class TritonPythonModel:
             if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
                 raise BlsError(f"input {name!r} needs a model this BLS does not run (draft model, multimodal encoder)")
         pre = [pb_utils.Tensor(target, tensors[name]) for name, target in TO_PREPROCESSING.items() if name in tensors]
-        core = {target: tensors[name] for name, target in TO_TENSORRT_LLM.items() if name in tensors}
+        core = {target: tensors[name] for name, target in TO_TENSORRT_LLM.items()
+                if name in tensors and name not in self.not_forwarded}  # fmt: skip
         for name in ("return_context_logits", "return_generation_logits"):  # always sent, as upstream's BLS does
             core.setdefault(name, np.zeros((batch, 1), dtype=bool))
         return pre, core
