@@ -76,7 +76,7 @@ def test_the_end_token_is_a_stop_with_no_stop_reason(triton_llm, prompts):
 
 
 @pytest.mark.functional
-@pytest.mark.triton_llm_requires("llmapi")
+@pytest.mark.triton_llm_requires("llmapi", "llmapi_perf_metrics")
 def test_optional_outputs_come_only_when_requested(triton_llm, prompts):
     # upstream's _create_response always sends text_output, the others only when their return_* input (or
     # sampling_param_return_perf_metrics) asks for them (model.py v0.19.0 on; helpers.get_output_config_from_request)
@@ -97,7 +97,7 @@ def test_the_prompt_is_returned_unless_excluded(triton_llm, prompts):
 
 
 @pytest.mark.functional
-@pytest.mark.triton_llm_requires("llmapi")
+@pytest.mark.triton_llm_requires("llmapi", "llmapi_perf_metrics")
 def test_a_repeated_prompt_reuses_its_kv_cache_blocks(triton_llm, prompts, equality_rule):
     # a prefix no earlier request had, then enough text for several blocks (32 tokens each on the PyTorch backend)
     prompt = f"Request {uuid.uuid4().hex}. " + " ".join(prompts.batch(6))
@@ -115,7 +115,7 @@ def test_a_repeated_prompt_reuses_its_kv_cache_blocks(triton_llm, prompts, equal
 
 
 @pytest.mark.functional
-@pytest.mark.triton_llm_requires("llmapi")
+@pytest.mark.triton_llm_requires("llmapi", "llmapi_perf_metrics")
 def test_timestamps_are_ordered_arrival_scheduled_first_token_last_token(triton_llm, prompts):
     raw = triton_llm.client.generate(prompts.completion["columbus"], 12, return_perf_metrics=True).raw
     arrival, scheduled, first, last = (output_number(raw, name) for name in TIMESTAMP_OUTPUTS)

@@ -213,8 +213,9 @@ def test_the_summary_has_a_budget_row_per_load_point_with_its_hardware():
     rows = [line.split() for line in lines]
     assert ["smollm2-135m:inflight", "concurrency=8", "cpu", "judged", "by", "budget", "#2",
             "[smollm2-135m.inflight.cpu.local]:", "ok", "not", "compared"] in rows  # fmt: skip
-    assert ["llama-8b:inflight", "concurrency=64", "NVIDIA", "H200", "not", "judged:"] == rows[-3][:6]
-    assert lines[-2:] == ["perf budgets: /tmp/mybudgets.toml", "perf budgets: fixtures/perf_budgets.toml"]
+    assert ["llama-8b:inflight", "concurrency=64", "NVIDIA", "H200", "not", "judged:"] == rows[-4][:6]
+    assert lines[-3:-1] == ["perf budgets: /tmp/mybudgets.toml", "perf budgets: fixtures/perf_budgets.toml"]
+    assert lines[-1] == "perf judged by: budgets (1 of 2 load points)"  # a nightly summary says whether anything did
     assert perf_lines({}) == []
 
 
