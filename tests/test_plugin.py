@@ -90,8 +90,10 @@ def test_tests_are_parametrized_by_deployment(project):
 def test_a_suite_without_a_lock_says_how_to_pass_one(pytester):
     pytester.makepyfile("def test_x(triton_llm): pass\ndef test_plain(): pass")
     result = pytester.runpytest()
-    result.stdout.fnmatch_lines(["*no engines lock at *engines.lock: run from the project root or pass --engines-lock PATH*"])
-    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the run
+    result.stderr.fnmatch_lines(
+        ["ERROR: no engines lock at *engines.lock: run from the project root or pass --engines-lock PATH"]
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # a setup error stops the run before any test
 
 
 def test_projects_without_the_plugins_fixtures_are_untouched(pytester):
