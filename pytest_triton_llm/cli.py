@@ -8,18 +8,12 @@ import sys
 from pathlib import Path
 
 from .cache_admin import CacheAdminError, list_cache, prune, render_listing, render_pruned
-from .engines.base import BuildError
-from .lock import LockError
+from .errors import TritonLLMError
+from .fault_campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
 from .options import DEFAULT_CACHE, DEFAULT_LOCK
-from .repository.fill import TemplateError
-from .runtimes import RuntimeUnavailable
-from .runtimes.server import ServerStartError
 from .serve import add_arguments, serve
-from .usage import OptionError
 
-# what `serve` reports as one line and exit 2: a user's input or this host, never a traceback
-SERVE_ERRORS = (LockError, OptionError, RuntimeUnavailable, BuildError, TemplateError, ServerStartError)
 
 
 def _add_cache_commands(commands) -> None:
@@ -82,6 +76,13 @@ def suites_argv(pytest_args: list[str], cwd: Path) -> list[str]:
     return argv + pytest_args
 
 
+def _faults(args: argparse.Namespace) -> int:
+    """The fault campaign runs the suites from the checkout's root (its engines.lock and pytest settings), else here."""
+    suites = suites_dir()
+    cwd = suites.parent if (suites.parent / "pyproject.toml").is_file() else Path.cwd()
+    return campaign(args, suites_argv([], cwd) if not args.list else [], cwd)
+
+
 def run(pytest_args: list[str]) -> int:
     """pytest in this process's place: a fresh interpreter, so pytest rewrites the plugin's asserts as usual."""
     os.execv(sys.executable, [sys.executable, "-m", "pytest", *suites_argv(pytest_args, Path.cwd())])
@@ -107,16 +108,21 @@ def main(argv: list[str] | None = None) -> int:
         "serve", help="build or reuse the engine, render and serve one deployment as the fixtures do, until Ctrl-C "
         "or SIGTERM"))  # fmt: skip
     _add_cache_commands(commands)
+    add_campaign_arguments(commands.add_parser(
+        "faults", help="run each stand-in fault of fixtures/faults.toml on its deployment, then clean runs: which tests "
+        "catch which fault (fault-table.md, reverse-table.md)"))  # fmt: skip
     commands.add_parser("run", help="run the suites shipped with the plugin: `run -m functional`, any pytest options "
                         "after it (default lock: ./engines.lock, else the packaged embedded default)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "cache":
         return _cache(args)
+    if args.command == "faults":
+        return _faults(args)
     if args.command == "serve":
         try:
             return serve(args)
-        except SERVE_ERRORS as exc:
-            print(f"pytest-triton-llm serve: error: {exc}", file=sys.stderr)
+        except TritonLLMError as exc:  # a user's input or this host: one line and exit 2, never a traceback
+            print(f"pytest-triton-llm serve: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
     return _matrix(args)
 

@@ -13,16 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .files import fixtures_dir
 from .schema import SchemaError, build, load_toml
 
 MODELS = ("tensorrt_llm", "preprocessing", "postprocessing", "tensorrt_llm_bls")
 NOT_CLEAN = "this is not a clean run: its results say what the suites catch, nothing about the stack"
-
-
-def fixtures_dir() -> Path:
-    """The suites' data: inside the installed package (a wheel), or at a checkout's root."""
-    package = Path(__file__).resolve().parent
-    return next(d for d in (package / "fixtures", package.parent / "fixtures") if d.is_dir())
 
 
 CATALOG = fixtures_dir() / "faults.toml"
@@ -43,6 +38,7 @@ class Fault:
     approximate: str = ""  # where the stand-in can only approximate the symptom, why
     pytest_args: tuple[str, ...] = ()  # what else the campaign passes (a saved baseline, a workload)
     keyword: str = ""  # the campaign's -k: only the tests that can see it (a perf fault's load points)
+    smoke: bool = False  # the campaign's --smoke runs it (a quick sample of the catalog, with the clean runs)
 
     def __post_init__(self):
         owner, _, number = self.issue.partition("#")
