@@ -135,9 +135,12 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts)
 
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
-def test_a_prompt_over_max_input_len_is_refused_and_the_server_keeps_serving(triton_llm, prompts):
+def test_a_prompt_that_leaves_no_room_under_max_seq_len_is_refused_and_the_server_keeps_serving(triton_llm, prompts):
+    # the PyTorch path checks no max_input_len; TensorRT-LLM 1.x's worker refuses a prompt whose deduced
+    # default_max_tokens (max_seq_len - prompt length) is not positive, and model.py wraps it: "Error generating request"
+    engine = triton_llm.ref.engine
     with pytest.raises(GenerationError, match="Error generating request"):
-        triton_llm.client.generate("word " * (triton_llm.ref.engine.max_input_len + 10), 4)
+        triton_llm.client.generate("word " * (engine.max_input_len + engine.max_output_len + 10), 4)
     assert triton_llm.client.generate(prompts.completion["fox"], 4).text
 
 

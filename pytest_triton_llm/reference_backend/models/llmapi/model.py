@@ -85,9 +85,10 @@ class TritonPythonModel:
         checkpoint = args_yaml["model"]
         self.tokenizer = load_tokenizer(args_yaml.get("tokenizer") or checkpoint)
         max_seq_len = int(args_yaml.get("max_seq_len") or 2048)
+        # the PyTorch path checks a prompt against max_num_tokens and what max_seq_len leaves, not max_input_len
         build_config = {"max_batch_size": int(args_yaml.get("max_batch_size") or 8), "max_seq_len": max_seq_len,
-                        "max_input_len": int(args_yaml.get("max_input_len") or max_seq_len),
-                        "max_output_len": max_seq_len}  # fmt: skip
+                        "max_input_len": max_seq_len, "max_output_len": max_seq_len}  # fmt: skip
+        self.max_num_tokens = int(args_yaml.get("max_num_tokens") or 8192)  # the LLM API's default
         lora = args_yaml.get("lora_config")
         if lora:
             modules = list(lora.get("lora_target_modules") or LORA_MODULES)
@@ -148,9 +149,13 @@ class TritonPythonModel:
         stops = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop")
         stops = [s.decode("utf-8") for s in stops.as_numpy().reshape(-1)] if stops is not None else []
         ids = self.tokenizer.encode(prompt)
-        limit = self.engine.build_config["max_input_len"]
-        if len(ids) > limit:
-            raise ValueError(f"The prompt length ({len(ids)}) exceeds max_input_len ({limit})")
+        if len(ids) > self.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch, no chunked prefill)
+            raise ValueError(f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
+                             f"({self.max_num_tokens})")  # fmt: skip
+        room = self.engine.build_config["max_seq_len"] - len(ids)
+        if room <= 0:  # the executor worker's deduced default_max_tokens (TensorRT-LLM 1.x)
+            raise ValueError(f"`default_max_tokens` ({room}) must be greater than 0: the prompt's {len(ids)} tokens leave "
+                             f"nothing of max_seq_len ({self.engine.build_config['max_seq_len']})")  # fmt: skip
         max_tokens = _scalar(request, "sampling_param_max_tokens")
         sampling = Sampling(
             top_k=int(_scalar(request, "sampling_param_top_k") or 0),

@@ -45,7 +45,7 @@ class TritonPythonModel:
                for q in query]  # fmt: skip
         if self.fault("bos_doubled") and self.tokenizer.bos_token_id is not None:  # a BOS before the prompt's own
             ids = [[self.tokenizer.bos_token_id, *i] for i in ids]
-        width = max(1, max(len(i) for i in ids))
+        width = max(len(i) for i in ids)  # 0 for an empty text that the tokenizer adds nothing to, as upstream sends it
         input_ids = np.full((batch, width), self.pad_id, dtype=np.int32)
         for row, seq in enumerate(ids):
             input_ids[row, : len(seq)] = seq
