@@ -257,7 +257,7 @@ class InflightScheduler:
         seq = job.sequence
         if seq.finished:
             self._finish(job, seq.finish_reason)
-        elif job.streaming:
+        elif job.streaming and not self.engine.fault("stream_held_until_the_end"):  # held: all of it comes with the end
             new = slice(job.streamed, len(seq.tokens))
             tokens, log_probs = seq.tokens[new], seq.log_probs[new]
             if job.streamed == 0 and self.engine.fault("first_streamed_token_twice"):

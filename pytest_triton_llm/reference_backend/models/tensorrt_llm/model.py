@@ -46,7 +46,7 @@ ENGINE_FAULTS = (
     "inflight_serializes_requests", "stop_signal_ignored", "cancelled_request_keeps_its_slot",
     "first_streamed_token_twice", "end_token_streamed_twice", "ttft_plus_30_percent", "throughput_minus_20_percent",
     "output_log_probs_all_zero", "cum_log_probs_zero", "log_probs_all_zero", "output_log_probs_dtype_differs",
-    "sequence_length_ignores_end_id",
+    "sequence_length_ignores_end_id", "stream_held_until_the_end",
 )  # fmt: skip
 LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
 
