@@ -334,6 +334,19 @@ class FaultOutcome:
         return self.result.run.fault
 
 
+NEVER_READY = "the session's server start"  # what caught a fault that keeps the deployment from loading
+
+
+def _never_ready(run: Run, out: Path) -> bool:
+    """The run's session stopped because its deployment's server died or hung before it was ready (runtimes/server.py)."""
+    try:
+        log = log_path(out, run.label).read_text(errors="replace")
+    except OSError:
+        return False
+    name = f"tritonserver for {run.deployment} "
+    return f"{name}stopped before it was ready" in log or f"{name}not ready after" in log
+
+
 def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome:
     """Caught: a test that the clean run ran without a failure (passed; or skipped, as the drift test is without a
     baseline) failed or errored with the fault in. A run that cannot tell (no report, not injected, no test, pytest's
@@ -341,6 +354,10 @@ def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome
     run, code = result.run, result.returncode
     if code is None:
         return FaultOutcome(result, HARNESS, f"not run: {run.clean} did not pass, so its baseline is not a clean one")
+    if code == 4 and clean is not None and clean.returncode == 0 and _never_ready(run, out):
+        # the session stops at once (one line, usage-error exit) when a deployment's models fail to load: the server
+        # the clean run served did not come up with the fault in
+        return FaultOutcome(result, CAUGHT, f"the session: {run.deployment} never became ready", [NEVER_READY])
     if result.report is None:
         return FaultOutcome(result, HARNESS, f"{_exit(code)} without a report: {log_path(out, run.label)}")
     if code not in (0, 1):

@@ -441,3 +441,21 @@ def test_every_reason_names_a_test_function_of_the_suites():
         functions |= {name for name in names if name.startswith("test_")}
         functions |= {f"{path.name}::{name}" for name in names if name.startswith("test_")}
     assert sorted(set(load_reasons()) - functions) == []
+
+
+def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session_start(tmp_path):
+    from pytest_triton_llm.fault_campaign import CAUGHT, NEVER_READY, Result, Run, judge_fault, log_path
+    from pytest_triton_llm.faults import load_catalog
+
+    fault = next(f for f in load_catalog().values() if f.name == "llmapi_missing_openai_module")
+    run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, clean="clean")
+    log_path(tmp_path, run.label).parent.mkdir(parents=True)
+    log_path(tmp_path, run.label).write_text(
+        f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {fault.deployment} stopped before it was ready (model "
+        "tensorrt_llm failed to load: ModuleNotFoundError: No module named 'openai')\n"
+    )
+    clean = Result(Run("clean", fault.deployment, fault.markers, "", ()), 0, 1.0, {"tests": []})
+    outcome = judge_fault(Result(run, 4, 1.0, None), clean, tmp_path)
+    assert (outcome.verdict, outcome.caught_by) == (CAUGHT, [NEVER_READY])
+    log_path(tmp_path, run.label).write_text("ERROR: --deployment smollm2-135m:nope: no such deployment\n")
+    assert judge_fault(Result(run, 4, 1.0, None), clean, tmp_path).verdict == "harness error"
