@@ -375,15 +375,22 @@ def test_jobs_2_runs_a_timed_run_alone_and_keeps_the_order(tmp_path, monkeypatch
     assert overlaps == {"clean m:inflight": set(), "clean m:v1": set(), "a": set(), "p": set()}  # clean m:v1 has perf
 
 
-def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, capsys):
-    faults = catalog(tmp_path, {"name": "drops_space"})
-    children = []
+def collect_then_run_forever(children: list):
+    """A start that answers the collection as the fake stack does and leaves every pytest run running (in `children`)."""
 
     def start(argv, cwd, log):
         if "--collect-only" in argv:
             return FakeStack()(argv, cwd, log)
         children.append(Done(None))
         return children[-1]
+
+    return start
+
+
+def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, capsys):
+    faults = catalog(tmp_path, {"name": "drops_space"})
+    children = []
+    start = collect_then_run_forever(children)
 
     def interrupt(seconds):
         raise KeyboardInterrupt
@@ -408,12 +415,7 @@ def test_a_stopped_pytest_process_gets_sigterm_even_where_sigint_is_ignored(tmp_
 def test_sigterm_stops_the_campaign_as_ctrl_c_does(tmp_path, monkeypatch):
     faults = catalog(tmp_path, {"name": "drops_space"})
     children = []
-
-    def start(argv, cwd, log):
-        if "--collect-only" in argv:
-            return FakeStack()(argv, cwd, log)
-        children.append(Done(None))
-        return children[-1]
+    start = collect_then_run_forever(children)
 
     monkeypatch.setattr(fault_campaign.time, "sleep", lambda seconds: signal.raise_signal(signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
@@ -445,9 +447,8 @@ def test_every_reason_names_a_test_function_of_the_suites():
 
 def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session_start(tmp_path):
     from pytest_triton_llm.fault_campaign import CAUGHT, NEVER_READY, Result, Run, judge_fault, log_path
-    from pytest_triton_llm.faults import load_catalog
 
-    fault = next(f for f in load_catalog().values() if f.name == "llmapi_missing_openai_module")
+    fault = fault_campaign.load_catalog()["llmapi_missing_openai_module"]
     run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, clean="clean")
     log_path(tmp_path, run.label).parent.mkdir(parents=True)
     log_path(tmp_path, run.label).write_text(
