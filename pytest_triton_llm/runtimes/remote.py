@@ -233,7 +233,7 @@ class RemoteRuntime:
         return engine, server
 
     def _discover(self, limits_needed: bool = True) -> list[Discovered]:
-        index = json.loads(self._post("/v2/repository/index", b"{}"))
+        index = self._decoded("/v2/repository/index", self._post("/v2/repository/index", b"{}"))
         ready = {m["name"] for m in index if m.get("state") == "READY"}
         if "tensorrt_llm" not in ready:
             raise RuntimeUnavailable(f"--triton-url {self.options.url}: no ready tensorrt_llm model "
@@ -314,7 +314,9 @@ class RemoteRuntime:
         return body
 
     def _json(self, path: str) -> dict:
-        body = self._get(path)
+        return self._decoded(path, self._get(path))
+
+    def _decoded(self, path: str, body: bytes):
         try:
             return json.loads(body)
         except ValueError:
