@@ -150,26 +150,34 @@ def _timed(markers) -> bool:
     return any(m in TIMED_MARKERS for m in markers)
 
 
-def _clean_run(deployment: str, faults: list[Fault], out: Path) -> Run:
+def _clean_label(deployment: str, timed: bool) -> str:
+    return f"clean {deployment}" + (" (timed)" if timed else "")
+
+
+def _clean_run(deployment: str, faults: list[Fault], out: Path, timed: bool) -> Run:
     markers = tuple(dict.fromkeys(m for f in faults for m in f.markers))
     keyword = ""
     if any(f.keyword for f in faults):  # a marker name in -k matches the tests that carry it
         keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in faults))
     saves = tuple(a for b in BASELINES if any(_uses(f, b) for f in faults)
                   for a in (b.save, str(baseline_path(out, b, deployment))))  # fmt: skip
-    return Run(f"clean {deployment}", deployment, markers, keyword, (*_clean_args(deployment, faults), *saves),
-               timed=_timed(markers))  # fmt: skip
+    return Run(_clean_label(deployment, timed), deployment, markers, keyword,
+               (*_clean_args(deployment, faults), *saves), timed=timed)  # fmt: skip
 
 
 def plan(faults: list[Fault], out: Path) -> list[Run]:
-    """The runs in the order they start: the clean runs, then the faults."""
+    """The runs in the order they are offered a slot: the clean runs (timed ones first: they run alone, best before
+    anything else has started), then the faults. A deployment's faults whose tests time something are judged by a
+    clean run of their own, which runs alone as they do; the rest by one that runs beside other runs."""
     for fault in faults:
         if not fault.markers:
             raise CampaignError(f"fault {fault.name} names no markers: its run would be the whole suite")
-    deployments = {f.deployment: [g for g in faults if g.deployment == f.deployment] for f in faults}
-    cleans = {d: _clean_run(d, rows, out) for d, rows in deployments.items()}
+    groups: dict[tuple[str, bool], list[Fault]] = {}
+    for fault in faults:
+        groups.setdefault((fault.deployment, _timed(fault.markers)), []).append(fault)
+    cleans = {key: _clean_run(key[0], rows, out, key[1]) for key, rows in sorted(groups.items(), key=lambda g: not g[0][1])}
     runs = [Run(f.name, f.deployment, f.markers, f.keyword, _fill(f.pytest_args, out, f.deployment), f,
-                clean=cleans[f.deployment].label, baseline=any(_uses(f, b) for b in BASELINES),
+                clean=cleans[f.deployment, _timed(f.markers)].label, baseline=any(_uses(f, b) for b in BASELINES),
                 timed=_timed(f.markers)) for f in faults]  # fmt: skip
     return [*cleans.values(), *runs]
 
@@ -257,8 +265,9 @@ def _read_report(path: Path) -> dict | None:
 def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path, out: Path,
             done: Callable[[Result], None], passed: Callable[[Result], bool]) -> list[Result]:  # fmt: skip
     """Runs up to `jobs` at once (a timed run alone); `done` hears of each as it ends. A run that reads a baseline starts
-    once its clean run has ended, and not at all if that one did not pass (`passed`). Ctrl-C stops the running
-    children."""
+    once its clean run has ended, and not at all if that one did not pass (`passed`). A timed run waits for every slot
+    to be free while the runs behind it fill them (no slot idles behind it); it starts once no untimed run is left to
+    start. Ctrl-C stops the running children."""
     pending, running, results = list(runs), {}, {}
     try:
         while pending or running:
@@ -270,8 +279,10 @@ def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path
                     results[run.label] = Result(run, None, 0.0, None)
                     done(results[run.label])
                     continue
-                if len(running) >= jobs or any(r.timed for r, _, _ in running.values()) or (run.timed and running):
+                if len(running) >= jobs or any(r.timed for r, _, _ in running.values()):
                     break
+                if run.timed and running:
+                    continue
                 pending.remove(run)
                 report_path(out, run.label).unlink(missing_ok=True)
                 running[run.label] = run, time.monotonic(), start(run.argv(base, out), cwd, log_path(out, run.label))
