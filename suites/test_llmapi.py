@@ -94,6 +94,7 @@ def test_the_prompt_is_returned_unless_excluded(triton_llm, prompts):
     echoed = triton_llm.client.generate(prompt, 8, exclude_input_in_output=False).text
     excluded = triton_llm.client.generate(prompt, 8, exclude_input_in_output=True).text
     assert echoed.startswith(prompt.strip()) and echoed.endswith(excluded)
+    assert not excluded.startswith(prompt.strip()) and len(excluded) < len(echoed), (echoed, excluded)
 
 
 @pytest.mark.functional

@@ -148,6 +148,8 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException("Streaming is only supported in decoupled mode.")
         stops = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop")
         stops = [s.decode("utf-8") for s in stops.as_numpy().reshape(-1)] if stops is not None else []
+        if self.fault("llmapi_stop_strings_ignored"):  # the stop strings never reach the sampler
+            stops = []
         ids = self.tokenizer.encode(prompt)
         if len(ids) > self.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch, no chunked prefill)
             raise ValueError(f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
@@ -163,7 +165,8 @@ class TritonPythonModel:
             temperature=float(_valued(_scalar(request, "sampling_param_temperature"), 1.0)),
             presence_penalty=float(_scalar(request, "sampling_param_presence_penalty") or 0.0),
             frequency_penalty=float(_scalar(request, "sampling_param_frequency_penalty") or 0.0),
-            seed=int(_scalar(request, "sampling_param_seed") or 0),
+            # llmapi_seed_ignored: every request samples with the default seed, whatever it asked for
+            seed=0 if self.fault("llmapi_seed_ignored") else int(_scalar(request, "sampling_param_seed") or 0),
         )
         generation = GenerationRequest(
             input_ids=ids, max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens),
@@ -177,6 +180,8 @@ class TritonPythonModel:
             raise ValueError(f"max_tokens must be positive, got {generation.max_new_tokens}")
         self.engine.validate(generation)
         exclude = bool(_scalar(request, "sampling_param_exclude_input_from_output") or False)
+        if self.fault("llmapi_exclude_input_ignored"):  # the prompt comes back whatever the request asked
+            exclude = False
         wanted = {name: bool(_scalar(request, name)) for name in
                   ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")}  # fmt: skip
         perf = bool(_scalar(request, "sampling_param_return_perf_metrics"))
