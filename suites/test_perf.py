@@ -109,7 +109,9 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
         if options.require_budget:
             problems.append(f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
                             f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
-                            f"{identity['workload']}) and --perf-require-budget asks for one")  # fmt: skip
+                            f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
+                            "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
+                            "run with --perf-compare")  # fmt: skip
 
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
         result["noisy"] = noisy_metrics
