@@ -66,6 +66,50 @@ def test_sigterm_stops_the_servers_like_ctrl_c(project, tmp_path):
     assert processes_mentioning(str(project.path / "basetemp")) == []
 
 
+def test_ctrl_c_then_sigterm_during_shutdown_still_stops_every_server(project, tmp_path):
+    """An impatient user: Ctrl-C, then kill while the session is stopping its server. The second signal must not
+    leave the tritonserver running with PPID 1."""
+    proc = start_waiting_session(project, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)  # the session is in its teardown, stopping the server
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, output
+    assert processes_mentioning(str(project.path / "basetemp")) == [], output[-3000:]
+
+
+OUTER = """
+import subprocess, sys
+from tests.conftest import run_child
+
+def test_runs_an_inner_pytest():
+    run_child([sys.executable, "-c", "import os, time; open({pid!r}, 'w').write(str(os.getpid())); time.sleep(600)"])
+
+def test_after_it():
+    open({after!r}, "w").write("ran")
+"""
+
+
+def test_ctrl_c_on_the_outer_run_stops_its_inner_pytest_and_the_run(pytester, tmp_path):
+    """`pytest tests` interrupted while a test waits on an inner process (test_wheel, the end-to-end test): the inner
+    process gets the signal and ends, and the outer run stops instead of going on to the next test."""
+    pid, after = tmp_path / "inner.pid", tmp_path / "after"
+    pytester.makepyfile(test_outer=OUTER.format(pid=str(pid), after=str(after)))
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:triton_llm"],
+                            cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not pid.exists() or not pid.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert not Path(f"/proc/{pid.read_text()}").exists(), "the inner process outlived the run"
+    assert not after.exists(), output
+
+
 def test_a_server_that_dies_fails_its_tests_with_its_log_and_other_deployments_run(project):
     project.makepyfile(
         test_death="""
