@@ -205,19 +205,20 @@ def _greedy(served, prompt: str, lora=None) -> str:
 
 
 @pytest.mark.lora
-@pytest.mark.triton_llm_requires("llmapi", "lora")
+@pytest.mark.triton_llm_requires("llmapi", "lora_path")
 def test_an_adapter_named_by_lora_path_changes_the_output_and_its_lora_id_gives_it_again(triton_llm, lora_requests,
-                                                                                        prompts):  # fmt: skip
+                                                                                        prompts, equality_rule):  # fmt: skip
     prompt = prompts.completion["fox"]
     outputs = {"base": _greedy(triton_llm, prompt)}
     for name, lora in lora_requests.items():
         outputs[name] = _greedy(triton_llm, prompt, lora)
-        assert _greedy(triton_llm, prompt, lora) == outputs[name], f"{name}: the cached adapter answered differently"
+        again = compare_texts([outputs[name]], [_greedy(triton_llm, prompt, lora)], equality_rule, triton_llm.tokenizer)
+        assert again.passed, f"{name}: the cached adapter answered differently: {again.report(labels=[name])}"
     assert len(set(outputs.values())) == len(outputs), outputs
 
 
 @pytest.mark.lora
-@pytest.mark.triton_llm_requires("llmapi", "lora")
+@pytest.mark.triton_llm_requires("llmapi", "lora_path")
 def test_adapters_and_the_base_model_in_one_batch_equal_their_solo_outputs(triton_llm, lora_requests, prompts,
                                                                           equality_rule):  # fmt: skip
     loras = [None, *lora_requests.values()]
@@ -232,7 +233,7 @@ def test_adapters_and_the_base_model_in_one_batch_equal_their_solo_outputs(trito
 
 
 @pytest.mark.lora
-@pytest.mark.triton_llm_requires("llmapi", "lora")
+@pytest.mark.triton_llm_requires("llmapi", "lora_path")
 def test_lora_inputs_come_together_and_lora_path_must_exist_on_the_server(triton_llm, lora_requests, prompts):
     # both texts are upstream's (helpers.get_lora_request_from_request), wrapped as model.py wraps every failure
     lora_id, name, _ = next(iter(lora_requests.values()))

@@ -208,6 +208,8 @@ class TritonPythonModel:
             raise ValueError("LoRA request on a model loaded without lora_config in model.yaml")
         if source != "hf":
             raise ValueError("the reference stand-in reads Hugging Face (peft) adapters only, not NeMo checkpoints")
+        if self.fault("llmapi_lora_inputs_ignored"):  # before LoRA support: the inputs are taken, the base model serves
+            return None
         task_id = int(given["lora_id"])
         if task_id in lora.cached_task_ids():
             return lora.resolve(task_id, None, None)
