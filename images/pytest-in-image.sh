@@ -16,7 +16,8 @@ shift
 cache=${ENGINE_CACHE:-$HOME/.cache/pytest-triton-llm}
 mkdir -p out "$cache"
 # shellcheck disable=SC2086  # DOCKER_RUN_ARGS is a list of arguments
-exec docker run --rm --network none --shm-size=2g ${DOCKER_RUN_ARGS:-} \
+# DOCKER_RUN_ARGS come last, so that they may replace an --env given here (e.g. PYTHONPATH)
+exec docker run --rm --network none --shm-size=2g \
   --volume "$PWD:/src:ro" --volume "$PWD/out:/src/out:rw" --volume "$cache:/cache:rw" \
-  --env PYTHONPATH=/src --env PYTHONDONTWRITEBYTECODE=1 --workdir /src \
+  --env PYTHONPATH=/src --env PYTHONDONTWRITEBYTECODE=1 --workdir /src ${DOCKER_RUN_ARGS:-} \
   "$image" python3 -m pytest -p no:cacheprovider --engines-cache /cache --basetemp /src/out/in-image-tmp "$@"

@@ -50,7 +50,9 @@ def hf_checkpoint(tmp_path: Path) -> Path:
     return checkpoint
 
 
-def tensorrtllm_lock(tmp_path: Path, checkpoint: Path) -> Path:
+def tensorrtllm_lock(tmp_path: Path, checkpoint: Path, checkpoint_there: Path | None = None) -> Path:
+    """The lock of one tensorrtllm engine built from `checkpoint` (named as `checkpoint_there` where the run that reads
+    the lock sees it elsewhere, e.g. inside a container)."""
     lock = tmp_path / "tensorrtllm.lock"
     lock.write_text(f"""version = 1
 
@@ -62,7 +64,7 @@ max_input_len = 1024
 max_output_len = 256
 
 [engines.smollm2-trtllm.source]
-path = "{checkpoint}"
+path = "{checkpoint_there or checkpoint}"
 file = "model.safetensors"
 sha256 = "{file_sha256(checkpoint / 'model.safetensors')}"
 
@@ -111,3 +113,34 @@ def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functiona
     rendered = json.loads(Path(record["server_log"]).parent.joinpath("model_repository.rendered.json").read_text())
     assert rendered["values"]["tokenizer_dir"] == str(engine / "tokenizer")
     assert rendered["values"]["triton_backend"] == "tensorrtllm"  # rendered for the C++ backend, then swapped
+
+
+@pytest.mark.container
+def test_in_the_local_cpu_image_the_same_deployment_serves_upstreams_python_models_of_the_tag(cpu_image):
+    """The same deployment inside the local CPU image (images/pytest-in-image.sh, as a nightly job runs in an NGC
+    image): the image's /opt/tritonserver serves the 24.10 family's repository, upstream's v0.14.0 python models
+    serve the text around the stand-in engine, the report names their tag and commit, and the functional suite passes."""
+    work = ROOT / "out" / "e2e-in-image"  # the checkout's out/ is the container's /src/out (read-write)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    inside = Path("/src/out/e2e-in-image")
+    checkpoint = hf_checkpoint(work)
+    tensorrtllm_lock(work, checkpoint, inside / checkpoint.name)
+    stand_in = "/src/tests/stand_ins/tensorrt_llm"
+    docker_args = (f"--volume {UPSTREAM}:/upstream:ro --env PYTHONPATH=/src:{stand_in}/site --env "
+                   f"PATH={stand_in}/bin:/opt/venv/bin:/opt/tritonserver/bin:/usr/local/bin:/usr/bin:/bin")  # fmt: skip
+    argv = ["bash", str(ROOT / "images" / "pytest-in-image.sh"), cpu_image, "suites", "-m", "functional",
+            "--engines-lock", str(inside / "tensorrtllm.lock"), "--trtllm-examples", f"{stand_in}/examples",
+            "--trtllm-stand-in", "--trtllm-models", "/upstream", "--triton-image", "24.10-trtllm", "--triton-runtime",
+            "local", "--triton-llm-report", str(inside / "report.json"), "-q", "-rfEs"]  # fmt: skip
+    done = run_child(argv, cwd=ROOT, env={**os.environ, "DOCKER_RUN_ARGS": docker_args}, timeout=1700)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " failed" not in summary and int(summary.split(" passed")[0].split()[-1]) >= 15, summary
+    assert "starting /opt/tritonserver/bin/tritonserver (the serving image's)" in done.stdout + done.stderr
+    record = json.loads((work / "report.json").read_text())["deployments"]["smollm2-trtllm:inflight"]
+    assert record["backend"] == "tensorrtllm" and record["tensorrt_llm_model"].startswith("reference stand-in")
+    code = record["model_code"]
+    assert code["tensorrt_llm"] == "project stand-in"
+    for model in PYTHON_MODELS:
+        assert code[model] == f"{UPSTREAM_CODE}, from --trtllm-models /upstream", code
