@@ -83,7 +83,7 @@ class Run:
     fault: Fault | None = None
     clean: str | None = None  # a fault's: the label of its deployment's clean run, which judges it
     baseline: bool = False  # a fault's: it reads the baseline its clean run saves (starts after it; not if it failed)
-    timed: bool = False  # runs alone: its tests measure speed
+    alone: bool = False  # nothing runs beside it: its tests measure speed, or it is a clean run
 
     def argv(self, base: list[str], out: Path) -> list[str]:
         selection = ["-m", " or ".join(self.markers), "--deployment", self.deployment]
@@ -150,35 +150,29 @@ def _timed(markers) -> bool:
     return any(m in TIMED_MARKERS for m in markers)
 
 
-def _clean_label(deployment: str, timed: bool) -> str:
-    return f"clean {deployment}" + (" (timed)" if timed else "")
-
-
-def _clean_run(deployment: str, faults: list[Fault], out: Path, timed: bool) -> Run:
+def _clean_run(deployment: str, faults: list[Fault], out: Path) -> Run:
     markers = tuple(dict.fromkeys(m for f in faults for m in f.markers))
     keyword = ""
     if any(f.keyword for f in faults):  # a marker name in -k matches the tests that carry it
         keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in faults))
     saves = tuple(a for b in BASELINES if any(_uses(f, b) for f in faults)
                   for a in (b.save, str(baseline_path(out, b, deployment))))  # fmt: skip
-    return Run(_clean_label(deployment, timed), deployment, markers, keyword,
-               (*_clean_args(deployment, faults), *saves), timed=timed)  # fmt: skip
+    # alone: every fault of its deployment waits on it to be judged, and it is the longest run; beside another run its
+    # CPU-bound stand-in got half the cores and took 5x as long (a 2-core campaign of 2026-11-26)
+    return Run(f"clean {deployment}", deployment, markers, keyword, (*_clean_args(deployment, faults), *saves),
+               alone=True)  # fmt: skip
 
 
 def plan(faults: list[Fault], out: Path) -> list[Run]:
-    """The runs in the order they are offered a slot: the clean runs (timed ones first: they run alone, best before
-    anything else has started), then the faults. A deployment's faults whose tests time something are judged by a
-    clean run of their own, which runs alone as they do; the rest by one that runs beside other runs."""
+    """The runs in the order they are offered a slot: the clean runs, then the faults."""
     for fault in faults:
         if not fault.markers:
             raise CampaignError(f"fault {fault.name} names no markers: its run would be the whole suite")
-    groups: dict[tuple[str, bool], list[Fault]] = {}
-    for fault in faults:
-        groups.setdefault((fault.deployment, _timed(fault.markers)), []).append(fault)
-    cleans = {key: _clean_run(key[0], rows, out, key[1]) for key, rows in sorted(groups.items(), key=lambda g: not g[0][1])}
+    deployments = {f.deployment: [g for g in faults if g.deployment == f.deployment] for f in faults}
+    cleans = {d: _clean_run(d, rows, out) for d, rows in deployments.items()}
     runs = [Run(f.name, f.deployment, f.markers, f.keyword, _fill(f.pytest_args, out, f.deployment), f,
-                clean=cleans[f.deployment, _timed(f.markers)].label, baseline=any(_uses(f, b) for b in BASELINES),
-                timed=_timed(f.markers)) for f in faults]  # fmt: skip
+                clean=cleans[f.deployment].label, baseline=any(_uses(f, b) for b in BASELINES),
+                alone=_timed(f.markers)) for f in faults]  # fmt: skip
     return [*cleans.values(), *runs]
 
 
@@ -264,10 +258,10 @@ def _read_report(path: Path) -> dict | None:
 
 def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path, out: Path,
             done: Callable[[Result], None], passed: Callable[[Result], bool]) -> list[Result]:  # fmt: skip
-    """Runs up to `jobs` at once (a timed run alone); `done` hears of each as it ends. A run that reads a baseline starts
-    once its clean run has ended, and not at all if that one did not pass (`passed`). A timed run waits for every slot
-    to be free while the runs behind it fill them (no slot idles behind it); it starts once no untimed run is left to
-    start. Ctrl-C stops the running children."""
+    """Runs up to `jobs` at once (a run marked alone by itself); `done` hears of each as it ends. A run that reads a
+    baseline starts once its clean run has ended, and not at all if that one did not pass (`passed`). A run that must
+    go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind it). Ctrl-C
+    stops the running children."""
     pending, running, results = list(runs), {}, {}
     try:
         while pending or running:
@@ -279,9 +273,9 @@ def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path
                     results[run.label] = Result(run, None, 0.0, None)
                     done(results[run.label])
                     continue
-                if len(running) >= jobs or any(r.timed for r, _, _ in running.values()):
+                if len(running) >= jobs or any(r.alone for r, _, _ in running.values()):
                     break
-                if run.timed and running:
+                if run.alone and running:
                     continue
                 pending.remove(run)
                 report_path(out, run.label).unlink(missing_ok=True)

@@ -144,26 +144,12 @@ def test_each_run_is_its_own_pytest_with_its_selection_basetemp_and_report(tmp_p
 
 
 def test_a_clean_run_selects_every_faults_keyword_or_its_markers(tmp_path):
-    faults = catalog(tmp_path, {"name": "drops_space", "markers": '["streaming", "invariants"]'},
-                     {"name": "fox", "markers": '["functional"]', "keyword": '"fox"'})  # fmt: skip
+    faults = catalog(tmp_path, {"name": "slow", "markers": '["perf"]', "keyword": '"concurrency_1"'},
+                     {"name": "drops_space", "markers": '["streaming", "invariants"]'})  # fmt: skip
     run = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[0]
-    assert (run.label, run.markers, run.keyword) == ("clean m:inflight", ("streaming", "invariants", "functional"),
-                                                     "(streaming or invariants) or (fox)")  # fmt: skip
-    assert not run.timed
-
-
-def test_timed_faults_get_a_clean_run_of_their_own_that_runs_alone_and_first(tmp_path):
-    """A deployment's perf faults are judged by a clean run as timed as theirs; its other faults by one that may run
-    beside other runs: the untimed tests of the clean run no longer hold both cores."""
-    faults = catalog(tmp_path, {"name": "drops_space", "markers": '["streaming"]'},
-                     {"name": "slow", "markers": '["perf"]', "keyword": '"concurrency_1"'})  # fmt: skip
-    runs = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)
-    assert [(r.label, r.markers, r.keyword, r.timed, r.clean) for r in runs] == [
-        ("clean m:inflight (timed)", ("perf",), "(concurrency_1)", True, None),
-        ("clean m:inflight", ("streaming",), "", False, None),
-        ("drops_space", ("streaming",), "", False, "clean m:inflight"),
-        ("slow", ("perf",), "concurrency_1", True, "clean m:inflight (timed)"),
-    ]
+    assert (run.label, run.markers, run.keyword) == ("clean m:inflight", ("perf", "streaming", "invariants"),
+                                                     "(concurrency_1) or (streaming or invariants)")  # fmt: skip
+    assert run.alone
 
 
 def test_a_missed_fault_exits_1_and_says_no(tmp_path, capsys):
@@ -265,8 +251,8 @@ def test_a_fault_whose_baseline_run_failed_is_not_run(tmp_path):
     assert run_campaign(tmp_path, faults, stack) == 1
     assert [a for a in stack.argvs if "--stand-in-fault" in a] == []
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
-    assert (outcome["verdict"], outcome["why"]) == ("harness error", "not run: clean m:inflight (timed) did not pass, "
-                                                    "so its baseline is not a clean one")  # fmt: skip
+    assert (outcome["verdict"], outcome["why"]) == ("harness error", "not run: clean m:inflight did not pass, so its "
+                                                    "baseline is not a clean one")  # fmt: skip
 
 
 def test_a_clean_run_passes_the_arguments_of_all_its_rows_but_those_that_read_a_baseline(tmp_path):
@@ -274,10 +260,10 @@ def test_a_clean_run_passes_the_arguments_of_all_its_rows_but_those_that_read_a_
                      {"name": "drift", "markers": '["accuracy"]', "pytest_args": '["--accuracy-dataset=cnn.json", '
                       '"--accuracy-baseline", "{accuracy_baseline}", "--accuracy-strict"]'},
                      {"name": "slower", "markers": '["perf"]', "pytest_args": '["--perf-workload=smoke"]'})  # fmt: skip
-    timed, clean = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[:2]
+    clean = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[0]
     baseline = str(tmp_path / "baselines" / "accuracy-baseline-m_inflight.json")
-    assert timed.args == ("--perf-workload", "smoke")  # the perf rows' clean run
-    assert clean.args == ("--accuracy-dataset=cnn.json", "--accuracy-strict", "--accuracy-save", baseline)
+    assert clean.args == ("--perf-workload", "smoke", "--accuracy-dataset=cnn.json", "--accuracy-strict",
+                          "--accuracy-save", baseline)  # fmt: skip
 
 
 def test_rows_of_one_deployment_that_give_an_option_different_values_are_refused(tmp_path, capsys):
@@ -376,20 +362,18 @@ def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[
     return overlaps
 
 
-def test_jobs_2_runs_a_fault_beside_its_clean_run_but_one_that_reads_a_baseline_after_it(tmp_path, monkeypatch):
+def test_jobs_2_runs_the_clean_runs_alone_first_then_two_faults_at_once(tmp_path, monkeypatch):
     overlaps = run_two_at_once(tmp_path, monkeypatch, {"name": "a"},
                                {"name": "b", "pytest_args": '["--accuracy-baseline", "{accuracy_baseline}"]'},
                                {"name": "c", "deployment": "m:v1"}, long="clean m:inflight")  # fmt: skip
-    assert overlaps == {"clean m:inflight": {"clean m:v1", "a"}, "clean m:v1": {"clean m:inflight"},
-                        "a": {"clean m:inflight"}, "b": {"c"}, "c": {"b"}}  # fmt: skip
+    assert overlaps == {"clean m:inflight": set(), "clean m:v1": set(), "a": {"b"}, "b": {"a"}, "c": set()}
 
 
 def test_jobs_2_runs_a_timed_run_alone_while_untimed_runs_behind_it_take_the_free_slot(tmp_path, monkeypatch):
-    overlaps = run_two_at_once(tmp_path, monkeypatch, {"name": "a"}, {"name": "p", "markers": '["perf"]', "deployment": "m:v1"},
+    overlaps = run_two_at_once(tmp_path, monkeypatch, {"name": "a"}, {"name": "p", "markers": '["perf"]'},
                                {"name": "b"}, long="a")  # fmt: skip
-    # the timed clean run first, alone; p waits for both slots while b runs beside the long a, then runs alone
-    assert overlaps == {"clean m:v1": set(), "clean m:inflight": {"a"}, "a": {"clean m:inflight", "b"},
-                        "b": {"a"}, "p": set()}  # fmt: skip
+    # p waits for both slots while b runs beside the long a, then p runs alone
+    assert overlaps == {"clean m:inflight": set(), "a": {"b"}, "b": {"a"}, "p": set()}
 
 
 def collect_then_run_forever(children: list):
@@ -414,7 +398,7 @@ def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(fault_campaign.time, "sleep", interrupt)
     assert campaign(arguments("--out", str(tmp_path / "out")), ["suites"], tmp_path, start=start, catalog=faults) == 130
-    assert [c.stopped for c in children] == [True, True]  # the clean run and the fault, two at once
+    assert [c.stopped for c in children] == [True]  # the clean run, which runs alone
     assert "pytest-triton-llm faults: interrupted after 0:00; every running pytest was stopped" in capsys.readouterr().err
 
 
@@ -437,7 +421,7 @@ def test_sigterm_stops_the_campaign_as_ctrl_c_does(tmp_path, monkeypatch):
     monkeypatch.setattr(fault_campaign.time, "sleep", lambda seconds: signal.raise_signal(signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
     assert campaign(arguments("--out", str(tmp_path / "out")), ["suites"], tmp_path, start=start, catalog=faults) == 130
-    assert [c.stopped for c in children] == [True, True]  # the clean run and the fault, two at once
+    assert [c.stopped for c in children] == [True]  # the clean run, which runs alone
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -450,8 +434,7 @@ def test_the_faults_command_is_wired_into_the_cli(capsys):
 def test_the_packaged_catalog_makes_a_campaign_plan(tmp_path):
     runs = plan(list(fault_campaign.load_catalog().values()), tmp_path)
     faults = [r for r in runs if r.fault is not None]
-    assert {r.label for r in runs if r.fault is None} == {r.clean for r in faults}
-    assert {r.clean for r in faults} == {f"clean {r.deployment}" + (" (timed)" if r.timed else "") for r in faults}
+    assert {r.label for r in runs if r.fault is None} == {f"clean {r.deployment}" for r in faults}
 
 
 def test_every_reason_names_a_test_function_of_the_suites():
