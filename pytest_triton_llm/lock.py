@@ -282,6 +282,8 @@ class Engine:
                 del data["source"][key]
         if self.source.dummy is not None:  # the config's content, not where this checkout keeps it
             data["source"] = {"dummy": self.source.dummy.identity()}
+        if data["lora"] is not None:  # the LoRA cache's size is the server's (config.pbtxt), not trtllm-build's
+            data["lora"]["cache_host_memory_bytes"] = None
         return data
 
     @property

@@ -75,6 +75,16 @@ def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
     assert "deployments" not in base.recipe()
 
 
+def test_the_lora_cache_size_is_serving_so_it_keeps_the_engines_cache_key(lock_text, tmp_path):
+    base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
+    sized = load_lock(write(tmp_path, lock_text.replace('target_modules = ["attn_q", "attn_k", "attn_v"]',
+                                                        'target_modules = ["attn_q", "attn_k", "attn_v"]\n'
+                                                        "cache_host_memory_bytes = 8388608", 1)))  # fmt: skip
+    assert sized.engines["smollm2-135m"].lora.cache_host_memory_bytes == 8388608
+    assert sized.engines["smollm2-135m"].recipe() == base.recipe()
+    assert base.recipe()["lora"]["cache_host_memory_bytes"] is None  # as before: existing cache keys stay valid
+
+
 def test_the_default_architecture_keeps_existing_cache_keys(lock_text, tmp_path):
     base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
     gemma = load_lock(write(tmp_path, lock_text.replace('dtype = "float32"', 'dtype = "float32"\narchitecture = "gemma"', 1)))
