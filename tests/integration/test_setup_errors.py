@@ -13,7 +13,6 @@ import sys
 
 import pytest
 
-from ..conftest import ROOT
 from ..fake_triton import DROP, FakeTriton
 
 pytestmark = pytest.mark.integration
