@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ..conftest import processes_mentioning
+from ..conftest import ROOT, processes_mentioning
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -95,8 +95,7 @@ def test_ctrl_c_on_the_outer_run_stops_its_inner_pytest_and_the_run(pytester, tm
     process gets the signal and ends, and the outer run stops instead of going on to the next test."""
     pid, after = tmp_path / "inner.pid", tmp_path / "after"
     pytester.makepyfile(test_outer=OUTER.format(pid=str(pid), after=str(after)))
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:triton_llm"],
                             cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     deadline = time.monotonic() + 60
