@@ -110,13 +110,15 @@ class DeploymentManager:
                                                           self.runtime.build_site)  # fmt: skip
         return self.engines[ref.engine_name]
 
-    def serve(self, ref: DeploymentRef) -> ServedDeployment:
+    def serve(self, ref: DeploymentRef, clean: bool = False) -> ServedDeployment:
+        """The deployment's server, started on first use; `clean`: without the session's stand-in fault."""
         if ref.id in self.served:
             self.users[ref.id] += 1
             return self.served[ref.id]
         self._stop_idle()  # the one server held for a switch back is not needed: free its memory first
         start = time.monotonic()
         runtime = self.runtime
+        fault = None if clean else self.fault
         attached, swapped = runtime.attach(ref), False
         if attached is not None:  # served by itself (a remote server): nothing built, rendered or started
             (engine, server), engine_s, repository = attached, 0.0, Path("(remote)")
@@ -130,10 +132,10 @@ class DeploymentManager:
                 base = self.workdir / f"{_slug(ref.id)}-{restart}"
             backend = backend_of(ref.engine.backend)
             repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
-                                        runtime.engine_dir_in_server(engine.name), self._render_site(backend))  # fmt: skip
+                                        runtime.engine_dir_in_server(engine.name), self._render_site(backend, fault))  # fmt: skip
             swapped = self.trtllm_stand_in and not backend.stand_in
             if swapped:
-                self._swap_in(ref, repository)
+                self._swap_in(ref, repository, fault)
             server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
                                           self.start_timeout_s, ref.engine.world_size,
                                           gpu=backend.needs_gpu and not swapped))  # fmt: skip
@@ -155,7 +157,7 @@ class DeploymentManager:
             **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
             "model_code": model_code(repository),
             "served_by": self._served_by(ref, repository, attached is not None),
-            **self._fault_record(ref, repository),
+            **self._fault_record(ref, repository, fault),
             **weights_record(ref),
             "batching": ref.options.batching,
             "layout": ref.layout,
@@ -173,24 +175,24 @@ class DeploymentManager:
         }
         return served
 
-    def _render_site(self, backend) -> RenderSite:
-        fault = self.fault.name if self.fault is not None else None
+    def _render_site(self, backend, fault: Fault | None) -> RenderSite:
+        name = fault.name if fault is not None else None
         if backend.stand_in:
-            return RenderSite(fault=fault)
+            return RenderSite(fault=name)
         return RenderSite(cache=self.cache, trtllm_models=self.trtllm_models,
-                          image_models=self.runtime.python_models_in_image(), fault=fault)  # fmt: skip
+                          image_models=self.runtime.python_models_in_image(), fault=name)  # fmt: skip
 
-    def _swap_in(self, ref: DeploymentRef, repository: Path) -> None:
+    def _swap_in(self, ref: DeploymentRef, repository: Path, fault: Fault | None) -> None:
         """--trtllm-stand-in: the tensorrt_llm model (the llmapi model's code, or the C++ backend's model) served by the
         reference stand-in, the rest as rendered; rendered.json's model_code says so."""
-        fault = self.fault.name if self.fault is not None else None
+        name = fault.name if fault is not None else None
         if ref.layout == "llmapi":
             stand_in.copy_llmapi(repository / "tensorrt_llm" / "1")
             config = repository / "tensorrt_llm" / "config.pbtxt"
-            config.write_text(stand_in.marked(config.read_text(), fault))
+            config.write_text(stand_in.marked(config.read_text(), name))
             swapped = ["tensorrt_llm"]
         else:
-            swapped = stand_in.swap_in(repository, fault)
+            swapped = stand_in.swap_in(repository, name)
         rendered = repository.parent / f"{repository.name}.rendered.json"
         record = json.loads(rendered.read_text())
         record["model_code"] = {**record.get("model_code", {}), **dict.fromkeys(swapped, STAND_IN)}
@@ -208,16 +210,19 @@ class DeploymentManager:
         entry = self.runtime.entry
         return f"TensorRT-LLM {entry.tensorrt_llm} ({path})" if entry is not None else f"TensorRT-LLM ({path}, version not known)"
 
-    def _fault_record(self, ref: DeploymentRef, repository: Path) -> dict:
+    def _fault_record(self, ref: DeploymentRef, repository: Path, fault: Fault | None) -> dict:
         """Whether the session's fault is in this deployment's stand-in, for the record (and the summary)."""
         if self.fault is None:
             return {}
-        why = injected(self.fault, ref.layout, model_code(repository), STAND_IN)
+        if fault is None:  # the clean reference of --perf-against
+            self.progress.say(f"server {ref.id}: served clean, without the stand-in fault {self.fault.name}")
+            return {"stand_in_fault": {"name": self.fault.name, "injected": False, "why": "the clean reference"}}
+        why = injected(fault, ref.layout, model_code(repository), STAND_IN)
         if why is None:
-            self.progress.say(f"server {ref.id}: STAND-IN FAULT {self.fault.name} injected into {self.fault.model}")
-            return {"stand_in_fault": {"name": self.fault.name, "injected": True, "model": self.fault.model}}
-        self.progress.say(f"server {ref.id}: stand-in fault {self.fault.name} not injected: {why}")
-        return {"stand_in_fault": {"name": self.fault.name, "injected": False, "why": why}}
+            self.progress.say(f"server {ref.id}: STAND-IN FAULT {fault.name} injected into {fault.model}")
+            return {"stand_in_fault": {"name": fault.name, "injected": True, "model": fault.model}}
+        self.progress.say(f"server {ref.id}: stand-in fault {fault.name} not injected: {why}")
+        return {"stand_in_fault": {"name": fault.name, "injected": False, "why": why}}
 
     def release(self, deployment_id: str) -> None:
         """A fixture is done with the deployment; its server stays up, idle, while nothing else starts."""

@@ -95,6 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_ACCURACY] = accuracy_options.AccuracyOptions.from_config(config)
         config.stash[_PERF] = perf_options.PerfOptions.from_config(config)
         session = TritonLLMSession(core, Progress(_progress_writer(config)))
+        if against := config.stash[_PERF].against:  # a name the lock lacks stops the run before any server starts
+            session.reference_ref(against)
     except TritonLLMError as exc:  # one line naming what to fix, exit code 4
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
@@ -304,6 +306,21 @@ def triton_llm_accuracy_options(request: pytest.FixtureRequest) -> accuracy_opti
 def triton_llm_perf_options(request: pytest.FixtureRequest) -> perf_options.PerfOptions:
     """The --perf-* options, checked (the --perf-compare baseline read)."""
     return request.config.stash[_PERF]
+
+
+@pytest.fixture(scope="session")
+def triton_llm_perf_reference(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """--perf-against's deployment, served clean by a server of its own for the whole session; None without it."""
+    state, against = request.config.stash[_SESSION], request.config.stash[_PERF].against
+    if against is None:
+        yield None
+        return
+    try:
+        served = state.serve(state.reference_ref(against), tmp_path_factory, clean=True)
+    except TritonLLMError as exc:
+        stop_session(exc)
+    yield served
+    state.release(served.id)
 
 
 def perf_settings(config: pytest.Config) -> perf_options.PerfOptions:

@@ -3,6 +3,7 @@ start-up timings and the report."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from .report import RunReport
 from .repository import template_family
 from .repository.llmapi import llmapi_family
 from .runtimes import RUNTIMES, Runtime, RuntimeUnavailable
+from .usage import OptionError
 
 
 class TritonLLMSession:
@@ -157,7 +159,7 @@ class TritonLLMSession:
         where = "the remote server's (not known from here)" if self.remote is not None else describe_hardware(self.runtime.gpu)
         return [*fault, *self.runtime.header_lines(), f"triton-llm: hardware: {where}"]
 
-    def serve(self, ref: DeploymentRef, tmp_path_factory) -> ServedDeployment:
+    def serve(self, ref: DeploymentRef, tmp_path_factory, clean: bool = False) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
             server = self.options.server
@@ -165,13 +167,26 @@ class TritonLLMSession:
                                              self.options.engines_rebuild, self.options.start_timeout_s,
                                              server.trtllm_stand_in, server.trtllm_models, self.fault)  # fmt: skip
         try:
-            served = self.manager.serve(ref)
+            served = self.manager.serve(ref, clean)
         finally:
             if ref.id in self.manager.records:
                 self.report.add_deployment(ref.id, self.manager.records[ref.id])
         if self.first_ready_at is None:
             self.first_ready_at = time.monotonic()
         return served
+
+    def reference_ref(self, name: str) -> DeploymentRef:
+        """--perf-against's deployment of the lock, as a deployment of its own ("<id> (reference)"): a second server
+        when it is also a deployment under test, never given the session's stand-in fault."""
+        if self.remote is not None or self.lock is None:
+            raise OptionError(f"--perf-against {name}: the reference is served here from the lock, so it needs a "
+                              "local or container runtime and an engines lock, not --triton-url")  # fmt: skip
+        known = self.lock.deployments()
+        if name not in known:
+            raise OptionError(f"--perf-against {name}: {self.lock.path} has no such deployment; it has "
+                              f"{', '.join(sorted(known))}")  # fmt: skip
+        ref = known[name]
+        return dataclasses.replace(ref, name=f"{ref.name} (reference)")
 
     def release(self, deployment_id: str) -> None:
         if self.manager is not None:

@@ -152,13 +152,16 @@ def perf_verdict(entry: dict) -> str:
 
 
 def compare_verdict(entry: dict) -> str:
-    """--perf-compare's verdict at one load point: not compared, regressed (how), or ok, with what it could catch and
-    what differs from the baseline (another image or engine: an upgrade gate)."""
+    """--perf-compare's or --perf-against's verdict at one load point: not compared, regressed (how), or ok, with what
+    it could catch and what differs from the baseline (another image or engine: an upgrade gate)."""
     compared = entry.get("compared")
     if compared is None:
         return "not compared"
     outcome = f"REGRESSED: {'; '.join(compared['regressions'])}" if compared["regressions"] else "ok"
-    across = f" (across {', '.join(compared['differs'])})" if compared["differs"] else ""
+    if "against" in compared:  # --perf-against: a reference measured in the same rounds
+        across = f" against {compared['against']} ({compared['rounds']} interleaved rounds)"
+    else:
+        across = f" (across {', '.join(compared['differs'])})" if compared["differs"] else ""
     return f"{outcome}{across}; {'; '.join(compared['power'])}"
 
 

@@ -6,8 +6,10 @@ its output lengths are the model's own: it has no min_tokens input), from an asy
 streams (token by token on decoupled deployments, so TTFT and ITL are measured), closed-loop
 concurrency points and open-loop Poisson rates. Each load point is recorded in the report
 (metrics.perf), as JUnit properties, checked against the budgets (fixtures/perf_budgets.toml, or
---perf-budgets) for this hardware and image, and against --perf-compare's baseline with --perf-compare-fail
-rules. The terminal summary says per load point whether it was judged, by which budget, on which hardware.
+--perf-budgets) for this hardware and image, and with --perf-compare-fail rules against --perf-compare's baseline
+or against --perf-against's reference deployment, measured in the same rounds (on a shared machine a baseline saved
+minutes before can differ by 20% from a clean rerun; interleaved rounds share the noise).
+The terminal summary says per load point whether it was judged, by which budget, on which hardware.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.perf
 
 
 def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_llm_report, triton_llm_perf_options,
-                    record_property, triton_llm_progress):  # fmt: skip
+                    record_property, triton_llm_progress, triton_llm_perf_reference):  # fmt: skip
     point_name, point = load_point
     workload_name, workload = perf_workload
     engine = triton_llm.ref.engine
@@ -39,19 +41,25 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     requests = synthetic_requests(workload, workload.requests, vocab, engine.max_input_len, engine.max_output_len)
     warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, seed_offset=1)
     streaming = triton_llm.client.decoupled  # token by token wherever the model can
-    target = Target(triton_llm.server.endpoints)
     options = triton_llm_perf_options
-    inputs = encode(requests, triton_llm.client, workload.fixed_output, streaming)
-    warm = encode(warmup, triton_llm.client, workload.fixed_output, streaming)
-    runs, records_all, seconds_all = [], [], 0.0
+    reference = triton_llm_perf_reference  # --perf-against: measured beside this deployment, round by round
+    sides = [triton_llm] if reference is None else [triton_llm, reference]
+    # each side's own encoding (token ids, or text for an llmapi model) and streaming, of the same requests
+    loads = {s.id: (Target(s.server.endpoints), encode(requests, s.client, workload.fixed_output, s.client.decoupled),
+                    encode(warmup, s.client, workload.fixed_output, s.client.decoupled)) for s in sides}  # fmt: skip
+    runs, reference_runs, records_all, seconds_all = [], [], [], 0.0
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
-        with triton_llm_progress.step(f"perf: {triton_llm.id} {point_name}{label} ({len(requests)} requests, "
-                                      f"workload {workload_name})"):  # fmt: skip
-            records, seconds = run_load(target, inputs, warm, seed=workload.seed, **point)
-        runs.append(summarize(records, seconds))
-        records_all += records
-        seconds_all += seconds
+        for served in sides if repeat % 2 else sides[::-1]:  # A B B A ...: neither side always goes first
+            with triton_llm_progress.step(f"perf: {served.id} {point_name}{label} ({len(requests)} requests, "
+                                          f"workload {workload_name})"):  # fmt: skip
+                records, seconds = run_load(*loads[served.id], seed=workload.seed, **point)
+            if served is reference:
+                reference_runs.append(summarize(records, seconds))
+                continue
+            runs.append(summarize(records, seconds))
+            records_all += records
+            seconds_all += seconds
     # the run with the median throughput stands for the load point; every run's figures are kept beside it
     result = dict(sorted(runs, key=lambda r: r["output_tokens_per_s"])[len(runs) // 2])
     if len(runs) > 1:
@@ -117,6 +125,14 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
         result["noisy"] = noisy_metrics
         warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: runs varied by more than {NOISY_CV:.0%}: "
                                 f"{', '.join(noisy_metrics)}"), stacklevel=1)  # fmt: skip
+    if reference is not None:
+        rules = [rule.paired(reference_runs, runs) for rule in options.fail_rules]
+        regressions = [r["regression"] for r in rules if r["regression"]]
+        middle = sorted(reference_runs, key=lambda r: r["output_tokens_per_s"])[len(runs) // 2]
+        result["compared"] = {"against": reference.id, "rounds": len(runs), "rules": rules, "regressions": regressions,
+                              "power": [r.get("power") for r in rules], "reference": middle}  # fmt: skip
+        result["regressions"] = regressions
+        problems += [f"regression at {point_name} against {reference.id}: {r}" for r in regressions]
     if options.compare:
         before = options.baseline_point(triton_llm.id, point_name)
         refused, differs = comparable(before, result) if before is not None else (None, [])

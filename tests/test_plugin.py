@@ -71,6 +71,8 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
         (["--tritonserver", "/x"], "*--tritonserver is now called --triton-binary*"),
         (["--cnn-dataset", "d.json"], "*--cnn-dataset is now called --accuracy-dataset*"),
         (["--rebuild-engines"], "*--rebuild-engines is now called --engines-rebuild*"),
+        (["--perf-against", "nope:v1", "--perf-repeats", "2", "--perf-compare-fail", "output_tokens_per_s:10"],
+         "*--perf-against nope:v1: *engines.lock has no such deployment; it has *"),
     ],
 )
 def test_refused_options_say_why(project, args, message):

@@ -1,18 +1,20 @@
 """Perf baselines, like pytest-benchmark's: save a run's load points, compare a later run with them.
 
 --perf-compare-fail METRIC:PCT fails a load point whose METRIC got worse by more than PCT percent (with --perf-repeats
-on both sides: significantly more, by a Welch test).
+on both sides: significantly more, by a Welch test; against a reference measured in interleaved rounds, --perf-against:
+by a paired test of the rounds' ratios).
 METRIC is a top-level key (throughput_rps, output_tokens_per_s) or stat.key (latency_ms.p99,
 ttft_ms.p50, itl_ms.mean, ...): higher is better for throughputs, lower for times.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import keep_previous, read_document, write_json
-from ..significance import welch_compare
+from ..significance import paired_drop, welch_compare
 from .metrics import STATS, metric_value
 from ..errors import TritonLLMError
 
@@ -85,6 +87,36 @@ class FailRule:
             return None
         direction = "dropped" if higher_better else "rose"
         return f"{self.metric} {direction} {worse_pct:.1f}% ({before:g} -> {now:g}; allowed {self.percent:g}%)"
+
+    def paired(self, reference_runs: list[dict], runs: list[dict], alpha: float = 0.05) -> dict:
+        """This metric against a reference measured in the same rounds (round i of each side back to back): a one-sided
+        paired t test on the rounds' log ratios, so that what slows both sides of a round (a busy neighbour) cancels.
+        Fails when the metric is worse than the reference by significantly more than the allowed percent; says the
+        smallest slowdown the rounds catch with probability 0.8."""
+        pairs = [(b, a) for ref, run in zip(reference_runs, runs, strict=True)
+                 if (b := metric_value(ref, self.metric)) and (a := metric_value(run, self.metric))]  # fmt: skip
+        higher_better = self.metric in HIGHER_IS_BETTER
+        ratios = [round(a / b, 4) for b, a in pairs]
+        record = {"metric": self.metric, "allowed_pct": self.percent, "ratios": ratios}
+        if len(pairs) < 2:
+            return {**record, "regression": f"{self.metric}: {len(pairs)} rounds with a value on both sides, 2 needed"}
+        # worse is positive either way: a throughput's log drop, a time's log rise
+        worse = [math.log(b / a) if higher_better else math.log(a / b) for b, a in pairs]
+        tolerance = -math.log(1 - self.percent / 100) if higher_better else math.log(1 + self.percent / 100)
+        drift = paired_drop(worse, [0.0] * len(worse), max_drop=tolerance, alpha=alpha)
+
+        def pct(log_worse: float) -> float:
+            return 100 * (1 - math.exp(-log_worse)) if higher_better else 100 * (math.exp(log_worse) - 1)
+
+        record.update(worse_pct=round(pct(drift.mean_drop), 2), p_value=round(drift.p_value, 4),
+                      detectable_pct=round(pct(drift.detectable_drop), 2),
+                      power=f"{self.metric}: catches {pct(drift.detectable_drop):.1f}% or worse with power 0.8 "
+                            f"({len(pairs)} interleaved rounds)")  # fmt: skip
+        record["regression"] = None if drift.verdict == "pass" else (
+            f"{self.metric} {'dropped' if higher_better else 'rose'} {pct(drift.mean_drop):.1f}% against the reference "
+            f"(round ratios {', '.join(f'{r:g}' for r in ratios)}; allowed {self.percent:g}%, paired t p "
+            f"{drift.p_value:.3g}, detectable {pct(drift.detectable_drop):.1f}%)")  # fmt: skip
+        return record
 
 
 # what a baseline's load point must share with this run's to be compared at all; what may differ is said beside the

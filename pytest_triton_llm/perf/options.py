@@ -59,8 +59,15 @@ def add_options(group) -> None:
     )  # fmt: skip
     group.addoption(
         "--perf-compare-fail", metavar="METRIC:PCT", action="append", default=[],
-        help="fail a load point whose METRIC got worse than the baseline by more than PCT percent "
-        "(e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
+        help="fail a load point whose METRIC got worse than the baseline (--perf-compare) or the reference "
+        "(--perf-against) by more than PCT percent (e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
+    )  # fmt: skip
+    group.addoption(
+        "--perf-against", metavar="DEPLOYMENT",
+        help="measure every load point beside DEPLOYMENT of the lock (e.g. smollm2-135m:inflight), served by a server "
+        "of its own without --stand-in-fault, in --perf-repeats interleaved rounds (this side, the reference, the "
+        "reference, this side, ...), and judge --perf-compare-fail on the rounds' ratios by a paired test: what "
+        "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
     )  # fmt: skip
 
 
@@ -89,6 +96,7 @@ class PerfOptions:
     slos: tuple[Slo, ...] = ()
     require_budget: bool = False
     strict: bool = False
+    against: str | None = None  # --perf-against: the lock deployment measured beside each load point
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -99,10 +107,17 @@ class PerfOptions:
             baseline = load_baseline(opt.perf_compare)
             if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
                 raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
-        elif rules:
-            raise OptionError("--perf-compare-fail needs --perf-compare BASELINE")
+            if opt.perf_against:
+                raise OptionError("--perf-against and --perf-compare: judge against a live reference or a saved "
+                                  "baseline, not both")  # fmt: skip
+        elif rules and not opt.perf_against:
+            raise OptionError("--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT")
         if opt.perf_repeats < 1:
             raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
+        if opt.perf_against and (opt.perf_repeats < 2 or not rules):
+            raise OptionError(f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "
+                              "test compares; the summary says what they can catch) and at least one "
+                              "--perf-compare-fail METRIC:PCT")  # fmt: skip
         try:
             slos = parse_slos(opt.perf_slo)
         except ValueError as exc:
@@ -112,7 +127,7 @@ class PerfOptions:
         return cls(opt.perf_workload, opt.perf_save, opt.perf_compare, rules, baseline,
                    Path(opt.perf_budgets) if opt.perf_budgets else None, budgets,
                    Path(opt.perf_workloads) if opt.perf_workloads else None, workloads, opt.perf_repeats,
-                   slos, opt.perf_require_budget, opt.perf_strict)  # fmt: skip
+                   slos, opt.perf_require_budget, opt.perf_strict, opt.perf_against)  # fmt: skip
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
         return (self.baseline or {}).get("deployments", {}).get(deployment_id, {}).get(load_point)

@@ -113,7 +113,8 @@ def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
 def perf_options(**given) -> PerfOptions:
     """PerfOptions from the command line's values (those not given at their defaults)."""
     defaults = dict(perf_workload="default", perf_workloads=None, perf_budgets=None, perf_save=None, perf_compare=None,
-                    perf_compare_fail=[], perf_repeats=1, perf_slo=[], perf_require_budget=False, perf_strict=False)  # fmt: skip
+                    perf_compare_fail=[], perf_repeats=1, perf_slo=[], perf_require_budget=False, perf_strict=False,
+                    perf_against=None)  # fmt: skip
     return PerfOptions.from_config(SimpleNamespace(option=SimpleNamespace(**{**defaults, **given})))
 
 
@@ -303,6 +304,45 @@ def test_a_baseline_with_repeats_is_compared_by_welch_and_noise_alone_does_not_f
     assert rule.regression({"output_tokens_per_s": 100}, {"output_tokens_per_s": 92}) is not None
 
 
+def test_against_a_reference_in_the_same_rounds_what_slows_both_sides_cancels_and_a_20_percent_drop_fails():
+    rule = FailRule.parse("output_tokens_per_s:10")
+    rounds = lambda *v: [{"output_tokens_per_s": x} for x in v]  # noqa: E731
+    # a busy neighbour halves rounds 2 and 4 on both sides: Welch over these runs could tell nothing, the pairs can
+    reference = rounds(100, 50, 102, 49, 101, 98)
+    clean = rule.paired(reference, rounds(99, 51, 100, 50, 103, 97))
+    assert clean["regression"] is None and clean["ratios"] == [0.99, 1.02, 0.9804, 1.0204, 1.0198, 0.9898]
+    assert clean["power"] == (f"output_tokens_per_s: catches {clean['detectable_pct']:.1f}% or worse with power 0.8 "
+                              "(6 interleaved rounds)")  # fmt: skip
+    assert clean["detectable_pct"] < 20
+    slow = rule.paired(reference, rounds(80, 41, 81, 39, 80, 79))
+    assert slow["regression"].startswith("output_tokens_per_s dropped 19.9% against the reference (round ratios 0.8, 0.82,")
+    assert slow["worse_pct"] == 19.87
+    assert rule.regression({"runs": reference}, {"runs": rounds(80, 41, 81, 39, 80, 79)}) is None  # Welch misses it
+    # a time rises: latency 30% up fails a 15% allowance, 5% up does not
+    ttft = FailRule.parse("ttft_ms.p50:15")
+    times = lambda *v: [{"ttft_ms": {"p50": x}} for x in v]  # noqa: E731
+    assert ttft.paired(times(100, 200, 100), times(130, 262, 129))["regression"].startswith("ttft_ms.p50 rose 30.")
+    assert ttft.paired(times(100, 200, 100), times(105, 209, 104))["regression"] is None
+    assert rule.paired(rounds(100), rounds(50))["regression"] == (
+        "output_tokens_per_s: 1 rounds with a value on both sides, 2 needed")  # fmt: skip
+
+
+def test_perf_against_needs_rounds_and_a_rule_and_excludes_a_saved_baseline(tmp_path):
+    with pytest.raises(OptionError, match=r"^--perf-against e:v needs --perf-repeats 2 or more .* and at least one "
+                                          r"--perf-compare-fail METRIC:PCT$"):  # fmt: skip
+        perf_options(perf_against="e:v", perf_compare_fail=["output_tokens_per_s:10"])
+    with pytest.raises(OptionError, match="needs --perf-repeats 2 or more"):
+        perf_options(perf_against="e:v", perf_repeats=4)
+    with pytest.raises(OptionError, match=r"^--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT$"):
+        perf_options(perf_compare_fail=["output_tokens_per_s:10"])
+    options = perf_options(perf_against="e:v", perf_repeats=4, perf_compare_fail=["output_tokens_per_s:10"])
+    assert options.against == "e:v" and options.fail_rules == (FailRule("output_tokens_per_s", 10.0),)
+    save_baseline(tmp_path / "b.json", {}, {})
+    with pytest.raises(OptionError, match="^--perf-against and --perf-compare: judge against a live reference or a saved"):
+        perf_options(perf_against="e:v", perf_repeats=4, perf_compare=str(tmp_path / "b.json"),
+                     perf_compare_fail=["output_tokens_per_s:10"])  # fmt: skip
+
+
 def test_goodput_counts_requests_within_every_slo_and_failed_ones_count_against_it():
     def record(ttft, gaps, error=None):
         r = RequestRecord(0, sent=0.0, streamed=True, token_times=[ttft] + [ttft + sum(gaps[: i + 1]) for i in range(len(gaps))],
@@ -344,3 +384,6 @@ def test_the_summary_says_what_a_baseline_compare_decided_and_could_catch():
         "ok (across image 24.09 -> 26.07); output_tokens_per_s: catches 14.2% or worse with power 0.8")  # fmt: skip
     regressed = dict(compared, differs=[], regressions=["output_tokens_per_s dropped 21.0%"])
     assert compare_verdict(dict(JUDGED, compared=regressed)).startswith("REGRESSED: output_tokens_per_s dropped 21.0%; ")
+    live = {"against": "e:v (reference)", "rounds": 6, "regressions": [], "power": ["output_tokens_per_s: catches 9%"]}
+    assert compare_verdict(dict(JUDGED, compared=live)) == (
+        "ok against e:v (reference) (6 interleaved rounds); output_tokens_per_s: catches 9%")  # fmt: skip
