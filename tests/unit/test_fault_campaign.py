@@ -221,17 +221,20 @@ def test_a_clean_run_that_fails_selects_nothing_or_cannot_collect_exits_1(tmp_pa
     assert clean["tests"] == (what if failing else f"{what}: {log}")
 
 
-def test_a_perf_fault_compares_with_the_baseline_its_clean_run_saved_first(tmp_path):
+def test_perf_faults_run_against_a_clean_twin_and_their_clean_run_is_the_a_a_check_of_every_rule(tmp_path):
+    against = '"--perf-workload", "smoke", "--perf-against", "m:inflight", "--perf-repeats", "6", '
     faults = catalog(tmp_path, {"name": "slow_ttft", "markers": '["perf"]', "keyword": '"concurrency_1"', "pytest_args":
-                                '["--perf-workload", "smoke", "--perf-compare", "{perf_baseline}", '
-                                '"--perf-compare-fail=ttft_ms.p50:30"]'})  # fmt: skip
-    stack = FakeStack(failing={"slow_ttft": [SUITE[3]]})
+                                f'[{against}"--perf-compare-fail=ttft_ms.p50:15"]'},
+                     {"name": "slow_tokens", "markers": '["perf"]', "keyword": '"concurrency_1"', "pytest_args":
+                                f'[{against}"--perf-compare-fail", "output_tokens_per_s:10"]'})  # fmt: skip
+    stack = FakeStack(failing={"slow_ttft": [SUITE[3]], "slow_tokens": [SUITE[3]]})
     assert run_campaign(tmp_path, faults, stack) == 0
-    baseline = str(tmp_path / "out" / "baselines" / "perf-baseline-m_inflight.json")
-    clean, fault = stack.argvs[1], stack.argvs[2]  # after the collection: the clean run, then the fault
-    assert clean[-4:] == ["--perf-workload", "smoke", "--perf-save", baseline]
-    assert "--stand-in-fault" not in clean
-    assert fault[-5:] == ["--perf-workload", "smoke", "--perf-compare", baseline, "--perf-compare-fail=ttft_ms.p50:30"]
+    assert stack.run_of("clean")[-9:] == ["--perf-workload", "smoke", "--perf-against", "m:inflight", "--perf-repeats",
+                                           "6", "--perf-compare-fail=ttft_ms.p50:15", "--perf-compare-fail",
+                                           "output_tokens_per_s:10"]  # fmt: skip
+    assert "--stand-in-fault" not in stack.run_of("clean")
+    assert stack.run_of("slow_ttft")[-7:] == ["--perf-workload", "smoke", "--perf-against", "m:inflight",
+                                              "--perf-repeats", "6", "--perf-compare-fail=ttft_ms.p50:15"]  # fmt: skip
 
 
 def test_an_accuracy_baseline_is_saved_by_the_clean_run_and_read_by_the_fault(tmp_path):
@@ -245,9 +248,9 @@ def test_an_accuracy_baseline_is_saved_by_the_clean_run_and_read_by_the_fault(tm
 
 
 def test_a_fault_whose_baseline_run_failed_is_not_run(tmp_path):
-    faults = catalog(tmp_path, {"name": "slow_ttft", "markers": '["perf"]', "pytest_args":
-                                '["--perf-compare", "{perf_baseline}"]'})  # fmt: skip
-    stack = FakeStack(failing={"clean": [SUITE[3]]})
+    faults = catalog(tmp_path, {"name": "drift", "markers": '["accuracy"]', "pytest_args":
+                                '["--accuracy-baseline", "{accuracy_baseline}"]'})  # fmt: skip
+    stack = FakeStack(failing={"clean": [SUITE[2]]})
     assert run_campaign(tmp_path, faults, stack) == 1
     assert [a for a in stack.argvs if "--stand-in-fault" in a] == []
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
