@@ -172,7 +172,8 @@ def test_again(triton_llm):
     assert all(sum(t["deployment"] == d for t in report["tests"]) == 2 for d in report["deployments"])
     # each deployment was served by one worker, and each worker served one deployment
     servers = {d: Path(info["server_log"]).parts for d, info in report["deployments"].items()}
-    owners = {d: next(p for p in parts if p.startswith("popen-gw")) for d, parts in servers.items()}
+    # the last popen-gw part: the inner run's worker (an outer `pytest tests -n 2` puts its own in the path first)
+    owners = {d: [p for p in parts if p.startswith("popen-gw")][-1] for d, parts in servers.items()}
     assert sorted(owners.values()) == ["popen-gw0", "popen-gw1"], owners
     logs = list((project.path).rglob("tritonserver.log"))
     assert len(logs) == 2, logs
