@@ -25,7 +25,7 @@ from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
 from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
-from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, noisy, spread
+from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy, spread
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 from pytest_triton_llm.terminal import table
 
@@ -61,7 +61,7 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
             records_all += records
             seconds_all += seconds
     # the run with the median throughput stands for the load point; every run's figures are kept beside it
-    result = dict(sorted(runs, key=lambda r: r["output_tokens_per_s"])[len(runs) // 2])
+    result = dict(median_run(runs))
     if len(runs) > 1:
         result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
     if options.slos:
@@ -88,6 +88,9 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
         record_property(f"perf.{point_name}.goodput_rps", result["goodput"]["goodput_rps"])
 
     assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
+    # a reference that failed requests is no measure of anything: its ratios would judge its errors
+    failed = [run for run in reference_runs if run["errors"]]
+    assert not failed, f"{reference.id}: {sum(r['errors'] for r in failed)} requests failed: {failed[0]['error_samples']}"
     fixed_output = workload.fixed_output and not triton_llm.client.speaks_llmapi
     result["fixed_output"] = fixed_output  # false: output lengths as the model ended them
     if fixed_output:
@@ -128,9 +131,8 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     if reference is not None:
         rules = [rule.paired(reference_runs, runs) for rule in options.fail_rules]
         regressions = [r["regression"] for r in rules if r["regression"]]
-        middle = sorted(reference_runs, key=lambda r: r["output_tokens_per_s"])[len(runs) // 2]
         result["compared"] = {"against": reference.id, "rounds": len(runs), "rules": rules, "regressions": regressions,
-                              "power": [r.get("power") for r in rules], "reference": middle}  # fmt: skip
+                              "power": [r.get("power") for r in rules], "reference": median_run(reference_runs)}  # fmt: skip
         result["regressions"] = regressions
         problems += [f"regression at {point_name} against {reference.id}: {r}" for r in regressions]
     if options.compare:

@@ -23,6 +23,11 @@ METRICS = ("output_tokens_per_s", "throughput_rps", "latency_ms.p50", "latency_m
            "itl_ms.p50", "itl_ms.p99")  # fmt: skip
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median output tokens/s: the one that stands for a load point's repeats."""
+    return sorted(runs, key=lambda r: r["output_tokens_per_s"])[len(runs) // 2]
+
+
 def spread(runs: list[dict]) -> dict:
     """{metric: {n, mean, std, cv, ci_low, ci_high, samples}} over the runs that measured it: the 95% t interval of
     the mean (cv and the interval None for one run)."""
