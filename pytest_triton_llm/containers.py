@@ -15,10 +15,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .progress import Progress
 from .processes import process_start_time
 from .errors import TritonLLMError
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 LABEL = "io.github.pytest-triton-llm"
 
@@ -105,9 +109,10 @@ class ContainerSpec:
             "environment": {**self.env, **{k: os.environ[k] for k in self.secret_env if k in os.environ}},
             "labels": dict(self.labels),
         }  # fmt: skip
-        if self.gpus:
-            ids = None if self.gpus == "all" else self.gpus.split(",")
-            kwargs["device_requests"] = [DeviceRequest(count=-1 if ids is None else None, device_ids=ids, capabilities=[["gpu"]])]
+        if self.gpus:  # every GPU (count -1), or those named (an omitted count reads as 0, omitted ids as [])
+            request = DeviceRequest(count=-1, capabilities=[["gpu"]]) if self.gpus == "all" else \
+                DeviceRequest(device_ids=self.gpus.split(","), capabilities=[["gpu"]])  # fmt: skip
+            kwargs["device_requests"] = [request]
         return kwargs
 
 
@@ -140,7 +145,7 @@ class ContainerProcess:
 
     def __init__(self, client, spec: ContainerSpec, log_path: Path):
         self.client, self.spec, self.log_path = client, spec, log_path
-        self.container = None
+        self.container: Container | None = None
         self._copier: threading.Thread | None = None
 
     def start(self) -> None:
@@ -162,18 +167,23 @@ class ContainerProcess:
         except NotFound:
             return None
 
+    def _started(self) -> Container:
+        assert self.container is not None, f"container {self.spec.name} is not started"
+        return self.container
+
     def _copy_log(self) -> None:
         try:
             with open(self.log_path, "ab") as log:
-                for chunk in self.container.logs(stream=True, follow=True):
+                for chunk in self._started().logs(stream=True, follow=True):
                     log.write(chunk)
                     log.flush()
         except Exception:  # the container went away under us; its log so far is kept
             pass
 
     def host_port(self, port: int) -> int:
-        self.container.reload()
-        bindings = self.container.attrs["NetworkSettings"]["Ports"].get(f"{port}/tcp") or []
+        container = self._started()
+        container.reload()
+        bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{port}/tcp") or []
         for binding in bindings:
             if binding.get("HostIp") in ("127.0.0.1", ""):
                 return int(binding["HostPort"])
@@ -181,10 +191,11 @@ class ContainerProcess:
 
     def _state(self) -> dict:
         try:
-            self.container.reload()
+            container = self._started()
+            container.reload()
         except Exception:
             return {"Running": False, "ExitCode": None}
-        return self.container.attrs.get("State", {})
+        return container.attrs.get("State", {})
 
     def alive(self) -> bool:
         return self.container is not None and bool(self._state().get("Running"))

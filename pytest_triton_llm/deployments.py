@@ -169,7 +169,7 @@ class DeploymentManager:
             "image": runtime.reference,
             "server_binary": server.binary,
             "server_version": server.version,
-            "server_ready_s": round(server.ready_seconds, 2),
+            "server_ready_s": round(server.ready_seconds, 2) if server.ready_seconds is not None else None,
             "server_log": str(server.log_path),
             "total_s": round(time.monotonic() - start, 2),
         }

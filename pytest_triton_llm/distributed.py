@@ -45,4 +45,4 @@ def make_scheduler(config: pytest.Config, log, groups: dict[str, str]):
 
 
 def send_to_controller(config: pytest.Config, document: dict) -> None:
-    config.workeroutput[REPORT_KEY] = document
+    config.workeroutput[REPORT_KEY] = document  # type: ignore[attr-defined]  # pytest-xdist sets it on a worker's config

@@ -76,11 +76,15 @@ class Dummy:
         """The Hugging Face config.json (read when a build needs it)."""
         return json.loads(Path(self.config).read_text())
 
-    def identity(self) -> dict:
-        """What the engine cache key covers: the config's content, the seed, the tokenizer's source (not its path or name)."""
+    def resolved_tokenizer_source(self) -> Source:
+        """The tokenizer engine's source, as load_lock resolved it."""
         if self.tokenizer_source is None:
             raise RuntimeError("a dummy source is resolved by load_lock before its engine is built")
-        tokenizer = {k: v for k, v in dataclasses.asdict(self.tokenizer_source).items() if v is not None}
+        return self.tokenizer_source
+
+    def identity(self) -> dict:
+        """What the engine cache key covers: the config's content, the seed, the tokenizer's source (not its path or name)."""
+        tokenizer = {k: v for k, v in dataclasses.asdict(self.resolved_tokenizer_source()).items() if v is not None}
         return {"config_sha256": self.config_sha256, "seed": self.seed, "tokenizer": tokenizer}
 
 
@@ -123,11 +127,15 @@ class Source:
             raise ValueError("field 'source.sha256': expected 64 lowercase hex digits")
 
 
+Batching = Literal["v1", "inflight"]
+Layout = Literal["inflight_batcher_llm", "llmapi"]
+
+
 @dataclass(frozen=True)
 class Deployment:
     """Serving options applied to an engine: one model repository, one server."""
 
-    batching: Literal["v1", "inflight"]
+    batching: Batching
     decoupled: bool = False  # responses through a response sender: streaming and cancellation
     exclude_input_in_output: bool = True
     max_queue_delay_us: int = 0  # how long Triton's dynamic batcher waits to fill a V1 batch (Triton's default)
@@ -144,7 +152,7 @@ class Deployment:
     url: str | None = None
     # which of upstream's all_models/ serves it: the engine ensemble (preprocessing -> tensorrt_llm -> postprocessing)
     # or the one python model of the PyTorch path; None: the engine backend's own (llmapi for backend "llmapi")
-    layout: Literal["inflight_batcher_llm", "llmapi"] | None = None
+    layout: Layout | None = None
     # llmapi: model.yaml's triton_config.max_batch_size (Triton's batch per execute); None: the engine's
     max_batch_size: int | None = None
 
@@ -174,7 +182,7 @@ class Deployment:
     @property
     def capabilities(self) -> frozenset[str]:
         """What suites may ask of this deployment (see the `triton_llm_requires` marker)."""
-        caps = {self.batching}
+        caps: set[str] = {self.batching}
         if self.decoupled:  # responses through a stream: per-token streaming, stop signal, cancellation
             caps |= {"streaming", "cancellation"}
         return frozenset(caps)

@@ -110,7 +110,11 @@ def _stop_on_sigterm(config: pytest.Config) -> None:
         raise KeyboardInterrupt("terminated by SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, terminate)
-    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    config.add_cleanup(restore)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -193,7 +197,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         refs = _refs(item)
         if len(refs) == 1 and item.get_closest_marker("skip") is None:  # a parameter's own requires (a case's marks)
             needs = {cap for mark in item.iter_markers(REQUIRES) for cap in mark.args}
-            entry = getattr(item.callspec.params.get("triton_llm"), "model", "ensemble")
+            entry = getattr(_params(item).get("triton_llm"), "model", "ensemble")
             if why := state.lacking(refs[0], needs | {refs[0].options.batching}, entry):
                 item.add_marker(pytest.mark.skip(reason=why))
         if state.fault is not None:  # JUnit readers see it beside every result
@@ -374,10 +378,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def _params(item: pytest.Item) -> dict:
+    """A test's parameters (none unless it is parametrized)."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params if callspec else {}
+
+
 def _refs(item: pytest.Item) -> list:
     """The deployments a test's parameters serve."""
-    callspec = getattr(item, "callspec", None)
-    params = callspec.params if callspec else {}
+    params = _params(item)
     return [r for name in DEPLOYMENT_FIXTURES for r in refs_of(params.get(name))]
 
 

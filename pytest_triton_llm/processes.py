@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 from .progress import Progress
 
@@ -84,6 +85,19 @@ def shielded():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+class ServerProcess(Protocol):
+    """What a server's process is to the harness: a ManagedProcess here, or a container (containers.ContainerProcess)."""
+
+    def start(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def stop(self, grace_s: float = 15.0) -> None: ...
+
+
 class ManagedProcess:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, run_dir: Path, label: str):
         self.argv, self.env, self.log_path, self.run_dir, self.label = argv, env, log_path, run_dir, label
@@ -110,6 +124,7 @@ class ManagedProcess:
 
     @property
     def pid(self) -> int:
+        assert self.popen is not None, "pid of a process not started"
         return self.popen.pid
 
     def alive(self) -> bool:

@@ -4,7 +4,7 @@ deployment's backend offers on the server in use. Plain data; plugin.py turns it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from .lock import DeploymentRef, batching_pairs, migration_pairs
 from .repository import entry_models
@@ -61,8 +61,8 @@ def choices(
     if fixture == "triton_llm":
         reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {names})"
         if entries:
-            pairs = [(r, model) for r in refs for model in entry_models(r)]
-            return [Choice(AtEntry(r, model), f"{r.id}-{model}", why(r, model)) for r, model in pairs], reason
+            at_entries = [(r, model) for r in refs for model in entry_models(r)]
+            return [Choice(AtEntry(r, model), f"{r.id}-{model}", why(r, model)) for r, model in at_entries], reason
         return [Choice(r, r.id, why(r)) for r in refs], reason
     if fixture == "triton_llm_per_engine":
         reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"
@@ -81,7 +81,7 @@ def has_dummy_weights(ref: DeploymentRef) -> bool:
     return getattr(ref.engine, "dummy_weights", False)
 
 
-def untrained(refs: tuple[DeploymentRef, ...], why: str) -> str | None:
+def untrained(refs: Iterable[DeploymentRef], why: str) -> str | None:
     """Why a test that needs trained weights (`why`) skips these deployments: the first whose engine has dummy weights."""
     ref = next((r for r in refs if has_dummy_weights(r)), None)
     return None if ref is None else f"{ref.engine_name} has dummy weights (lock source 'dummy'): {why}"

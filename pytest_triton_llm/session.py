@@ -153,7 +153,7 @@ class TritonLLMSession:
         return f"triton-llm: STAND-IN FAULT ON: {self.fault.headline()}; {NOT_CLEAN}"
 
     def header_lines(self) -> list[str]:
-        fault = [self.fault_line()] if self.fault is not None else []
+        fault = [line] if (line := self.fault_line()) is not None else []
         if self.runtime is None:
             return fault
         where = "the remote server's (not known from here)" if self.remote is not None else describe_hardware(self.runtime.gpu)
@@ -161,6 +161,8 @@ class TritonLLMSession:
 
     def serve(self, ref: DeploymentRef, tmp_path_factory, clean: bool = False) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
+            if self.runtime is None:  # collection stops first where the runtime is missing (plugin.pytest_collection_finish)
+                raise RuntimeUnavailable(self.runtime_missing or f"{ref.id}: no runtime was chosen to serve it")
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
             server = self.options.server
             self.manager = DeploymentManager(self.cache, self.runtime, workdir, self.progress,

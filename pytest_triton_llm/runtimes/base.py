@@ -16,6 +16,7 @@ from ..errors import TritonLLMError
 
 if TYPE_CHECKING:
     from ..cache import BuiltEngine
+    from ..capabilities import ServedInputs
     from ..lock import DeploymentRef, Lock
     from .remote import RemoteOptions
 
@@ -55,10 +56,24 @@ class Launch:
 
 
 class Runtime(Protocol):
-    name: ClassVar[str]
-    reference: str  # what serves, for reports: "local" or the image reference
-    entry: ImageEntry | None  # compat.toml's image this server is, when known
-    gpu: str | None  # the nvidia-smi index of the GPU its servers compute on: None the first, "none" no GPU
+    name: ClassVar[str]  # its name in the registry (runtimes/__init__.py)
+
+    # read by callers, never set: an attribute or a property of the runtime
+    @property
+    def reference(self) -> str:
+        """What serves, for reports: "local" or the image reference."""
+
+    @property
+    def entry(self) -> ImageEntry | None:
+        """compat.toml's image this server is, when known."""
+
+    @property
+    def gpu(self) -> str | None:
+        """The nvidia-smi index of the GPU its servers compute on: None the first, "none" no GPU."""
+
+    @property
+    def hardware(self) -> str:
+        """What its servers compute on, for reports and budgets (hardware.hardware), as far as it is known from here."""
 
     @classmethod
     def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> Runtime:
@@ -96,6 +111,10 @@ class Runtime(Protocol):
 
     def deployments(self, lock: Lock | None, names: list[str]) -> list[DeploymentRef] | None:
         """The deployments this runtime serves by itself (a remote server's), or None: the lock's, built and started."""
+
+    def served_inputs(self, ref: DeploymentRef) -> ServedInputs | None:
+        """What a deployment it serves by itself declares (a remote server's models), or None: the session reads the
+        repository or the template family instead."""
 
     def attach(self, ref: DeploymentRef) -> tuple[BuiltEngine, TritonServer] | None:
         """For a deployment served by itself: its engine as far as it is known here and its running server; None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from ..compat import load_compat
 from ..containers import (
@@ -100,7 +101,7 @@ def start_container_server(
 class ContainerRuntime:
     """Serves deployments in containers of one image; the image is resolved (pulled) on first use."""
 
-    name = "container"
+    name: ClassVar[str] = "container"
 
     def __init__(self, image: ImageRef, gpus: str | None, progress: Progress, trtllm_examples: str | None = None,
                  adapters: Path | None = None):  # fmt: skip
@@ -148,17 +149,23 @@ class ContainerRuntime:
             except ContainerError as exc:
                 raise ServerStartError(str(exc)) from None
             if not self._image.triton_version:
-                raise ServerStartError(
-                    f"image {self.reference} does not declare TRITON_SERVER_VERSION in its environment, "
-                    "as NGC tritonserver images do; is it a Triton image?"
-                )
+                raise self._no_version()
             self.progress.say(f"image {self.reference}: Triton {self._image.triton_version} "
                               f"({self._image.digest[:19]}, {time.monotonic() - start:.1f} s)")  # fmt: skip
         return self._image
 
+    def _no_version(self) -> ServerStartError:
+        return ServerStartError(
+            f"image {self.reference} does not declare TRITON_SERVER_VERSION in its environment, "
+            "as NGC tritonserver images do; is it a Triton image?"
+        )
+
     @property
     def triton_version(self) -> str:
-        return self.image.triton_version
+        version = self.image.triton_version
+        if not version:  # an image known_version() read before `image` could check it
+            raise self._no_version()
+        return version
 
     def known_version(self) -> str | None:
         """compat.toml's for an NGC tag; else the image's TRITON_SERVER_VERSION where the image is here already."""
@@ -193,6 +200,9 @@ class ContainerRuntime:
 
     def attach(self, ref) -> None:
         return None
+
+    def served_inputs(self, ref) -> None:
+        return None  # it serves no deployment by itself: the session reads the repository or the template family
 
     def build_site(self) -> BuildSite:
         """A build container of the same image."""

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import tempfile
 from pathlib import Path
+from typing import ClassVar
 
 from ..compat import ImageEntry, installed_tensorrt_llm, load_compat
 from ..engines.base import BuildSite
@@ -24,7 +25,7 @@ _PORT_RETRIES = 3
 HOST = "127.0.0.1"  # never listen beyond loopback
 
 
-def tritonserver_command(binary: Path, repository: Path, backends: Path, http: int, grpc: int, metrics: int) -> list[str]:
+def tritonserver_command(binary: Path, repository: Path, backends: Path | None, http: int, grpc: int, metrics: int) -> list[str]:
     return tritonserver_args(repository, {"http": http, "grpc": grpc, "metrics": metrics}, binary=binary, host=HOST,
                              backends=backends, extra=("--allow-gpu-metrics=false", "--log-verbose=0"))  # fmt: skip
 
@@ -33,7 +34,7 @@ class LocalRuntime:
     """tritonserver as a subprocess on loopback ports: the serving image's own when pytest runs inside one
     (discovery.py), else the nvidia-pytriton wheel's, the embedded default."""
 
-    name = "local"
+    name: ClassVar[str] = "local"
     reference = "local"
 
     def __init__(self, cache_root: Path, progress: Progress, found: FoundServer, entry: ImageEntry | None = None,
@@ -97,6 +98,8 @@ class LocalRuntime:
                 (Path(tmp) / "models").mkdir()
                 server = self._start("version probe", Path(tmp) / "models", Path(tmp) / "tritonserver.log", 60.0)
                 server.stop()
+            if server.version is None:  # it answered /v2 without one: no template family can be picked
+                raise ServerStartError(f"{self.found.binary}: its server metadata names no version ({server.metadata})")
             self._version = server.version
             self.progress.say(f"{self.found.binary}: Triton {self._version}")
             if self.entry is None:  # now that the version is known, the guard can place it (and check tensorrt_llm)
@@ -123,6 +126,9 @@ class LocalRuntime:
 
     def attach(self, ref) -> None:
         return None
+
+    def served_inputs(self, ref) -> None:
+        return None  # it serves no deployment by itself: the session reads the repository or the template family
 
     def build_site(self) -> BuildSite:
         """Local subprocesses: this interpreter's tensorrt_llm, which the version guard checked."""
@@ -155,7 +161,7 @@ class LocalRuntime:
                                   self.progress, timeout_s)  # fmt: skip
 
 
-def start_local_server(found: FoundServer, backends: Path, env: dict[str, str], name: str, repository: Path,
+def start_local_server(found: FoundServer, backends: Path | None, env: dict[str, str], name: str, repository: Path,
                        cache_root: Path, log_path: Path, progress: Progress, timeout_s: float) -> TritonServer:  # fmt: skip
     for attempt in range(1, _PORT_RETRIES + 1):
         http, grpc, metrics = free_ports(3)

@@ -12,6 +12,7 @@ import json
 import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from ..cache import BuiltEngine
@@ -19,7 +20,7 @@ from ..endpoints import Endpoints
 from ..engines.base import BuildSite
 from ..capabilities import ServedInputs, canonical
 from ..llmapi_contract import speaks_llmapi
-from ..lock import Deployment, DeploymentRef, Lock
+from ..lock import Batching, Deployment, DeploymentRef, Layout, Lock
 from ..progress import Progress
 from ..repository import ENTRY_MODELS
 from ..repository.stand_in import STAND_IN_PARAMETER
@@ -29,7 +30,7 @@ from .base import Launch, RuntimeUnavailable, ServerOptions
 from .server import ServerStartError, TritonServer
 
 ENGINE_NAME = "remote"  # discovered deployments are named remote:v1, remote:inflight
-_BATCHING = {"V1": "v1", "inflight_fused_batching": "inflight", "inflight_batching": "inflight"}
+_BATCHING: dict[str, Batching] = {"V1": "v1", "inflight_fused_batching": "inflight", "inflight_batching": "inflight"}
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class Discovered:
 
 
 class RemoteRuntime:
-    name = "remote"
+    name: ClassVar[str] = "remote"
     entry = None  # which NGC image serves is not known from outside
     hardware = "remote (not known from here)"
     gpu = "none"  # none of this host's: the server's hardware is not known from outside
@@ -199,7 +200,7 @@ class RemoteRuntime:
         the server does not show), else those read off the server; `names` (--deployment) picks among them."""
         pinned = [r for r in (lock.deployments().values() if lock else []) if r.options.url == self.options.url]
         found = self._discover(limits_needed=not pinned)
-        if pinned:
+        if pinned and lock is not None:  # (pinned ones come from a lock)
             served = {(d.ref.layout, d.ref.options.batching): d for d in found}
             for ref in pinned:
                 seen = served.get((ref.layout, ref.options.batching))
@@ -245,6 +246,8 @@ class RemoteRuntime:
         params = config_parameters(core)
         stand_in = STAND_IN_PARAMETER in params  # the project's own model says so; upstream's python model does not
         decoupled = bool(core.get("model_transaction_policy", {}).get("decoupled"))
+        layout: Layout
+        batching: Batching | None
         if speaks_llmapi(inputs["tensorrt_llm"]):  # TensorRT-LLM's llmapi model: always in-flight, text in and out
             layout, batching, backend = "llmapi", "inflight", "reference" if stand_in else "llmapi"
         else:
@@ -279,6 +282,7 @@ class RemoteRuntime:
         options = Deployment(batching=batching, decoupled=decoupled, exclude_input_in_output=exclude,
                              layout=layout if layout == "llmapi" else None)  # fmt: skip
         name = "llmapi" if layout == "llmapi" else batching
+        # ServedEngine stands in for lock.Engine: the fields of it that the suites read, as the server shows them
         ref = DeploymentRef(ENGINE_NAME, engine, name, options)  # type: ignore[arg-type]
         return [Discovered(ref, tokenizer_dir, engine_dir, inputs)]
 

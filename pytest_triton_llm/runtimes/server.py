@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..credentials import without_secrets
 from ..endpoints import Endpoints
-from ..processes import ManagedProcess
+from ..processes import ServerProcess
 from ..progress import Progress
 from ..errors import TritonLLMError
 
@@ -81,7 +81,7 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 class TritonServer:
-    def __init__(self, name: str, endpoints: Endpoints, log_path: Path, process: ManagedProcess | None, binary: str):
+    def __init__(self, name: str, endpoints: Endpoints, log_path: Path, process: ServerProcess | None, binary: str):
         self.name = name
         self.endpoints = endpoints
         self.log_path = log_path
@@ -111,7 +111,7 @@ class TritonServer:
         start = time.monotonic()
         next_note = start + 10
         while not self.ready():
-            if not self.alive():
+            if self.process is not None and not self.process.alive():  # not self.alive(), narrowed for the exit code
                 why = failed_model(self.log_path) or f"exit code {self.process.returncode}"
                 raise ServerStartError(
                     f"tritonserver for {self.name} stopped before it was ready ({why}); log {self.log_path}\n"
