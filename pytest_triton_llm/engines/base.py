@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Protocol
+from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
 
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
 from ..lock import DeploymentRef, Engine
 from ..errors import TritonLLMError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 
 class BuildError(TritonLLMError, RuntimeError):
@@ -25,7 +28,7 @@ class BuildSite:
     entry: ImageEntry | None  # compat.toml's image: its TensorRT-LLM version picks the build commands
     unknown: str = ""  # why `entry` is None, in words
     examples: str | None = None  # --trtllm-examples
-    docker: object | None = None  # a docker client: build in a container of `image`
+    docker: DockerClient | None = None  # build in a container of `image`
     image: str | None = None
     image_digest: str | None = None
     gpus: str | None = None

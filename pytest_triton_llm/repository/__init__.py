@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
@@ -105,7 +105,7 @@ def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
 
 
 def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None,
-                      tensorrt_llm_backend: str, python_code: dict[str, ModelCode],
+                      tensorrt_llm_backend: str, python_code: Mapping[str, ModelCode],
                       marked: Callable[[str], str] | None = None, upstream_python: bool = False) -> Path:  # fmt: skip
     """Write the model repository for `ref` into `out` (which must not exist yet): the inflight_batcher_llm
     templates of the server's version, `tensorrt_llm` on Triton backend `tensorrt_llm_backend`, and each

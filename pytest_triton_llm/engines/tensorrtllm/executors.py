@@ -13,13 +13,16 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ...compat import ImageEntry, installed_tensorrt_llm
 from ...containers import ContainerError, ContainerSpec, run_container
 from ...credentials import secrets_set
 from ..base import BuildError, BuildSite
 from .commands import BuildPaths
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # Where TensorRT-LLM's examples/ sit in serving images: /app/examples from backend 0.17 (25.01); the
 # README of 0.19-1.0 names /app/tensorrt_llm/examples; earlier images have none and upstream mounts a
@@ -75,6 +78,7 @@ def run_local(argv: list[str], on_line: OnLine) -> int:
     # trtllm-build and the example scripts read HF_TOKEN (calibration datasets) from the inherited environment
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     try:
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             on_line(line.rstrip("\n"))
         return proc.wait()
@@ -115,7 +119,7 @@ def find_local_examples(entry: ImageEntry, given: str | None, package: str) -> P
 class ContainerExecutor:
     """One build container of the serving image (`sleep infinity`), each command run in it by exec."""
 
-    client: object
+    client: DockerClient
     image: str
     image_digest: str
     entry: ImageEntry
@@ -190,5 +194,7 @@ def executor_for(site: BuildSite):
         raise ExecutorError(site.unknown)
     if site.docker is None:
         return local_executor(site.entry, site.examples)
+    if site.image is None or site.image_digest is None:  # (a runtime with docker names its image: BuildSite)
+        raise ExecutorError("a build container needs the serving image and its digest")
     examples = Path(site.examples).expanduser().absolute() if site.examples else None
     return ContainerExecutor(site.docker, site.image, site.image_digest, site.entry, site.gpus, examples, site.labels)
