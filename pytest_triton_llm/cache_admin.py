@@ -164,7 +164,7 @@ def _check_age(older_than_days: float | None) -> float:
 def _candidates(listing: Listing, older_than_days: float, now: _dt.datetime) -> list[Entry | Leftover]:
     """Finished entries built more than `older_than_days` ago, and every unfinished folder (running ones are
     skipped by `_take_out`, so the user hears why their space stays)."""
-    old = [e for e in listing.entries if e.built_at is not None and e.age_days(now) > older_than_days]
+    old = [e for e in listing.entries if (age := e.age_days(now)) is not None and age > older_than_days]
     return [*old, *listing.leftovers]
 
 

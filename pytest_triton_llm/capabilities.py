@@ -107,8 +107,8 @@ class ServedInputs:
                 allowed.setdefault(entry if model == ENTRY else model, set()).update(_names(names))
         varying = family_dependent(layout)
         problems = []
-        for model, names in sorted(sent.items()):
+        for model, sent_names in sorted(sent.items()):
             kind = "tensorrt_llm_bls" if model == "tensorrt_llm_bls" else model
-            for name in sorted(_names(names) & varying.get(kind, frozenset()) - allowed.get(model, set())):
+            for name in sorted(_names(sent_names) & varying.get(kind, frozenset()) - allowed.get(model, set())):
                 problems.append(f"{name} to {model}")
         return problems

@@ -61,8 +61,8 @@ class Generation:
 def _log_probs(outputs: dict) -> tuple[float | None, list[float] | None]:
     """(cum_log_prob, output_log_probs): present only when the request asked for log probs (the llmapi model: the
     cumulative one only, as a string)."""
-    if "cumulative_logprob" in outputs:
-        return float(output_text(outputs, "cumulative_logprob")), None
+    if (cumulative := output_text(outputs, "cumulative_logprob")) is not None:
+        return float(cumulative), None
     if "cum_log_probs" not in outputs:
         return None, None
     return float(outputs["cum_log_probs"].reshape(-1)[0]), outputs["output_log_probs"].reshape(-1).tolist()

@@ -112,11 +112,10 @@ class Verdict:
                context: int = 3) -> str:  # fmt: skip
         """Every differing pair: the first divergence and the tokens around it, expected beside actual (and as
         text, with `decode`); `labels` name the pairs (default: prompt <index>)."""
-        differing = [i for i, d in enumerate(self.divergences) if d is not None]
+        differing = [(i, d) for i, d in enumerate(self.divergences) if d is not None]
         lines = [f"{len(differing)} of {len(self.divergences)} outputs differ ({self.identical_pct:.1f}% identical); "
                  f"rule: {self.rule.describe()}"]  # fmt: skip
-        for i in differing:
-            d = self.divergences[i]
+        for i, d in differing:
             name = labels[i] if labels is not None else f"prompt {i}"
             early = " (within the identical prefix)" if i in self.early else ""
             want, got = (_window(s, d, context) for s in (self.expected[i], self.actual[i]))
@@ -142,6 +141,6 @@ def compare(expected: Sequence[Sequence[int]], actual: Sequence[Sequence[int]], 
     """`actual[i]` against `expected[i]` for every i, under `rule`."""
     if len(expected) != len(actual):
         raise ValueError(f"{len(actual)} outputs to compare with {len(expected)} expected ones")
-    expected = tuple(tuple(e) for e in expected)
-    actual = tuple(tuple(a) for a in actual)
-    return Verdict(rule, expected, actual, tuple(first_divergence(e, a) for e, a in zip(expected, actual, strict=True)))
+    want = tuple(tuple(e) for e in expected)
+    got = tuple(tuple(a) for a in actual)
+    return Verdict(rule, want, got, tuple(first_divergence(e, a) for e, a in zip(want, got, strict=True)))

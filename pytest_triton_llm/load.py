@@ -52,6 +52,7 @@ class RequestRecord:
 
     @property
     def latency_s(self) -> float:
+        assert self.done is not None, "a request still waiting has no latency"
         return self.done - self.sent
 
     def add(self, outputs: dict, keep: bool) -> None:

@@ -94,7 +94,7 @@ def convert(value: Any, tp: Any, entry: str, field: str) -> Any:
             raise _fail(entry, field, tp, value)
         val_tp = typing.get_args(tp)[1]
         return {k: convert(v, val_tp, entry, f"{field}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # (an annotation: a class, never an instance)
         if not isinstance(value, dict):
             raise _fail(entry, field, tp, value)
         return build(tp, value, entry, prefix=f"{field}.")

@@ -493,7 +493,7 @@ class Goodput:
 
 def _meets_slos(request: Mapping[str, float | None], slos: Mapping[str, float]) -> bool:
     # a missing or None metric cannot be shown to meet its limit; NaN fails the comparison by itself
-    return all(request.get(metric) is not None and request[metric] <= limit for metric, limit in slos.items())
+    return all((value := request.get(metric)) is not None and value <= limit for metric, limit in slos.items())
 
 
 def goodput(requests: Sequence[Mapping[str, float | None]], slos: Mapping[str, float], duration_s: float) -> Goodput:

@@ -192,11 +192,12 @@ def batched(value, dtype: str) -> np.ndarray:
 
 # -- stop and bad word lists: per batch row a [2, N] int32 array, row 0 the token ids of all words
 # -- concatenated, row 1 each word's cumulative end offset; padded with 0 and -1 --------------------
-def pack_word_ids(rows: list[list[list[int]]]) -> np.ndarray:
+def pack_word_ids(rows: Sequence[Sequence[Sequence[int]]]) -> np.ndarray:
     """Token-id sequences per batch row -> [batch, 2, N] int32; empty sequences are dropped."""
     packed = []
     for sequences in rows:
-        flat, offsets = [], []
+        flat: list[int] = []
+        offsets: list[int] = []
         for ids in sequences:
             if ids:
                 flat.extend(int(t) for t in ids)
@@ -239,7 +240,7 @@ def output_tensors(ids: list[int], log_probs: list[float] | None = None, cum_log
     request); cum_log_probs [1, 1] (so far) and output_log_probs [1, 1, n] (of this response's new tokens) only
     when the request asked for log probs (`log_probs` not None); batch_index [1, 1] only for a row of a request of
     batch > 1."""
-    outputs = {
+    outputs: dict[str, np.ndarray] = {
         "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, -1),
         "sequence_length": np.array([[len(ids)]], dtype=np.int32),
         "sequence_index": np.zeros((1, 1), dtype=np.int32),

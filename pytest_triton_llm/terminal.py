@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from .lock import DUMMY, DUMMY_LABEL
 from .perf.budgets import match_label
 from .perf_judged import judged_by
 from .perf.publish import dummy_deployments
 
 
-def table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*headers), fmt.format(*("-" * w for w in widths))] + [fmt.format(*map(str, r)) for r in rows]

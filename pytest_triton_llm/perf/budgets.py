@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..schema import SchemaError, build, load_toml
 from ..significance import against_budget
@@ -73,7 +74,7 @@ class Budget:
             if not samples:  # e.g. TTFT of a deployment that does not stream
                 rows.append([limit, "not measured", f"{bound:g}", "n/a"])
                 continue
-            kind = "min" if limit.startswith("min_") else "max"
+            kind: Literal["min", "max"] = "min" if limit.startswith("min_") else "max"
             judged = against_budget(samples, bound, kind)
             measured = f"{samples[0]:g}" if judged.n == 1 else f"{judged.mean:.4g} [{judged.ci_low:.4g}, {judged.ci_high:.4g}]"
             rows.append([limit, measured, f"{'>=' if kind == 'min' else '<='} {bound:g}", VERDICTS[judged.verdict]])

@@ -134,14 +134,15 @@ class PerfOptions:
 
     def budgets_from(self, default: Path) -> tuple[Path, list[Budget]]:
         """(file, budgets): --perf-budgets's, else `default`'s (the suites' fixtures file); a user file replaces it."""
-        if self.budgets_file is not None:
+        if self.budgets_file is not None and self.budgets is not None:  # (read together from --perf-budgets)
             return self.budgets_file, self.budgets
         return default, load_budgets(default)
 
     def workload_from(self, default: Path) -> tuple[str, Workload]:
         """(name, workload) of --perf-workload in --perf-workloads's file, else in `default` (the suites' fixtures file)."""
         path = self.workloads_file or default
-        workloads = self.workloads if self.workloads_file is not None else load_workloads(default)
+        workloads = self.workloads if self.workloads_file is not None and self.workloads is not None else \
+            load_workloads(default)  # (the file and what it holds come together from --perf-workloads)
         if self.workload not in workloads:
             # the suite asks first in pytest_generate_tests: a usage error there stops the run at collection
             raise pytest.UsageError(f"--perf-workload {self.workload}: {path} has {', '.join(sorted(workloads))}")

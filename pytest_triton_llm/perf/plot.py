@@ -13,7 +13,8 @@ from ..lock import DUMMY_LABEL
 
 
 def _sweep(points: dict) -> tuple[list, list]:
-    sweep, rates = [], []
+    sweep: list[tuple[float, str, dict]] = []  # (concurrency or rate, load point, its perf entry)
+    rates: list[tuple[float, str, dict]] = []
     for name, p in points.items():
         if not p.get("latency_ms"):
             continue

@@ -48,7 +48,7 @@ class Workload:
 
     def load_points(self) -> list[tuple[str, dict]]:
         """(name, kwargs for the load generator) per load point: concurrency=4, rate=2.0, ..."""
-        points = [(f"concurrency={c}", {"concurrency": c}) for c in self.concurrency]
+        points: list[tuple[str, dict]] = [(f"concurrency={c}", {"concurrency": c}) for c in self.concurrency]
         points += [(f"rate={r:g}", {"request_rate": r, "arrival": self.arrival}) for r in self.request_rate]
         return points
 
@@ -86,6 +86,7 @@ def encode(requests: list[PerfRequest], client: LLMClient, fixed_output: bool, s
     The llmapi model takes text and has no end_id or min_tokens input: its prompts are the ids decoded, and its
     outputs end where the model ends them (at most max_tokens): `fixed_output` cannot hold there."""
     if client.speaks_llmapi:
+        assert client.decode is not None, "an llmapi deployment's client decodes with its tokenizer"
         return [client.ensemble_inputs(client.decode(r.input_ids), r.max_tokens, stream=streaming or None) for r in requests]
     encoded = []
     for r in requests:
