@@ -229,9 +229,12 @@ def _survives(triton_llm, case: str, expected, send) -> None:
         result, error = send(triton_llm), None
     except GenerationError as exc:
         result, error = None, str(exc).strip()
+    # a python model's process can die while tritonserver stays ready: the model must still answer
     alive = triton_llm.server.alive() and triton_llm.server.ready()
+    after = _answer_after(triton_llm)
     if isinstance(expected, Undocumented):
         assert alive, f"the server did not survive: {case}"
+        assert after is None, f"the model no longer answers after {case}: {after}"
         pytest.skip(f"{case}: {expected.why}; the server survived, the outcome is not checked")
     if expected == ERROR:
         assert error is not None, f"{case}: expected an error, got an answer: {getattr(result, 'text', result)!r}"
@@ -241,6 +244,16 @@ def _survives(triton_llm, case: str, expected, send) -> None:
         text = getattr(result, "text", None)
         assert text is None or isinstance(text, str), f"{case}: the answer's text is not text: {text!r}"
     assert alive, f"the server did not survive: {case}"
+    assert after is None, f"the model no longer answers after {case}: {after}"
+
+
+def _answer_after(triton_llm) -> str | None:
+    """Why a plain request fails now, or None: it is answered."""
+    try:
+        triton_llm.client.generate(PROMPT, 2)
+    except GenerationError as exc:
+        return str(exc).strip() or type(exc).__name__
+    return None
 
 
 @pytest.mark.triton_llm_load

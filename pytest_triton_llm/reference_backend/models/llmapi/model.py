@@ -39,7 +39,8 @@ LORA_CKPT_SOURCES = ("hf", "nemo")  # upstream helpers._LORA_CKPT_SOURCES
 # tensorrt_llm LoraConfig.lora_target_modules when model.yaml names none: every projection of a llama block
 LORA_MODULES = ["attn_q", "attn_k", "attn_v", "attn_dense", "mlp_h_to_4h", "mlp_4h_to_h", "mlp_gate"]
 # the faults of the shared engine (generation.py) and of prefix_cache.py that live in this model
-ENGINE_FAULTS = ("temperature_zero_not_greedy", "penalties_ignored", "kv_reuse_changes_outputs", "kv_reuse_without_speedup")
+ENGINE_FAULTS = ("temperature_zero_not_greedy", "penalties_ignored", "kv_reuse_changes_outputs", "kv_reuse_without_speedup",
+                 "llmapi_adapter_leaks_onto_the_batch")
 
 
 def _model_yaml() -> dict:
@@ -155,10 +156,14 @@ class TritonPythonModel:
             raise ValueError(f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
                              f"({self.max_num_tokens})")  # fmt: skip
         room = self.engine.build_config["max_seq_len"] - len(ids)
+        if room <= 0 and self.fault("llmapi_over_long_prompt_kills_the_engine"):  # the ValueError escapes the worker
+            os._exit(1)
         if room <= 0:  # the executor worker's deduced default_max_tokens (TensorRT-LLM 1.x)
             raise ValueError(f"`default_max_tokens` ({room}) must be greater than 0: the prompt's {len(ids)} tokens leave "
                              f"nothing of max_seq_len ({self.engine.build_config['max_seq_len']})")  # fmt: skip
         max_tokens = _scalar(request, "sampling_param_max_tokens")
+        if self.fault("llmapi_reads_optional_inputs_unconditionally"):  # an absent input read as if it were there
+            max_tokens = int(max_tokens)
         sampling = Sampling(
             top_k=int(_scalar(request, "sampling_param_top_k") or 0),
             top_p=float(_scalar(request, "sampling_param_top_p") or 0.0),
@@ -168,6 +173,8 @@ class TritonPythonModel:
             # llmapi_seed_ignored: every request samples with the default seed, whatever it asked for
             seed=0 if self.fault("llmapi_seed_ignored") else int(_scalar(request, "sampling_param_seed") or 0),
         )
+        if self.fault("llmapi_hostile_request_kills_model") and (sampling.temperature < 0 or sampling.top_p > 1):
+            os._exit(1)  # an out-of-range sampling parameter takes the worker down instead of failing the request
         generation = GenerationRequest(
             input_ids=ids, max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens),
             end_id=self.tokenizer.eos_token_id, sampling=sampling,
@@ -184,6 +191,8 @@ class TritonPythonModel:
             exclude = False
         wanted = {name: bool(_scalar(request, name)) for name in
                   ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")}  # fmt: skip
+        if self.fault("llmapi_optional_outputs_always_sent"):  # every output in every response, asked for or not
+            wanted = dict.fromkeys(wanted, True)
         perf = bool(_scalar(request, "sampling_param_return_perf_metrics"))
         respond = partial(self._respond, sender, ids, stops, exclude, wanted, perf)
         return TimedJob(Sequence(generation), request.request_id() or f"llmapi-{next(self._ids)}", respond,
@@ -202,6 +211,8 @@ class TritonPythonModel:
             raise ValueError(f"lora_ckpt_source must be one of {LORA_CKPT_SOURCES}, got {source!r}")
         path = given["lora_path"]
         if not os.path.exists(path):
+            if self.fault("llmapi_lora_path_not_checked"):  # a path that is not there: the base model answers
+                return None
             raise ValueError(f"lora_path does not exist on the Triton server's filesystem: {path}")
         lora = self.engine.lora
         if lora is None:  # stand-in wording: TensorRT-LLM's own text for this case was not read
@@ -242,6 +253,8 @@ class TritonPythonModel:
         if seq.finish_reason == "end_id" and self.fault("llmapi_end_token_text_returned"):
             text += self.tokenizer.eos_token
         stop_reason = None
+        if seq.finish_reason == "end_id" and self.fault("llmapi_stop_reason_is_the_end_token"):
+            stop_reason = self.tokenizer.eos_token_id  # the end token's id, as if it were a stop token
         if seq.finish_reason == "stop_words":  # the stop string ends the text and is not part of it
             stop_reason = next((s for s in stops if s in text), None)
             if stop_reason is not None:
@@ -250,9 +263,12 @@ class TritonPythonModel:
             text, job.sent_text = text[len(job.sent_text) :], text
         tensors = [pb_utils.Tensor("text_output", _strings([text]))]
         finish = FINISH.get(seq.finish_reason) if seq.finished else None
+        if finish == "length" and self.fault("llmapi_finish_reason_never_length"):
+            finish = "stop"
+        cum_log_prob = f"[{seq.cum_log_prob}]" if self.fault("llmapi_numeric_outputs_not_numbers") else seq.cum_log_prob
         values = {"return_finish_reason": ("finish_reason", finish),
                   "return_stop_reason": ("stop_reason", stop_reason),
-                  "return_cumulative_logprob": ("cumulative_logprob", seq.cum_log_prob)}  # fmt: skip
+                  "return_cumulative_logprob": ("cumulative_logprob", cum_log_prob)}  # fmt: skip
         for key, (name, value) in values.items():
             if wanted[key]:
                 tensors.append(pb_utils.Tensor(name, _strings([value])))
@@ -261,7 +277,8 @@ class TritonPythonModel:
             kv.total = -(-(len(prompt_ids) + len(seq.tokens)) // self.prefix.block)
             kv.new = kv.total - kv.reused
             figures = dict(zip(KV_CACHE_OUTPUTS, (kv.reused, kv.missed, kv.new, kv.total, kv.hit_rate), strict=True))
-            times = (job.arrival_ns, job.first_scheduled_ns, job.first_token_ns, job.last_token_ns)
+            arrival = job.first_token_ns if self.fault("llmapi_arrival_time_not_passed") else job.arrival_ns
+            times = (arrival, job.first_scheduled_ns, job.first_token_ns, job.last_token_ns)
             figures.update(zip(TIMESTAMP_OUTPUTS, times, strict=True))
             figures.update(acceptance_rate=0.0, total_accepted_draft_tokens=0, total_draft_tokens=0)  # no draft model
             tensors.extend(pb_utils.Tensor(name, _strings([value])) for name, value in figures.items())

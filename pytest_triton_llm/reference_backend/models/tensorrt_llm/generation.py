@@ -209,7 +209,7 @@ class ReferenceEngine:
         r, s = seq.request, seq.request.sampling
         if r.embedding_bias is not None and r.embedding_bias.size:
             row += torch.from_numpy(np.asarray(r.embedding_bias, dtype=np.float32))
-        if s.penalized and not self.fault("penalties_ignored"):
+        if s.penalized and not (self.fault("penalties_ignored") or self.fault("repetition_penalty_ignored")):
             history = r.input_ids + seq.tokens
             ids = torch.tensor(sorted(set(history)), dtype=torch.long)
             if s.repetition_penalty != 1.0:

@@ -69,7 +69,8 @@ class LoraSupport:
             rows = self.rows
             if not any(rows):
                 return None
-            if self.fault("lora_one_adapter_for_whole_batch"):  # the first adapter of the batch, on every row
+            if self.fault("lora_one_adapter_for_whole_batch") or self.fault("llmapi_adapter_leaks_onto_the_batch"):
+                # the first adapter of the batch, on every row: the base model's rows too
                 rows = [next(a for a in rows if a is not None)] * len(rows)
             x = args[0]
             for adapter in {id(a): a for a in rows if a is not None}.values():
@@ -129,6 +130,8 @@ class LoraSupport:
         parsed = {}
         for row, (module_id, layer, rank) in zip(weights, config.tolist(), strict=True):
             if module_id not in self.targets:
+                if self.fault("lora_unbuilt_module_silently_dropped"):  # the row is skipped, the rest serves
+                    continue
                 names = {v: k for k, v in MODULE_IDS.items()}
                 raise RequestError(
                     f"LoRA module {names.get(module_id, module_id)} is not among the engine's lora_target_modules "

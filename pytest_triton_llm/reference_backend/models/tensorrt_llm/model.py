@@ -46,7 +46,8 @@ ENGINE_FAULTS = (
     "inflight_serializes_requests", "stop_signal_ignored", "cancelled_request_keeps_its_slot",
     "first_streamed_token_twice", "end_token_streamed_twice", "ttft_plus_30_percent", "throughput_minus_20_percent",
     "output_log_probs_all_zero", "cum_log_probs_zero", "log_probs_all_zero", "output_log_probs_dtype_differs",
-    "sequence_length_ignores_end_id", "stream_held_until_the_end",
+    "sequence_length_ignores_end_id", "stream_held_until_the_end", "repetition_penalty_ignored",
+    "lora_unbuilt_module_silently_dropped",
 )  # fmt: skip
 LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
 
@@ -232,7 +233,11 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         tensors = self._tensors(request)
         if _scalar(tensors, "stop", 0, False, bool):  # upstream's stop signal: same request id, stop=true
-            self.scheduler.request_stop(request.request_id())
+            found = self.scheduler.request_stop(request.request_id())
+            if not found and self.fault("stop_for_an_ended_request_is_an_error"):
+                sender.send(_error(f"[TensorRT-LLM][ERROR] Received stop request for requestId {request.request_id()} but "
+                                   "it's not active (might be completed already)."), flags=FINAL)  # fmt: skip
+                return
             sender.send(flags=FINAL)
             return
         try:
