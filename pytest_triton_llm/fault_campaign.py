@@ -267,13 +267,16 @@ def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path
     baseline starts once its clean run has ended, and not at all if that one did not pass (`passed`). A run that must
     go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind it). Ctrl-C
     stops the running children."""
-    pending, running, results = list(runs), {}, {}
+    pending = list(runs)
+    running: dict[str, tuple[Run, float, Child]] = {}
+    results: dict[str, Result] = {}
     try:
         while pending or running:
             for run in list(pending):
-                if run.baseline and run.clean not in results:
+                clean = results.get(run.clean or "")
+                if run.baseline and clean is None:
                     continue
-                if run.baseline and not passed(results[run.clean]):
+                if run.baseline and clean is not None and not passed(clean):
                     pending.remove(run)
                     results[run.label] = Result(run, None, 0.0, None)
                     done(results[run.label])
@@ -328,7 +331,9 @@ PYTEST_EXITS = {2: "interrupted, or a collection error", 3: "pytest's internal e
                 5: "no test selected"}  # fmt: skip
 
 
-def _exit(code: int) -> str:
+def _exit(code: int | None) -> str:
+    if code is None:
+        return "pytest did not run"
     return f"pytest exited {code} ({PYTEST_EXITS.get(code, 'killed' if code < 0 else 'unexpected')})"
 
 
@@ -341,7 +346,9 @@ class FaultOutcome:
 
     @property
     def fault(self) -> Fault:
-        return self.result.run.fault
+        fault = self.result.run.fault
+        assert fault is not None, "an outcome is a fault run's"
+        return fault
 
 
 NEVER_READY = "the session's server start"  # what caught a fault that keeps the deployment from loading
@@ -541,9 +548,9 @@ class Campaign:
             self.cleans.append((result, ok, what))
             self._say(f"{result.run.label}: {'passed' if ok else 'FAILED'} ({what})", result)
         cleans = {r.run.label: r for r, _, _ in self.cleans}
-        for fault in [r for r in self.held if r.run.clean in cleans]:
+        for fault in [r for r in self.held if (r.run.clean or "") in cleans]:
             self.held.remove(fault)
-            outcome = judge_fault(fault, cleans[fault.run.clean], self.out)
+            outcome = judge_fault(fault, cleans[fault.run.clean or ""], self.out)
             self.faults.append(outcome)
             verdict = {CAUGHT: f"caught by {outcome.why}", MISSED: f"MISSED ({outcome.why})"}.get(
                 outcome.verdict, f"HARNESS ERROR: {outcome.why}")  # fmt: skip
