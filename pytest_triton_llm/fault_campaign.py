@@ -199,18 +199,28 @@ class Child(Protocol):
     def stop(self) -> None: ...
 
 
-Start = Callable[[list[str], Path, Path], Child]  # (argv, cwd, log) -> a started child
+Start = Callable[[list[str], Path, Path, dict[str, str]], Child]  # (argv, cwd, log, env additions) -> a started child
+
+
+def run_env(alone: bool, jobs: int) -> dict[str, str]:
+    """What a run's environment adds: its servers' OpenMP threads, the cores shared by the runs at once (all of them
+    for a run that goes alone), unless the user set OMP_NUM_THREADS. Two runs of 2 threads each on 2 cores spin
+    against each other (runtimes/server.py cpu_share: -n 2 ran 2.6x slower before it gave each worker its share)."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return {}
+    cores = len(os.sched_getaffinity(0))
+    return {"OMP_NUM_THREADS": str(cores if alone or jobs == 1 else max(1, cores // jobs))}
 
 
 class PytestProcess:
     """A pytest in its own process group, its output in a log. stop() sends SIGTERM, which the plugin takes as Ctrl-C
     (its teardown stops the servers); SIGINT could be ignored, as it is in a shell's background jobs."""
 
-    def __init__(self, argv: list[str], cwd: Path, log: Path):
+    def __init__(self, argv: list[str], cwd: Path, log: Path, env: dict[str, str]):
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as fh:
             self.popen = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                          start_new_session=True)  # fmt: skip
+                                          start_new_session=True, env={**os.environ, **env})  # fmt: skip
 
     def poll(self) -> int | None:
         return self.popen.poll()
@@ -287,7 +297,8 @@ def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path
                     continue
                 pending.remove(run)
                 report_path(out, run.label).unlink(missing_ok=True)
-                running[run.label] = run, time.monotonic(), start(run.argv(base, out), cwd, log_path(out, run.label))
+                child = start(run.argv(base, out), cwd, log_path(out, run.label), run_env(run.alone, jobs))
+                running[run.label] = run, time.monotonic(), child
             finished = [label for label, (_, _, child) in running.items() if child.poll() is not None]
             for label in finished:
                 run, began, child = running.pop(label)
@@ -318,7 +329,7 @@ def collect(start: Start, base: list[str], cwd: Path, out: Path) -> list[str]:
     log = log_path(out, "collect")
     argv = [sys.executable, "-m", "pytest", *base, "--collect-only", "-q", "-p", "no:cacheprovider",
             "--basetemp", str(out / "basetemp" / "collect")]  # fmt: skip
-    code = _wait(start(argv, cwd, log))
+    code = _wait(start(argv, cwd, log, {}))
     if code != 0:
         raise CampaignError(f"collecting the suites failed (pytest exited {code}): {log}")
     return [line for line in log.read_text().splitlines() if re.match(r"\S+\.py::\S", line)]

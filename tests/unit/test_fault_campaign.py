@@ -71,7 +71,7 @@ class FakeStack:
         self.failing, self.not_injected, self.codes, self.skipped = failing or {}, not_injected, codes or {}, skipped or {}
         self.argvs: list[list[str]] = []
 
-    def __call__(self, argv, cwd, log):
+    def __call__(self, argv, cwd, log, env=None):
         self.argvs.append(argv)
         log.parent.mkdir(parents=True, exist_ok=True)
         if "--collect-only" in argv:
@@ -356,7 +356,7 @@ def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[
     runs = plan(list(fault_campaign.load_catalog(catalog(tmp_path, *rows)).values()), tmp_path)
     overlaps, Slow.live = {}, []
 
-    def start(argv, cwd, log):
+    def start(argv, cwd, log, env=None):
         label = options(argv).get("--stand-in-fault", "clean " + options(argv)["--deployment"])
         return Slow(label, 6 if label == long else 3, overlaps)
 
@@ -382,9 +382,9 @@ def test_jobs_2_runs_a_timed_run_alone_while_untimed_runs_behind_it_take_the_fre
 def collect_then_run_forever(children: list):
     """A start that answers the collection as the fake stack does and leaves every pytest run running (in `children`)."""
 
-    def start(argv, cwd, log):
+    def start(argv, cwd, log, env=None):
         if "--collect-only" in argv:
-            return FakeStack()(argv, cwd, log)
+            return FakeStack()(argv, cwd, log, env)
         children.append(Done(None))
         return children[-1]
 
@@ -408,7 +408,7 @@ def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, ca
 def test_a_stopped_pytest_process_gets_sigterm_even_where_sigint_is_ignored(tmp_path):
     script = "import signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     script += "signal.signal(signal.SIGTERM, lambda *a: sys.exit(42)); print('up', flush=True); time.sleep(60)"
-    child = fault_campaign.PytestProcess([sys.executable, "-c", script], tmp_path, tmp_path / "log")
+    child = fault_campaign.PytestProcess([sys.executable, "-c", script], tmp_path, tmp_path / "log", {})
     deadline = time.monotonic() + 30
     while "up" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -464,3 +464,13 @@ def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session
     assert (outcome.verdict, outcome.caught_by) == (CAUGHT, [NEVER_READY])
     log_path(tmp_path, run.label).write_text("ERROR: --deployment smollm2-135m:nope: no such deployment\n")
     assert judge_fault(Result(run, 4, 1.0, None), clean, tmp_path).verdict == "harness error"
+
+
+def test_runs_at_once_share_the_cores_openmp_threads_and_a_run_alone_takes_them_all(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(fault_campaign.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert fault_campaign.run_env(alone=False, jobs=2) == {"OMP_NUM_THREADS": "2"}
+    assert fault_campaign.run_env(alone=True, jobs=2) == {"OMP_NUM_THREADS": "4"}
+    assert fault_campaign.run_env(alone=False, jobs=8) == {"OMP_NUM_THREADS": "1"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
+    assert fault_campaign.run_env(alone=False, jobs=2) == {}
