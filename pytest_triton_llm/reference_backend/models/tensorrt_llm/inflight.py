@@ -271,6 +271,8 @@ class InflightScheduler:
         seq = job.sequence
         if seq.finish_reason is None:
             seq.finish_reason = reason
+        if reason == "cancelled" and self.engine.fault("cancelled_request_keeps_its_slot"):
+            self._orphans.append(job)  # wherever it was cancelled: queued, admitted or in the batch
         new = slice(job.streamed, len(seq.tokens))
         tokens, log_probs = seq.tokens[new], seq.log_probs[new]
         if job.streaming and seq.finish_reason == "end_id" and seq.tokens and self.engine.fault("end_token_streamed_twice"):
@@ -283,8 +285,6 @@ class InflightScheduler:
         for i, job in enumerate(self._batch.jobs):
             if cancel_check and not job.sequence.finished and job.cancelled:
                 self._finish(job, "cancelled")
-                if self.engine.fault("cancelled_request_keeps_its_slot"):
-                    self._orphans.append(job)
             if not job.sequence.finished:
                 keep.append(i)
         self._batch.keep(keep)
