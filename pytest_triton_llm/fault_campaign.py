@@ -272,11 +272,14 @@ def _read_report(path: Path) -> dict | None:
 
 
 def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path, out: Path,
-            done: Callable[[Result], None], passed: Callable[[Result], bool]) -> list[Result]:  # fmt: skip
+            done: Callable[[Result], None], passed: Callable[[Result], bool],
+            retry: Callable[[Result], bool] = lambda result: False) -> list[Result]:  # fmt: skip
     """Runs up to `jobs` at once (a run marked alone by itself); `done` hears of each as it ends. A run that reads a
     baseline starts once its clean run has ended, and not at all if that one did not pass (`passed`). A run that must
-    go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind it). Ctrl-C
-    stops the running children."""
+    go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind it). A run that
+    `retry` says the host broke runs once more, first in line, its first log kept beside the new one. Ctrl-C stops the
+    running children."""
+    retried: set[str] = set()
     pending = list(runs)
     running: dict[str, tuple[Run, float, Child]] = {}
     results: dict[str, Result] = {}
@@ -302,9 +305,17 @@ def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path
             finished = [label for label, (_, _, child) in running.items() if child.poll() is not None]
             for label in finished:
                 run, began, child = running.pop(label)
-                results[label] = Result(run, child.poll(), time.monotonic() - began,
-                                        _read_report(report_path(out, label)))  # fmt: skip
-                done(results[label])
+                result = Result(run, child.poll(), time.monotonic() - began, _read_report(report_path(out, label)))
+                if label not in retried and retry(result):
+                    retried.add(label)
+                    log = log_path(out, label)
+                    log.replace(log.with_suffix(".first.log"))
+                    print(f"retrying {label} once: {_exit(result.returncode)}, its server never ready (log: "
+                          f"{log.with_suffix('.first.log')})", flush=True)  # fmt: skip
+                    pending.insert(0, run)
+                    continue
+                results[label] = result
+                done(result)
             if not finished and running:
                 time.sleep(POLL_S)
     except KeyboardInterrupt:
@@ -375,6 +386,13 @@ def _never_ready(run: Run, out: Path) -> bool:
     return f"{name}stopped before it was ready" in log or f"{name}not ready after" in log
 
 
+def host_broke_the_start(result: Result, out: Path) -> bool:
+    """The run's server stopped before it was ready although its fault does not keep models from loading: the host's
+    doing (tritonserver aborted at start with boost::interprocess::lock_exception in a campaign of 2026-11-26)."""
+    fault = result.run.fault
+    return result.returncode == 4 and not (fault and fault.stops_loading) and _never_ready(result.run, out)
+
+
 def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome:
     """Caught: a test that the clean run ran without a failure (passed; or skipped, as the drift test is without a
     baseline) failed or errored with the fault in. A run that cannot tell (no report, not injected, no test, pytest's
@@ -382,7 +400,8 @@ def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome
     run, code = result.run, result.returncode
     if code is None:
         return FaultOutcome(result, HARNESS, f"not run: {run.clean} did not pass, so its baseline is not a clean one")
-    if code == 4 and clean is not None and clean.returncode == 0 and _never_ready(run, out):
+    if code == 4 and run.fault is not None and run.fault.stops_loading and clean is not None and clean.returncode == 0 \
+            and _never_ready(run, out):
         # the session stops at once (one line, usage-error exit) when a deployment's models fail to load: the server
         # the clean run served did not come up with the fault in
         return FaultOutcome(result, CAUGHT, f"the session: {run.deployment} never became ready", [NEVER_READY])
@@ -646,7 +665,8 @@ def campaign(args: argparse.Namespace, base: list[str], cwd: Path, start: Start 
         functions = list(dict.fromkeys(function_of(n) for n in collect(start, base, cwd, out)))
         print(f"pytest-triton-llm faults: {len(faults)} faults and {len(runs) - len(faults)} clean runs, {args.jobs} "
               f"at once; {len(functions)} test functions; out: {out}", flush=True)  # fmt: skip
-        results = execute(runs, args.jobs, start, base, cwd, out, progress.done, lambda r: judge_clean(r, out)[0])
+        results = execute(runs, args.jobs, start, base, cwd, out, progress.done, lambda r: judge_clean(r, out)[0],
+                          lambda r: host_broke_the_start(r, out))
     except CampaignError as exc:
         print(f"pytest-triton-llm faults: error: {exc}", file=sys.stderr)
         return 2

@@ -39,6 +39,7 @@ class Fault:
     pytest_args: tuple[str, ...] = ()  # what else the campaign passes (a saved baseline, a workload)
     keyword: str = ""  # the campaign's -k: only the tests that can see it (a perf fault's load points)
     smoke: bool = False  # the campaign's --smoke runs it (a quick sample of the catalog, with the clean runs)
+    stops_loading: bool = False  # it keeps its deployment from loading: a session that stops before ready catches it
 
     def __post_init__(self):
         owner, _, number = self.issue.partition("#")

@@ -474,3 +474,54 @@ def test_runs_at_once_share_the_cores_openmp_threads_and_a_run_alone_takes_them_
     assert fault_campaign.run_env(alone=False, jobs=8) == {"OMP_NUM_THREADS": "1"}
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
     assert fault_campaign.run_env(alone=False, jobs=2) == {}
+
+
+def test_a_server_that_never_got_ready_catches_only_a_fault_that_keeps_models_from_loading(tmp_path):
+    from pytest_triton_llm.fault_campaign import HARNESS, Result, Run, judge_fault, log_path
+
+    fault = fault_campaign.load_catalog()["stop_words_ignored"]
+    assert not fault.stops_loading
+    run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, clean="clean")
+    log_path(tmp_path, run.label).parent.mkdir(parents=True)
+    log_path(tmp_path, run.label).write_text(
+        f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {fault.deployment} stopped before it was ready (exit code -6)\n"
+    )
+    clean = Result(Run("clean", fault.deployment, fault.markers, "", ()), 0, 1.0, {"tests": []})
+    assert judge_fault(Result(run, 4, 1.0, None), clean, tmp_path).verdict == HARNESS
+    assert fault_campaign.host_broke_the_start(Result(run, 4, 1.0, None), tmp_path)
+
+
+class StartsThenBreaks(FakeStack):
+    """The first run of fault `broken` stops before its server is ready (exit 4, as the session's one line says)."""
+
+    def __init__(self, broken: str, times: int = 1):
+        super().__init__(failing={broken: [SUITE[0]]})
+        self.broken, self.left = broken, times
+
+    def __call__(self, argv, cwd, log, env=None):
+        option = options(argv)
+        if option.get("--stand-in-fault") == self.broken and self.left:
+            self.left -= 1
+            self.argvs.append(argv)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {option['--deployment']} stopped "
+                           "before it was ready (exit code -6)\n")  # fmt: skip
+            return Done(4)
+        return super().__call__(argv, cwd, log, env)
+
+
+def test_a_run_whose_server_the_host_broke_at_start_runs_once_more_and_keeps_its_first_log(tmp_path, capsys):
+    faults = catalog(tmp_path, {"name": "drops_space"})
+    stack = StartsThenBreaks("drops_space")
+    assert run_campaign(tmp_path, faults, stack) == 0
+    assert [options(a).get("--stand-in-fault") for a in stack.argvs if "--collect-only" not in a].count("drops_space") == 2
+    assert (tmp_path / "out" / "runs" / "drops_space.first.log").read_text().endswith("(exit code -6)\n")
+    retry_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("retrying "))
+    assert retry_line.startswith("retrying drops_space once: pytest exited 4 (a usage error), its server never ready")
+
+
+def test_a_run_the_host_breaks_twice_is_a_harness_error(tmp_path):
+    faults = catalog(tmp_path, {"name": "drops_space"})
+    assert run_campaign(tmp_path, faults, StartsThenBreaks("drops_space", times=2)) == 1
+    outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
+    assert (outcome["name"], outcome["verdict"]) == ("drops_space", "harness error")
