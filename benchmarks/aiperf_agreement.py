@@ -98,8 +98,11 @@ DEPLOYMENT = "smollm2-135m:inflight"
 FULL = {"concurrency": [1, 4, 8], "input_tokens": 32, "output_tokens": 32, "warmup": 2}  # the perf suite's default
 SMOKE = {"concurrency": [1], "requests": 3, "input_tokens": 16, "output_tokens": 8, "warmup": 1}
 AIPERF, HTTP, GRPC = "aiperf", "loadgen-http", "loadgen-grpc"
-LABELS = {AIPERF: "aiperf (HTTP generate_stream -> ensemble)", HTTP: "loadgen (same path)",
-          GRPC: "loadgen as the perf suite (gRPC -> tensorrt_llm)"}  # fmt: skip
+LABELS = {
+    AIPERF: "aiperf (HTTP generate_stream -> ensemble)",
+    HTTP: "loadgen (same path)",
+    GRPC: "loadgen as the perf suite (gRPC -> tensorrt_llm)",
+}
 METRICS = [  # key, label
     ("output_tokens_per_s", "output tokens/s"),
     ("throughput_rps", "req/s"),
@@ -107,8 +110,7 @@ METRICS = [  # key, label
     ("ttft_p99", "TTFT p99 ms"),
     ("itl_p50", "ITL p50 ms"),
 ]
-TEMPLATE = ('{"text_input": {{ text|tojson }}, "max_tokens": %d, "min_length": %d, "end_id": %d, '
-            '"stream": true}')  # fmt: skip
+TEMPLATE = '{"text_input": {{ text|tojson }}, "max_tokens": %d, "min_length": %d, "end_id": %d, "stream": true}'
 
 
 def requests_for(concurrency: int) -> int:
@@ -124,8 +126,11 @@ def fixed_prompts(served, count: int, length: int, seed: int = 0) -> list[tuple[
     (" word"), which a byte-level BPE tokenizes back to themselves, so text and ids are the same prompt."""
     tokenizer = served.tokenizer
     pieces = tokenizer.convert_ids_to_tokens(list(range(100, tokenizer.vocab_size)))
-    words = [i for i, p in enumerate(pieces, 100) if p.startswith("\u0120") and p[1:].isascii() and p[1:].isalpha()
-             and p[1:].islower() and len(p) >= 4]  # fmt: skip
+    words = [
+        i
+        for i, p in enumerate(pieces, 100)
+        if p.startswith("\u0120") and p[1:].isascii() and p[1:].isalpha() and p[1:].islower() and len(p) >= 4
+    ]
     special = len(served.encode(" hello")) - len(tokenizer.encode(" hello", add_special_tokens=False))
     rng = np.random.default_rng(seed)
     prompts = []
@@ -234,15 +239,40 @@ def aiperf_client(executable: str, served, prompts, warmup: int, concurrency: in
         template.write_text(TEMPLATE % (output_tokens, output_tokens, NO_END))  # a file: aiperf splits inline values on commas
         dataset.write_text("".join(json.dumps({"text": text}) + "\n" for text, _ in prompts))
         cpu, wall = cpu_seconds(resource.RUSAGE_CHILDREN), time.perf_counter()  # aiperf's processes, once reaped
-        summary, records = common.run_aiperf(executable, [
-            "--model", "ensemble", "--url", f"http://{served.server.endpoints.http}",
-            "--endpoint-type", "template", "--custom-endpoint", "/v2/models/ensemble/generate_stream", "--streaming",
-            "--extra-inputs", f"payload_template:{template}", "--extra-inputs", "response_field:text_output",
-            "--tokenizer", str(served.engine.tokenizer_path), "--input-file", str(dataset),
-            "--custom-dataset-type", "single_turn", "--concurrency", str(concurrency),
-            "--request-count", str(len(prompts)), "--warmup-request-count", str(warmup), "--random-seed", "0",
-            "--no-server-metrics", "--no-gpu-telemetry",
-        ])  # fmt: skip
+        summary, records = common.run_aiperf(
+            executable,
+            [
+                "--model",
+                "ensemble",
+                "--url",
+                f"http://{served.server.endpoints.http}",
+                "--endpoint-type",
+                "template",
+                "--custom-endpoint",
+                "/v2/models/ensemble/generate_stream",
+                "--streaming",
+                "--extra-inputs",
+                f"payload_template:{template}",
+                "--extra-inputs",
+                "response_field:text_output",
+                "--tokenizer",
+                str(served.engine.tokenizer_path),
+                "--input-file",
+                str(dataset),
+                "--custom-dataset-type",
+                "single_turn",
+                "--concurrency",
+                str(concurrency),
+                "--request-count",
+                str(len(prompts)),
+                "--warmup-request-count",
+                str(warmup),
+                "--random-seed",
+                "0",
+                "--no-server-metrics",
+                "--no-gpu-telemetry",
+            ],
+        )
         cpu, wall = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu, time.perf_counter() - wall
 
     def values(metric):
@@ -316,30 +346,37 @@ def explain(metric: str, column: str, aiperf: dict, ours: dict, tolerance: float
         used.append("itl")
         like = relative(ours["itl_per_request_p50"], aiperf["itl_p50"])
         pooled = relative(ours["itl_pooled_p50"], aiperf["itl_pooled_p50"])
-        lines = [f"like for like: per request, ours {num(ours['itl_per_request_p50'])} vs aiperf {num(aiperf['itl_p50'])} "
-                 f"ms ({pct(like)}); pooled gaps, ours {num(ours['itl_pooled_p50'])} vs aiperf's inter_chunk_latency "
-                 f"{num(aiperf['itl_pooled_p50'])} ms ({pct(pooled)})"]  # fmt: skip
+        lines = [
+            f"like for like: per request, ours {num(ours['itl_per_request_p50'])} vs aiperf {num(aiperf['itl_p50'])} "
+            f"ms ({pct(like)}); pooled gaps, ours {num(ours['itl_pooled_p50'])} vs aiperf's inter_chunk_latency "
+            f"{num(aiperf['itl_pooled_p50'])} ms ({pct(pooled)})"
+        ]
         like = max((abs(v) for v in (like, pooled) if v is not None), default=None)
     elif metric.startswith("ttft"):
         used.append("ttft")
         mine, like = ours[f"{metric}_like"], relative(ours[f"{metric}_like"], aiperf[metric])
-        lines = [f"like for like (ours to the first non-empty text; {ours['empty_first_responses']} request(s) began "
-                 f"with an empty one): {num(mine)} vs aiperf {num(aiperf[metric])} ms ({pct(like)})"]  # fmt: skip
+        lines = [
+            f"like for like (ours to the first non-empty text; {ours['empty_first_responses']} request(s) began "
+            f"with an empty one): {num(mine)} vs aiperf {num(aiperf[metric])} ms ({pct(like)})"
+        ]
         like = None if like is None else abs(like)
     else:
         used.append("throughput")
         like = relative(ours[f"{metric}_like"], aiperf[metric])
-        lines = [f"aiperf: {aiperf['requests']} requests, {aiperf['output_tokens']} tokens in {num(aiperf['duration_s'])} s; "
-                 f"ours: {ours['requests']} requests, {ours['output_tokens']} tokens ({ours['output_tokens_retokenized']} "
-                 f"re-tokenized) in {num(ours['duration_s'])} s ({num(ours['duration_aiperf_s'])} s as aiperf times it)",
-                 f"like for like (aiperf's token count and duration on our records): {num(ours[f'{metric}_like'])} vs "
-                 f"aiperf {num(aiperf[metric])} ({pct(like)})"]  # fmt: skip
+        lines = [
+            f"aiperf: {aiperf['requests']} requests, {aiperf['output_tokens']} tokens in {num(aiperf['duration_s'])} s; "
+            f"ours: {ours['requests']} requests, {ours['output_tokens']} tokens ({ours['output_tokens_retokenized']} "
+            f"re-tokenized) in {num(ours['duration_s'])} s ({num(ours['duration_aiperf_s'])} s as aiperf times it)",
+            f"like for like (aiperf's token count and duration on our records): {num(ours[f'{metric}_like'])} vs "
+            f"aiperf {num(aiperf[metric])} ({pct(like)})",
+        ]
         like = None if like is None else abs(like)
     return used, verdict(metric, lines, like, column, aiperf, ours, tolerance)
 
 
-def verdict(metric: str, lines: list[str], like: float | None, column: str, aiperf: dict, ours: dict,
-            tolerance: float) -> list[str]:  # fmt: skip
+def verdict(
+    metric: str, lines: list[str], like: float | None, column: str, aiperf: dict, ours: dict, tolerance: float
+) -> list[str]:
     if like is None:
         return lines
     if like <= tolerance:
@@ -347,25 +384,33 @@ def verdict(metric: str, lines: list[str], like: float | None, column: str, aipe
     if column == GRPC:
         return [*lines, "-> not the definitions: the path differs (above), and so may the server's speed between runs"]
     server = relative(ours["server_ensemble_ms"], aiperf["server_ensemble_ms"])
-    lines.append(f"the server's own time per ensemble request (Triton's statistics, arrival to last response, warm-up "
-                 "included): "
-                 f"{num(ours['server_ensemble_ms'])} ms during our run, {num(aiperf['server_ensemble_ms'])} ms during "
-                 f"aiperf's ({pct(server)}); each client's mean request latency beyond it: ours "
-                 f"{num(overhead(ours))}, aiperf {num(overhead(aiperf))} ms")  # fmt: skip
-    lines.append(f"client CPU: ours {num(ours['client_cpu_pct'])}% of a core while sending, aiperf's processes "
-                 f"{num(aiperf['client_cpu_pct'])}% over its run (start-up included)")  # fmt: skip
+    lines.append(
+        f"the server's own time per ensemble request (Triton's statistics, arrival to last response, warm-up "
+        "included): "
+        f"{num(ours['server_ensemble_ms'])} ms during our run, {num(aiperf['server_ensemble_ms'])} ms during "
+        f"aiperf's ({pct(server)}); each client's mean request latency beyond it: ours "
+        f"{num(overhead(ours))}, aiperf {num(overhead(aiperf))} ms"
+    )
+    lines.append(
+        f"client CPU: ours {num(ours['client_cpu_pct'])}% of a core while sending, aiperf's processes "
+        f"{num(aiperf['client_cpu_pct'])}% over its run (start-up included)"
+    )
     if server is not None and abs(server) > tolerance:
         # what is left once the server's own speed is divided out (a rate goes as the inverse of a time)
         speed = (ours["server_ensemble_ms"] / aiperf["server_ensemble_ms"]) ** (1 if metric.startswith(("ttft", "itl")) else -1)
         mine = {"itl_p50": ours["itl_per_request_p50"]}.get(metric, ours.get(f"{metric}_like"))
         left = relative(mine / speed, aiperf[metric]) if mine is not None else None
-        lines.append(f"-> not the definitions: the server itself ran {abs(server):.1f}% {'slower' if server > 0 else 'faster'} "
-                     f"per request during our run than during aiperf's (its own statistics; a CPU-bound server shares "
-                     f"the machine's cores with its other load and with the client's processes); with that divided "
-                     f"out the clients differ by {pct(left)}")  # fmt: skip
+        lines.append(
+            f"-> not the definitions: the server itself ran {abs(server):.1f}% {'slower' if server > 0 else 'faster'} "
+            f"per request during our run than during aiperf's (its own statistics; a CPU-bound server shares "
+            f"the machine's cores with its other load and with the client's processes); with that divided "
+            f"out the clients differ by {pct(left)}"
+        )
     else:
-        lines.append(f"-> neither the definitions nor the server's speed account for it: the clients' timing differs, "
-                     f"or it is sampling noise ({ours['requests']} requests each)")  # fmt: skip
+        lines.append(
+            f"-> neither the definitions nor the server's speed account for it: the clients' timing differs, "
+            f"or it is sampling noise ({ours['requests']} requests each)"
+        )
     return lines
 
 
@@ -423,20 +468,32 @@ def server_side(served, before: dict, sent: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--aiperf", metavar="PATH", help="the aiperf executable (installed in its own environment); "
-                        "without it only this project's load generator runs")  # fmt: skip
+    parser.add_argument(
+        "--aiperf",
+        metavar="PATH",
+        help="the aiperf executable (installed in its own environment); without it only this project's load generator runs",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", help="closed-loop load points (default 1 4 8)")
-    parser.add_argument("--requests", type=int, help="measured requests per client and load point "
-                        "(default max(16, 4 x concurrency))")  # fmt: skip
+    parser.add_argument(
+        "--requests", type=int, help="measured requests per client and load point (default max(16, 4 x concurrency))"
+    )
     parser.add_argument("--input-tokens", type=int, help="fixed input length (default 32)")
     parser.add_argument("--output-tokens", type=int, help="fixed output length (default 32)")
     parser.add_argument("--tolerance", type=float, default=5.0, help="relative difference (%%) that is explained")
-    parser.add_argument("--smoke", action="store_true", help=f"a short form: concurrency {SMOKE['concurrency']}, "
-                        f"{SMOKE['requests']} requests of {SMOKE['input_tokens']} in / {SMOKE['output_tokens']} out "
-                        "tokens; results to a scratch file unless --out")  # fmt: skip
-    parser.add_argument("--server-threads", type=int, default=max(1, len(os.sched_getaffinity(0)) - 1),
-                        help="the server's OMP_NUM_THREADS (default: all cores but one, which is left to the client; "
-                        "an OpenMP pool that shares its cores with a busy client spins against it)")  # fmt: skip
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"a short form: concurrency {SMOKE['concurrency']}, "
+        f"{SMOKE['requests']} requests of {SMOKE['input_tokens']} in / {SMOKE['output_tokens']} out "
+        "tokens; results to a scratch file unless --out",
+    )
+    parser.add_argument(
+        "--server-threads",
+        type=int,
+        default=max(1, len(os.sched_getaffinity(0)) - 1),
+        help="the server's OMP_NUM_THREADS (default: all cores but one, which is left to the client; "
+        "an OpenMP pool that shares its cores with a busy client spins against it)",
+    )
     parser.add_argument("--engines-lock", type=Path, default=ROOT / "engines.lock")
     parser.add_argument("--deployment", default=DEPLOYMENT)
     parser.add_argument("--engines-cache", default="~/.cache/pytest-triton-llm")
@@ -471,8 +528,10 @@ def main(argv: list[str] | None = None) -> int:
                 measured, warmup = prompts[warmup_n:], prompts[:warmup_n]
                 point = {"concurrency": concurrency, "requests": requests, "warmup": warmup_n}
                 for key in (GRPC, HTTP, AIPERF) if args.aiperf else (GRPC, HTTP):
-                    progress.say(f"{LABELS[key]}, concurrency {concurrency}: {requests} requests of {input_tokens} in / "
-                                 f"{output_tokens} out tokens ...")  # fmt: skip
+                    progress.say(
+                        f"{LABELS[key]}, concurrency {concurrency}: {requests} requests of {input_tokens} in / "
+                        f"{output_tokens} out tokens ..."
+                    )
                     started, before = time.monotonic(), server_stats(served)
                     if key == AIPERF:
                         result = aiperf_client(args.aiperf, served, measured, warmup_n, concurrency, output_tokens)
@@ -480,14 +539,29 @@ def main(argv: list[str] | None = None) -> int:
                         result = loadgen(served, key, measured, warmup, concurrency, output_tokens)
                     point[key] = dict(result, wall_s=round(time.monotonic() - started, 1))
                     point[key].update(server_side(served, before, requests + warmup_n))
-                    problems += check(f"{LABELS[key]}, concurrency {concurrency}", point[key], requests + warmup_n,
-                                      point[key]["server_counted"], requests, key != AIPERF)  # fmt: skip
+                    problems += check(
+                        f"{LABELS[key]}, concurrency {concurrency}",
+                        point[key],
+                        requests + warmup_n,
+                        point[key]["server_counted"],
+                        requests,
+                        key != AIPERF,
+                    )
                 results.append(point)
                 theirs = point.get(AIPERF)
                 for metric, label in METRICS:
                     diffs = {k: relative(point[k][metric], theirs[metric]) if theirs else None for k in (HTTP, GRPC)}
-                    rows.append([concurrency, label, num(theirs[metric]) if theirs else "not run", num(point[HTTP][metric]),
-                                 pct(diffs[HTTP]), num(point[GRPC][metric]), pct(diffs[GRPC])])  # fmt: skip
+                    rows.append(
+                        [
+                            concurrency,
+                            label,
+                            num(theirs[metric]) if theirs else "not run",
+                            num(point[HTTP][metric]),
+                            pct(diffs[HTTP]),
+                            num(point[GRPC][metric]),
+                            pct(diffs[GRPC]),
+                        ]
+                    )
                     for k, diff in diffs.items():
                         if diff is not None and abs(diff) > args.tolerance:
                             used, lines = explain(metric, k, theirs, point[k], args.tolerance)
@@ -497,8 +571,10 @@ def main(argv: list[str] | None = None) -> int:
             manager.close()
 
     version = manager.records.get(ref.id, {}).get("server_version")
-    print(f"\n{args.deployment} on Triton {version} ({runtime.name} runtime, {args.server_threads} compute thread(s)); fixed "
-          f"{input_tokens} input / {output_tokens} output tokens; differences relative to aiperf")  # fmt: skip
+    print(
+        f"\n{args.deployment} on Triton {version} ({runtime.name} runtime, {args.server_threads} compute thread(s)); fixed "
+        f"{input_tokens} input / {output_tokens} output tokens; differences relative to aiperf"
+    )
     headers = ["concurrency", "metric", aiperf_name or "aiperf", LABELS[HTTP], "diff", LABELS[GRPC], "diff"]
     print("\n".join(table(headers, rows)))
     if aiperf_name is None:
@@ -511,13 +587,26 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(f"    {line}" for line in lines))
     else:
         print(f"\nevery figure agrees within {args.tolerance:g}%")
-    write_results(out, {
-        "smoke": args.smoke, "deployment": args.deployment, "aiperf": aiperf_name or "not run",
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "server": version, "runtime": runtime.describe(), "server_threads": args.server_threads,
-        "input_tokens": input_tokens, "output_tokens": output_tokens, "tolerance_pct": args.tolerance,
-        "results": results, "explanations": [{"title": t, "lines": lines} for t, lines in notes], "problems": problems,
-    }, args.smoke, print)  # fmt: skip
+    write_results(
+        out,
+        {
+            "smoke": args.smoke,
+            "deployment": args.deployment,
+            "aiperf": aiperf_name or "not run",
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+            "server": version,
+            "runtime": runtime.describe(),
+            "server_threads": args.server_threads,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "tolerance_pct": args.tolerance,
+            "results": results,
+            "explanations": [{"title": t, "lines": lines} for t, lines in notes],
+            "problems": problems,
+        },
+        args.smoke,
+        print,
+    )
     if problems:
         raise BenchmarkFailed("; ".join(problems))
     return 0

@@ -64,22 +64,47 @@ def ours(server, protocol: str, concurrency: int, requests: int) -> dict:
     work = [ensemble_inputs(PROMPT, 8) for _ in range(requests)]
     records, seconds = run_load(target, work, work[: warmup_count(requests)], concurrency=concurrency)
     result = summarize(records, seconds)
-    return {"requests": result["requests"], "errors": result["errors"], "rps": result["throughput_rps"],
-            "error_samples": result["error_samples"]}  # fmt: skip
+    return {
+        "requests": result["requests"],
+        "errors": result["errors"],
+        "rps": result["throughput_rps"],
+        "error_samples": result["error_samples"],
+    }
 
 
 def aiperf(executable: str, server, tokenizer: Path, concurrency: int, requests: int) -> dict:
     with tempfile.TemporaryDirectory() as work:
         template = Path(work) / "payload.json.j2"  # a file: aiperf splits inline --extra-inputs values on commas
         template.write_text(TEMPLATE)
-        summary, _ = run_aiperf(executable, [
-            "--model", "echo", "--url", f"http://{server.endpoints.http}",
-            "--endpoint-type", "template", "--custom-endpoint", "/v2/models/echo/generate",
-            "--extra-inputs", f"payload_template:{template}", "--extra-inputs", "response_field:text_output",
-            "--tokenizer", str(tokenizer), "--concurrency", str(concurrency), "--request-count", str(requests),
-            "--warmup-request-count", str(warmup_count(requests)), "--synthetic-input-tokens-mean", "40",
-            "--output-tokens-mean", "8",
-        ])  # fmt: skip
+        summary, _ = run_aiperf(
+            executable,
+            [
+                "--model",
+                "echo",
+                "--url",
+                f"http://{server.endpoints.http}",
+                "--endpoint-type",
+                "template",
+                "--custom-endpoint",
+                "/v2/models/echo/generate",
+                "--extra-inputs",
+                f"payload_template:{template}",
+                "--extra-inputs",
+                "response_field:text_output",
+                "--tokenizer",
+                str(tokenizer),
+                "--concurrency",
+                str(concurrency),
+                "--request-count",
+                str(requests),
+                "--warmup-request-count",
+                str(warmup_count(requests)),
+                "--synthetic-input-tokens-mean",
+                "40",
+                "--output-tokens-mean",
+                "8",
+            ],
+        )
     return {
         "requests": int(summary["request_count"]["avg"]),
         "errors": int((summary.get("error_request_count") or {}).get("avg", 0)),
@@ -96,19 +121,28 @@ def check(result: dict, requests: int) -> list[str]:
     if result["requests"] != requests:
         problems.append(f"{name}: {result['requests']} of {requests} requests answered")
     if result["server_counted"] != requests + warmup_count(requests):
-        problems.append(f"{name}: the server counted {result['server_counted']} requests, "
-                        f"{requests} measured + {warmup_count(requests)} warm-up were sent")  # fmt: skip
+        problems.append(
+            f"{name}: the server counted {result['server_counted']} requests, "
+            f"{requests} measured + {warmup_count(requests)} warm-up were sent"
+        )
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--aiperf", metavar="PATH", help="the aiperf executable (installed in its own environment); "
-                        "without it only this project's load generator runs")  # fmt: skip
+    parser.add_argument(
+        "--aiperf",
+        metavar="PATH",
+        help="the aiperf executable (installed in its own environment); without it only this project's load generator runs",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", help="closed-loop load points (default 8 32 64)")
     parser.add_argument("--requests", type=int, help="measured requests per client and concurrency (default 2000)")
-    parser.add_argument("--smoke", action="store_true", help=f"a short form: concurrency {SMOKE['concurrency']}, "
-                        f"{SMOKE['requests']} requests; results to a scratch file unless --out")  # fmt: skip
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"a short form: concurrency {SMOKE['concurrency']}, "
+        f"{SMOKE['requests']} requests; results to a scratch file unless --out",
+    )
     parser.add_argument("--engines-cache", default="~/.cache/pytest-triton-llm")
     parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/harness_fidelity.json)")
     args = parser.parse_args(argv)
@@ -128,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         aiperf_name = f"aiperf {aiperf_version(args.aiperf)}"
         recipe = load_lock(ROOT / "engines.lock").engines["smollm2-135m"]  # its tokenizer counts aiperf's tokens
         engine = backend_of(recipe.backend).build(cache, "smollm2-135m", recipe, False, site=lambda: None)
-        clients.insert(0, (aiperf_name, "http generate",
-                           lambda c: aiperf(args.aiperf, server, engine.tokenizer_path, c, requests)))  # fmt: skip
+        clients.insert(
+            0, (aiperf_name, "http generate", lambda c: aiperf(args.aiperf, server, engine.tokenizer_path, c, requests))
+        )
     runtime = local_runtime(cache.root, progress)
     rows, results, problems = [], [], []
     with tempfile.TemporaryDirectory() as work:
@@ -139,13 +174,27 @@ def main(argv: list[str] | None = None) -> int:
                 for client, protocol, run in clients:
                     progress.say(f"{client} ({protocol}), concurrency {concurrency}: {requests} requests ...")
                     started, before = time.monotonic(), served_requests(server)
-                    result = dict(run(concurrency), client=client, protocol=protocol, concurrency=concurrency,
-                                  wall_s=round(time.monotonic() - started, 1))  # fmt: skip
+                    result = dict(
+                        run(concurrency),
+                        client=client,
+                        protocol=protocol,
+                        concurrency=concurrency,
+                        wall_s=round(time.monotonic() - started, 1),
+                    )
                     result["server_counted"] = served_requests(server) - before  # measured + warm-up requests
                     problems += check(result, requests)
                     results.append(result)
-                    rows.append([client, protocol, concurrency, result["requests"], result["server_counted"], result["errors"],
-                                 f"{result['rps']:.0f}"])  # fmt: skip
+                    rows.append(
+                        [
+                            client,
+                            protocol,
+                            concurrency,
+                            result["requests"],
+                            result["server_counted"],
+                            result["errors"],
+                            f"{result['rps']:.0f}",
+                        ]
+                    )
         finally:
             server.stop()
     best = {}
@@ -156,10 +205,21 @@ def main(argv: list[str] | None = None) -> int:
     if aiperf_name is None:
         print("aiperf: not run (no --aiperf PATH)")
     print("\nhighest request rate per client: " + "; ".join(f"{k}: {v:.0f} req/s" for k, v in best.items()))
-    write_results(out, {"smoke": args.smoke, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                        "server": f"tritonserver {server.version} ({runtime.describe()}), model echo (python backend)",
-                        "aiperf": aiperf_name or "not run", "requests": requests, "results": results, "max_rps": best,
-                        "problems": problems}, args.smoke, print)  # fmt: skip
+    write_results(
+        out,
+        {
+            "smoke": args.smoke,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+            "server": f"tritonserver {server.version} ({runtime.describe()}), model echo (python backend)",
+            "aiperf": aiperf_name or "not run",
+            "requests": requests,
+            "results": results,
+            "max_rps": best,
+            "problems": problems,
+        },
+        args.smoke,
+        print,
+    )
     if problems:
         raise BenchmarkFailed("; ".join(problems))
     return 0

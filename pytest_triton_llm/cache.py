@@ -157,8 +157,10 @@ class EngineCache:
             return None
         stat = tree_stat(final)
         if not self.verify and manifest.get("stat") == stat:
-            self.progress.say(f"{what}: reusing {final} (digest {manifest['digest'][:12]}; size and mtime checked; "
-                              f"{VERIFY_OPTION} hashes every file)")  # fmt: skip
+            self.progress.say(
+                f"{what}: reusing {final} (digest {manifest['digest'][:12]}; size and mtime checked; "
+                f"{VERIFY_OPTION} hashes every file)"
+            )
             return manifest
         if not self.verify and "stat" in manifest:
             self.progress.say(f"{what}: files at {final} differ in size, mtime or number from the manifest; hashing them")

@@ -226,8 +226,15 @@ def _when(when: _dt.datetime | None) -> str:
 def _entry_row(entry: Entry, now: _dt.datetime) -> tuple[str, ...]:
     age = entry.age_days(now)
     built = _when(entry.built_at) if entry.built_at else "no manifest"
-    return (entry.name, entry.kind, entry.key12, human_bytes(entry.size), built,
-            "-" if age is None else f"{age:.1f} d", str(entry.path))  # fmt: skip
+    return (
+        entry.name,
+        entry.kind,
+        entry.key12,
+        human_bytes(entry.size),
+        built,
+        "-" if age is None else f"{age:.1f} d",
+        str(entry.path),
+    )
 
 
 def _leftover_row(left: Leftover) -> tuple[str, ...]:
@@ -276,6 +283,8 @@ def render_pruned(pruned: Pruned, now: _dt.datetime | None = None) -> str:
     if not pruned.removed and not pruned.skipped:
         lines.append(f"nothing built more than {pruned.older_than_days:g} days ago, and no stale folders")
     freed = f"{human_bytes(pruned.freed)} ({pruned.freed} bytes)"
-    lines.append(f"{'would free' if pruned.dry_run else 'freed'} {freed} in {_count(len(pruned.removed), 'folder')}"
-                 + ("; dry run: nothing was removed" if pruned.dry_run else ""))  # fmt: skip
+    lines.append(
+        f"{'would free' if pruned.dry_run else 'freed'} {freed} in {_count(len(pruned.removed), 'folder')}"
+        + ("; dry run: nothing was removed" if pruned.dry_run else "")
+    )
     return "\n".join(lines) + "\n"

@@ -54,8 +54,9 @@ def repository_inputs(repository: Path) -> Inputs:
         try:
             config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
         except text_format.ParseError:  # an unfilled ${...} where a number belongs: names are all we need
-            found[path.parent.name] = _names(line.split('"')[1] for line in path.read_text().splitlines()
-                                             if line.strip().startswith("name:") and '"' in line)  # fmt: skip
+            found[path.parent.name] = _names(
+                line.split('"')[1] for line in path.read_text().splitlines() if line.strip().startswith("name:") and '"' in line
+            )
             continue
         found[path.parent.name] = _names(i.name for i in config.input)
     return found
@@ -67,8 +68,11 @@ def family_dependent(layout: str) -> Inputs:
     prefix = "llmapi-" if layout == "llmapi" else "trtllm-"
     families = [family_inputs(p.stem) for p in sorted(CONTRACTS.glob(f"{prefix}*.toml"))]
     models = {m for f in families for m in f}
-    return {m: frozenset().union(*(f.get(m, frozenset()) for f in families))
-            - frozenset.intersection(*(f.get(m, frozenset()) for f in families)) for m in models}  # fmt: skip
+    return {
+        m: frozenset().union(*(f.get(m, frozenset()) for f in families))
+        - frozenset.intersection(*(f.get(m, frozenset()) for f in families))
+        for m in models
+    }
 
 
 def _needed(capability: str) -> dict[str, tuple[str, ...]]:

@@ -15,18 +15,24 @@ from .options import DEFAULT_CACHE, DEFAULT_LOCK
 from .serve import add_arguments, serve
 
 
-
 def _add_cache_commands(commands) -> None:
     cache = commands.add_parser("cache", help="list the engine cache, or prune entries built long ago")
     actions = cache.add_subparsers(dest="cache_command", required=True)
     listing = actions.add_parser("list", help="engines and adapters in the cache: size, when built, path")
     prune_ = actions.add_parser("prune", help="remove entries built more than --older-than DAYS ago, never one in use")
-    prune_.add_argument("--older-than", type=float, metavar="DAYS",
-                        help="required: remove engines and adapters built more than DAYS ago")  # fmt: skip
+    prune_.add_argument(
+        "--older-than", type=float, metavar="DAYS", help="required: remove engines and adapters built more than DAYS ago"
+    )
     prune_.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
     for action in (listing, prune_):
-        action.add_argument("--cache-dir", "--engines-cache", dest="cache_dir", metavar="DIR", default=DEFAULT_CACHE,
-                            help=f"the engine cache (default: {DEFAULT_CACHE}, as the plugin's --engines-cache)")  # fmt: skip
+        action.add_argument(
+            "--cache-dir",
+            "--engines-cache",
+            dest="cache_dir",
+            metavar="DIR",
+            default=DEFAULT_CACHE,
+            help=f"the engine cache (default: {DEFAULT_CACHE}, as the plugin's --engines-cache)",
+        )
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -70,8 +76,11 @@ def suites_argv(pytest_args: list[str], cwd: Path) -> list[str]:
     given = any(arg == "--engines-lock" or arg.startswith("--engines-lock=") for arg in pytest_args)
     if not given and not (cwd / DEFAULT_LOCK).exists():
         packaged = suites.parent / "fixtures" / DEFAULT_LOCK
-        print(f"pytest-triton-llm run: no ./{DEFAULT_LOCK}: the packaged {packaged} (the embedded default)",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"pytest-triton-llm run: no ./{DEFAULT_LOCK}: the packaged {packaged} (the embedded default)",
+            file=sys.stderr,
+            flush=True,
+        )
         argv += ["--engines-lock", str(packaged)]
     return argv + pytest_args
 
@@ -104,15 +113,24 @@ def main(argv: list[str] | None = None) -> int:
         help="report files, or folders holding them (searched recursively)",
     )
     matrix.add_argument("-o", "--output", type=Path, help="write the table here as well as to stdout")
-    add_arguments(commands.add_parser(
-        "serve", help="build or reuse the engine, render and serve one deployment as the fixtures do, until Ctrl-C "
-        "or SIGTERM"))  # fmt: skip
+    add_arguments(
+        commands.add_parser(
+            "serve", help="build or reuse the engine, render and serve one deployment as the fixtures do, until Ctrl-C or SIGTERM"
+        )
+    )
     _add_cache_commands(commands)
-    add_campaign_arguments(commands.add_parser(
-        "faults", help="run each stand-in fault of fixtures/faults.toml on its deployment, then clean runs: which tests "
-        "catch which fault (fault-table.md, reverse-table.md)"))  # fmt: skip
-    commands.add_parser("run", help="run the suites shipped with the plugin: `run -m functional`, any pytest options "
-                        "after it (default lock: ./engines.lock, else the packaged embedded default)")  # fmt: skip
+    add_campaign_arguments(
+        commands.add_parser(
+            "faults",
+            help="run each stand-in fault of fixtures/faults.toml on its deployment, then clean runs: which tests "
+            "catch which fault (fault-table.md, reverse-table.md)",
+        )
+    )
+    commands.add_parser(
+        "run",
+        help="run the suites shipped with the plugin: `run -m functional`, any pytest options "
+        "after it (default lock: ./engines.lock, else the packaged embedded default)",
+    )
     args = parser.parse_args(argv)
     if args.command == "cache":
         return _cache(args)

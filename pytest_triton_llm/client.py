@@ -33,8 +33,19 @@ from .llmapi_contract import LlmapiRequestError, llmapi_inputs, output_text, spe
 from .load import Target, json_body, run_load
 from .server_metrics import Gauges, GaugeWatch, trtllm_gauges
 from .streaming import StreamError, StreamResult, grpc_stream, sse_stream
-from .tensor_contract import (STOP_SIGNAL, Inputs, RequestError, Sampling, Unbatched, batched, config_parameters, core_inputs,
-                              ensemble_inputs, flag, returned_ids)
+from .tensor_contract import (
+    STOP_SIGNAL,
+    Inputs,
+    RequestError,
+    Sampling,
+    Unbatched,
+    batched,
+    config_parameters,
+    core_inputs,
+    ensemble_inputs,
+    flag,
+    returned_ids,
+)
 
 __all__ = ["GenerationError", "Generation", "LLMClient", "Sampling"]
 
@@ -70,8 +81,13 @@ def _log_probs(outputs: dict) -> tuple[float | None, list[float] | None]:
 
 def _ensemble_generation(outputs: dict, protocol: str) -> Generation:
     cum, per_token = _log_probs(outputs)
-    return Generation(text=outputs["text_output"].reshape(-1)[0].decode("utf-8"), cum_log_prob=cum,
-                      output_log_probs=per_token, protocol=protocol, raw=outputs)  # fmt: skip
+    return Generation(
+        text=outputs["text_output"].reshape(-1)[0].decode("utf-8"),
+        cum_log_prob=cum,
+        output_log_probs=per_token,
+        protocol=protocol,
+        raw=outputs,
+    )
 
 
 class LLMClient:
@@ -215,15 +231,20 @@ class LLMClient:
         if protocol == "generate":
             body = self._post_generate(inputs)
             text_out = body["text_output"]
-            result = Generation(text=text_out[0] if isinstance(text_out, list) else text_out,
-                                cum_log_prob=_first(body.get("cum_log_probs")), protocol=protocol, raw=body)  # fmt: skip
+            result = Generation(
+                text=text_out[0] if isinstance(text_out, list) else text_out,
+                cum_log_prob=_first(body.get("cum_log_probs")),
+                protocol=protocol,
+                raw=body,
+            )
         else:
             result = _ensemble_generation(self.request(self.ensemble, inputs, protocol), protocol)
         result.latency_s = time.perf_counter() - start
         return result
 
-    def stream(self, text: str | bytes, max_tokens: int, *, protocol: str = "grpc", cancel_after_s: float | None = None,
-               **options) -> StreamResult:  # fmt: skip
+    def stream(
+        self, text: str | bytes, max_tokens: int, *, protocol: str = "grpc", cancel_after_s: float | None = None, **options
+    ) -> StreamResult:
         """The entry model with stream=true; one event per response (text pieces in order; the llmapi model's carry the
         text so far), the gRPC stream closed after `cancel_after_s` when given."""
         if protocol not in STREAM_PROTOCOLS:
@@ -234,8 +255,13 @@ class LLMClient:
                 url = self.endpoints.http_url(f"/v2/models/{self.ensemble}/generate_stream")
                 result = sse_stream(self.endpoints, url, json_body(inputs), self.timeout_s)
             else:
-                result = grpc_stream(self.endpoints, self.ensemble, _tensors(grpcclient, inputs),
-                                     cancel_after_s=cancel_after_s, timeout_s=self.timeout_s)  # fmt: skip
+                result = grpc_stream(
+                    self.endpoints,
+                    self.ensemble,
+                    _tensors(grpcclient, inputs),
+                    cancel_after_s=cancel_after_s,
+                    timeout_s=self.timeout_s,
+                )
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
         result.cumulative = self.speaks_llmapi
@@ -291,13 +317,19 @@ class LLMClient:
     def send_stop(self, request_id: str) -> StreamResult:
         """Upstream's stop signal for `request_id`, alone on its own stream; its answer is one empty final response."""
         try:
-            return grpc_stream(self.endpoints, self.core_model, _tensors(grpcclient, STOP_SIGNAL),
-                               request_id=request_id, timeout_s=self.timeout_s)  # fmt: skip
+            return grpc_stream(
+                self.endpoints,
+                self.core_model,
+                _tensors(grpcclient, STOP_SIGNAL),
+                request_id=request_id,
+                timeout_s=self.timeout_s,
+            )
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
 
-    def generate_many(self, prompts: Sequence[str | bytes], max_tokens: int, concurrency: int | None = None,
-                      **options) -> list[Generation]:  # fmt: skip
+    def generate_many(
+        self, prompts: Sequence[str | bytes], max_tokens: int, concurrency: int | None = None, **options
+    ) -> list[Generation]:
         """Non-streamed ensemble requests for every prompt, up to `concurrency` in flight at once (all by
         default), over gRPC streams by the load engine; results in prompt order."""
         requests = [self.ensemble_inputs(p, max_tokens, **options) for p in prompts]
@@ -308,8 +340,9 @@ class LLMClient:
             if record.error is not None:
                 raise GenerationError(f"{self.ensemble}: {record.error}")
             if len(record.responses) != 1:
-                raise GenerationError(f"{self.ensemble}: expected one response to a non-streamed request, "
-                                      f"got {len(record.responses)}")  # fmt: skip
+                raise GenerationError(
+                    f"{self.ensemble}: expected one response to a non-streamed request, got {len(record.responses)}"
+                )
             results.append(_ensemble_generation(record.responses[0], "grpc"))
             results[-1].latency_s = record.latency_s
         return results
@@ -334,8 +367,9 @@ class LLMClient:
         module = grpcclient if protocol == "grpc" else httpclient
         try:
             if protocol == "grpc":
-                result = self.grpc().infer(model, _tensors(module, inputs), client_timeout=self.timeout_s,
-                                           headers=self.endpoints.header_dict())  # fmt: skip
+                result = self.grpc().infer(
+                    model, _tensors(module, inputs), client_timeout=self.timeout_s, headers=self.endpoints.header_dict()
+                )
                 names = [o["name"] for o in result.get_response(as_json=True)["outputs"]]
             else:
                 result = self.http().infer(model, _tensors(module, inputs), headers=self.endpoints.header_dict())

@@ -45,10 +45,12 @@ class Compat:
         if release is None:
             return None
         newest = max(self.images, key=lambda t: tuple(int(p) for p in t.split(".")))
-        return (f"NGC {tag} has no confirmed tritonserver trtllm-python-py3 image ({COMPAT_FILE.name}: "
-                f"{release['finding']}; {release['sources'][0]}). The newest confirmed is {newest}-trtllm. For the PyTorch "
-                "path, serve an llmapi deployment on an image that carries it; if NVIDIA has since published this image, "
-                f"pass its full reference (nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3)")  # fmt: skip
+        return (
+            f"NGC {tag} has no confirmed tritonserver trtllm-python-py3 image ({COMPAT_FILE.name}: "
+            f"{release['finding']}; {release['sources'][0]}). The newest confirmed is {newest}-trtllm. For the PyTorch "
+            "path, serve an llmapi deployment on an image that carries it; if NVIDIA has since published this image, "
+            f"pass its full reference (nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3)"
+        )
 
     def entry(self, tag: str) -> ImageEntry:
         try:
@@ -80,14 +82,26 @@ def load_compat(path: Path = COMPAT_FILE) -> Compat:
     shipped = data["python_models"]
     for tag, e in data["images"].items():
         images[tag] = ImageEntry(
-            tag=tag, triton=e["triton"], tensorrt_llm=e["tensorrt_llm"], backend=e["backend"], python=e["python"],
-            build=e["build"], seq_len_flag=e["seq_len_flag"], kv_cache_flag=e["kv_cache_flag"],
+            tag=tag,
+            triton=e["triton"],
+            tensorrt_llm=e["tensorrt_llm"],
+            backend=e["backend"],
+            python=e["python"],
+            build=e["build"],
+            seq_len_flag=e["seq_len_flag"],
+            kv_cache_flag=e["kv_cache_flag"],
             features=frozenset(e["features"]),
             python_models=tuple(shipped["paths"]) if _release(tag) >= _release(shipped["first"]) else (),
-        )  # fmt: skip
+        )
     inputs = {cap: {model: tuple(names) for model, names in table.items()} for cap, table in data["capability_inputs"].items()}
-    return Compat(images, dict(data["capabilities"]), dict(data["features"]), dict(data.get("without_trtllm", {})), inputs,
-                  dict(data["capability_settings"]))
+    return Compat(
+        images,
+        dict(data["capabilities"]),
+        dict(data["features"]),
+        dict(data.get("without_trtllm", {})),
+        inputs,
+        dict(data["capability_settings"]),
+    )
 
 
 def _release(tag: str) -> tuple[int, ...]:

@@ -101,17 +101,23 @@ class ContainerSpec:
         from docker.types import DeviceRequest, Ulimit
 
         kwargs = {
-            "image": self.image, "command": self.command, "name": self.name, "detach": True,
+            "image": self.image,
+            "command": self.command,
+            "name": self.name,
+            "detach": True,
             "shm_size": self.shm_size,
             "ulimits": [Ulimit(name=n, soft=s, hard=h) for n, s, h in self.ulimits],
             "ports": {f"{port}/tcp": ("127.0.0.1", None) for port in self.ports},
             "volumes": {host: {"bind": inside, "mode": mode} for host, inside, mode in self.mounts},
             "environment": {**self.env, **{k: os.environ[k] for k in self.secret_env if k in os.environ}},
             "labels": dict(self.labels),
-        }  # fmt: skip
+        }
         if self.gpus:  # every GPU (count -1), or those named (an omitted count reads as 0, omitted ids as [])
-            request = DeviceRequest(count=-1, capabilities=[["gpu"]]) if self.gpus == "all" else \
-                DeviceRequest(device_ids=self.gpus.split(","), capabilities=[["gpu"]])  # fmt: skip
+            request = (
+                DeviceRequest(count=-1, capabilities=[["gpu"]])
+                if self.gpus == "all"
+                else DeviceRequest(device_ids=self.gpus.split(","), capabilities=[["gpu"]])
+            )
             kwargs["device_requests"] = [request]
         return kwargs
 
@@ -132,8 +138,9 @@ def image_has_file(client, image: str, path: str) -> bool:
     from docker.errors import ContainerError as ExitedNonZero
 
     try:
-        client.containers.run(image, ["test", "-f", path], entrypoint=[], network_disabled=True, remove=True,
-                              labels=owner_labels("probe"))  # fmt: skip
+        client.containers.run(
+            image, ["test", "-f", path], entrypoint=[], network_disabled=True, remove=True, labels=owner_labels("probe")
+        )
     except ExitedNonZero:
         return False
     return True

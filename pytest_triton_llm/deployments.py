@@ -86,9 +86,18 @@ class DeploymentManager:
     the session ends): pytest may switch between parameters of one deployment (a test per entry model, then one
     without), and a restart per switch would cost seconds each."""
 
-    def __init__(self, cache: EngineCache, runtime: Runtime, workdir: Path, progress: Progress, rebuild: bool,
-                 start_timeout_s: float, trtllm_stand_in: bool = False, trtllm_models: str | None = None,
-                 fault: Fault | None = None):  # fmt: skip
+    def __init__(
+        self,
+        cache: EngineCache,
+        runtime: Runtime,
+        workdir: Path,
+        progress: Progress,
+        rebuild: bool,
+        start_timeout_s: float,
+        trtllm_stand_in: bool = False,
+        trtllm_models: str | None = None,
+        fault: Fault | None = None,
+    ):
         self.cache = cache
         self.runtime = runtime
         self.workdir = workdir
@@ -106,8 +115,9 @@ class DeploymentManager:
     def engine_for(self, ref: DeploymentRef) -> BuiltEngine:
         if ref.engine_name not in self.engines:  # --rebuild-engines rebuilds once per session
             backend = backend_of(ref.engine.backend)
-            self.engines[ref.engine_name] = backend.build(self.cache, ref.engine_name, ref.engine, self.rebuild,
-                                                          self.runtime.build_site)  # fmt: skip
+            self.engines[ref.engine_name] = backend.build(
+                self.cache, ref.engine_name, ref.engine, self.rebuild, self.runtime.build_site
+            )
         return self.engines[ref.engine_name]
 
     def serve(self, ref: DeploymentRef, clean: bool = False) -> ServedDeployment:
@@ -131,17 +141,41 @@ class DeploymentManager:
                     break
                 base = self.workdir / f"{_slug(ref.id)}-{restart}"
             backend = backend_of(ref.engine.backend)
-            repository = backend.render(ref, engine, base / "model_repository", runtime.triton_version,
-                                        runtime.engine_dir_in_server(engine.name), self._render_site(backend, fault))  # fmt: skip
+            repository = backend.render(
+                ref,
+                engine,
+                base / "model_repository",
+                runtime.triton_version,
+                runtime.engine_dir_in_server(engine.name),
+                self._render_site(backend, fault),
+            )
             swapped = self.trtllm_stand_in and not backend.stand_in
             if swapped:
                 self._swap_in(ref, repository, fault)
-            server = runtime.start(Launch(ref.id, repository, engine.path, engine.name, base / "tritonserver.log",
-                                          self.start_timeout_s, ref.engine.world_size,
-                                          gpu=backend.needs_gpu and not swapped))  # fmt: skip
+            server = runtime.start(
+                Launch(
+                    ref.id,
+                    repository,
+                    engine.path,
+                    engine.name,
+                    base / "tritonserver.log",
+                    self.start_timeout_s,
+                    ref.engine.world_size,
+                    gpu=backend.needs_gpu and not swapped,
+                )
+            )
         entry = "tensorrt_llm" if ref.layout == "llmapi" else "ensemble"  # the model text requests go to
-        served = ServedDeployment(ref, engine, server, repository, LLMClient(server.endpoints, ensemble=entry),
-                                  runtime.reference, runtime.hardware, entry, remote=attached is not None)  # fmt: skip
+        served = ServedDeployment(
+            ref,
+            engine,
+            server,
+            repository,
+            LLMClient(server.endpoints, ensemble=entry),
+            runtime.reference,
+            runtime.hardware,
+            entry,
+            remote=attached is not None,
+        )
         if ref.layout == "llmapi":
             served.client.exclude_input = ref.options.exclude_input_in_output
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
@@ -179,8 +213,9 @@ class DeploymentManager:
         name = fault.name if fault is not None else None
         if backend.stand_in:
             return RenderSite(fault=name)
-        return RenderSite(cache=self.cache, trtllm_models=self.trtllm_models,
-                          image_models=self.runtime.python_models_in_image(), fault=name)  # fmt: skip
+        return RenderSite(
+            cache=self.cache, trtllm_models=self.trtllm_models, image_models=self.runtime.python_models_in_image(), fault=name
+        )
 
     def _swap_in(self, ref: DeploymentRef, repository: Path, fault: Fault | None) -> None:
         """--trtllm-stand-in: the tensorrt_llm model (the llmapi model's code, or the C++ backend's model) served by the
@@ -197,8 +232,9 @@ class DeploymentManager:
         record = json.loads(rendered.read_text())
         record["model_code"] = {**record.get("model_code", {}), **dict.fromkeys(swapped, STAND_IN)}
         write_rendered(repository, record)
-        self.progress.say(f"server {ref.id}: {', '.join(swapped) or 'no model'} served by the reference stand-in "
-                          "(--trtllm-stand-in)")  # fmt: skip
+        self.progress.say(
+            f"server {ref.id}: {', '.join(swapped) or 'no model'} served by the reference stand-in (--trtllm-stand-in)"
+        )
 
     def _served_by(self, ref: DeploymentRef, repository: Path, remote: bool) -> str:
         """What answered as tensorrt_llm: the project's stand-in, or TensorRT-LLM of the image's version, in words that

@@ -44,8 +44,9 @@ class Endpoints:
         import tritonclient.http as httpclient
 
         options = {"ca_certs": self.ca_file} if self.http_tls and self.ca_file else {}
-        return httpclient.InferenceServerClient(self.http, ssl=self.http_tls, ssl_options=options,
-                                                network_timeout=timeout_s, connection_timeout=timeout_s)  # fmt: skip
+        return httpclient.InferenceServerClient(
+            self.http, ssl=self.http_tls, ssl_options=options, network_timeout=timeout_s, connection_timeout=timeout_s
+        )
 
     def ssl_context(self) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None

@@ -29,8 +29,10 @@ class Rule:
     def describe(self) -> str:
         if self.exact:
             return "exact: every output identical"
-        return (f"the first {self.min_identical_prefix_tokens} tokens of every output identical, "
-                f">= {self.min_identical_pct:g}% of outputs identical")  # fmt: skip
+        return (
+            f"the first {self.min_identical_prefix_tokens} tokens of every output identical, "
+            f">= {self.min_identical_pct:g}% of outputs identical"
+        )
 
 
 EXACT = Rule(min_identical_prefix_tokens=0, min_identical_pct=100.0)
@@ -104,17 +106,22 @@ class Verdict:
 
     def summary(self) -> dict:
         """For the run report: % identical and each differing pair's first divergence."""
-        return {"compared": len(self.divergences), "identical_pct": round(self.identical_pct, 1),
-                "first_divergences": {str(i): d for i, d in enumerate(self.divergences) if d is not None},
-                "rule": self.rule.describe(), "passed": self.passed}  # fmt: skip
+        return {
+            "compared": len(self.divergences),
+            "identical_pct": round(self.identical_pct, 1),
+            "first_divergences": {str(i): d for i, d in enumerate(self.divergences) if d is not None},
+            "rule": self.rule.describe(),
+            "passed": self.passed,
+        }
 
-    def report(self, decode: Callable[[list], str] | None = None, labels: Sequence[str] | None = None,
-               context: int = 3) -> str:  # fmt: skip
+    def report(self, decode: Callable[[list], str] | None = None, labels: Sequence[str] | None = None, context: int = 3) -> str:
         """Every differing pair: the first divergence and the tokens around it, expected beside actual (and as
         text, with `decode`); `labels` name the pairs (default: prompt <index>)."""
         differing = [(i, d) for i, d in enumerate(self.divergences) if d is not None]
-        lines = [f"{len(differing)} of {len(self.divergences)} outputs differ ({self.identical_pct:.1f}% identical); "
-                 f"rule: {self.rule.describe()}"]  # fmt: skip
+        lines = [
+            f"{len(differing)} of {len(self.divergences)} outputs differ ({self.identical_pct:.1f}% identical); "
+            f"rule: {self.rule.describe()}"
+        ]
         for i, d in differing:
             name = labels[i] if labels is not None else f"prompt {i}"
             early = " (within the identical prefix)" if i in self.early else ""
@@ -122,8 +129,10 @@ class Verdict:
             lines.append(f"{name}: first divergence at token {d}{early}: expected {want} got {got}")
             if decode is not None:
                 start = max(0, d - context)
-                lines.append(f"    as text from token {start}: expected {decode(list(self.expected[i][start:]))!r} "
-                             f"got {decode(list(self.actual[i][start:]))!r}")  # fmt: skip
+                lines.append(
+                    f"    as text from token {start}: expected {decode(list(self.expected[i][start:]))!r} "
+                    f"got {decode(list(self.actual[i][start:]))!r}"
+                )
         return "\n".join(lines)
 
 

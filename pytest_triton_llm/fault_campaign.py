@@ -57,9 +57,12 @@ class Baseline:
 
 
 BASELINES = (
-    Baseline("accuracy_baseline", "--accuracy-save",
-             ("--accuracy-baseline", "--accuracy-max-drop", "--accuracy-min-exact-match", "--accuracy-min-rouge-l")),
-)  # fmt: skip
+    Baseline(
+        "accuracy_baseline",
+        "--accuracy-save",
+        ("--accuracy-baseline", "--accuracy-max-drop", "--accuracy-min-exact-match", "--accuracy-min-rouge-l"),
+    ),
+)
 REPEATABLE = ("--perf-compare-fail",)  # a clean run takes every value its rows give
 
 
@@ -92,9 +95,21 @@ class Run:
         selection = ["-m", " or ".join(self.markers), "--deployment", self.deployment]
         selection += ["-k", self.keyword] if self.keyword else []
         selection += ["--stand-in-fault", self.fault.name] if self.fault else []
-        return [sys.executable, "-m", "pytest", *base, *selection, "-p", "no:cacheprovider", "-q",
-                "--basetemp", str(out / "basetemp" / slug(self.label)),
-                "--triton-llm-report", str(report_path(out, self.label)), *self.args]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            *base,
+            *selection,
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--basetemp",
+            str(out / "basetemp" / slug(self.label)),
+            "--triton-llm-report",
+            str(report_path(out, self.label)),
+            *self.args,
+        ]
 
 
 def report_path(out: Path, label: str) -> Path:
@@ -145,8 +160,10 @@ def _clean_args(deployment: str, faults: list[Fault]) -> tuple[str, ...]:
             if option in REPEATABLE:
                 option = f"{option}={value}"
             if option in chosen and chosen[option][0] != value:
-                raise CampaignError(f"faults {chosen[option][1]} and {fault.name} of {deployment} give {option} different "
-                                    f"values ({chosen[option][0]} / {value}): its clean run can run only one")  # fmt: skip
+                raise CampaignError(
+                    f"faults {chosen[option][1]} and {fault.name} of {deployment} give {option} different "
+                    f"values ({chosen[option][0]} / {value}): its clean run can run only one"
+                )
             chosen.setdefault(option, (value, fault.name, words))
     return tuple(word for _, _, words in chosen.values() for word in words)
 
@@ -160,12 +177,12 @@ def _clean_run(deployment: str, faults: list[Fault], out: Path) -> Run:
     keyword = ""
     if any(f.keyword for f in faults):  # a marker name in -k matches the tests that carry it
         keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in faults))
-    saves = tuple(a for b in BASELINES if any(_uses(f, b) for f in faults)
-                  for a in (b.save, str(baseline_path(out, b, deployment))))  # fmt: skip
+    saves = tuple(
+        a for b in BASELINES if any(_uses(f, b) for f in faults) for a in (b.save, str(baseline_path(out, b, deployment)))
+    )
     # alone: every fault of its deployment waits on it to be judged, and it is the longest run; beside another run its
     # CPU-bound stand-in got half the cores and took 5x as long (a 2-core campaign of 2026-11-26)
-    return Run(f"clean {deployment}", deployment, markers, keyword, (*_clean_args(deployment, faults), *saves),
-               alone=True)  # fmt: skip
+    return Run(f"clean {deployment}", deployment, markers, keyword, (*_clean_args(deployment, faults), *saves), alone=True)
 
 
 def plan(faults: list[Fault], out: Path) -> list[Run]:
@@ -175,9 +192,20 @@ def plan(faults: list[Fault], out: Path) -> list[Run]:
             raise CampaignError(f"fault {fault.name} names no markers: its run would be the whole suite")
     deployments = {f.deployment: [g for g in faults if g.deployment == f.deployment] for f in faults}
     cleans = {d: _clean_run(d, rows, out) for d, rows in deployments.items()}
-    runs = [Run(f.name, f.deployment, f.markers, f.keyword, _fill(f.pytest_args, out, f.deployment), f,
-                clean=cleans[f.deployment].label, baseline=any(_uses(f, b) for b in BASELINES),
-                alone=_timed(f.markers)) for f in faults]  # fmt: skip
+    runs = [
+        Run(
+            f.name,
+            f.deployment,
+            f.markers,
+            f.keyword,
+            _fill(f.pytest_args, out, f.deployment),
+            f,
+            clean=cleans[f.deployment].label,
+            baseline=any(_uses(f, b) for b in BASELINES),
+            alone=_timed(f.markers),
+        )
+        for f in faults
+    ]
     return [*cleans.values(), *runs]
 
 
@@ -219,8 +247,15 @@ class PytestProcess:
     def __init__(self, argv: list[str], cwd: Path, log: Path, env: dict[str, str]):
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as fh:
-            self.popen = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                          start_new_session=True, env={**os.environ, **env})  # fmt: skip
+            self.popen = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **env},
+            )
 
     def poll(self) -> int | None:
         return self.popen.poll()
@@ -260,8 +295,12 @@ class Result:
         """Where the run's seconds went: the tests, and the rest (interpreter, collection, server start and stop)."""
         tests_s = round(sum(t.get("duration_s", 0.0) for t in self.tests), 2)
         run = (self.report or {}).get("run", {})
-        return {"wall_s": round(self.seconds, 2), "tests_s": tests_s, "overhead_s": round(self.seconds - tests_s, 2),
-                "server_ready_s": run.get("startup_s")}  # fmt: skip
+        return {
+            "wall_s": round(self.seconds, 2),
+            "tests_s": tests_s,
+            "overhead_s": round(self.seconds - tests_s, 2),
+            "server_ready_s": run.get("startup_s"),
+        }
 
 
 def _read_report(path: Path) -> dict | None:
@@ -271,9 +310,17 @@ def _read_report(path: Path) -> dict | None:
         return None
 
 
-def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path, out: Path,
-            done: Callable[[Result], None], passed: Callable[[Result], bool],
-            retry: Callable[[Result], bool] = lambda result: False) -> list[Result]:  # fmt: skip
+def execute(
+    runs: list[Run],
+    jobs: int,
+    start: Start,
+    base: list[str],
+    cwd: Path,
+    out: Path,
+    done: Callable[[Result], None],
+    passed: Callable[[Result], bool],
+    retry: Callable[[Result], bool] = lambda result: False,
+) -> list[Result]:
     """Runs up to `jobs` at once (a run marked alone by itself); `done` hears of each as it ends. A run that reads a
     baseline starts once its clean run has ended, and not at all if that one did not pass (`passed`). A run that must
     go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind it). A run that
@@ -310,8 +357,11 @@ def execute(runs: list[Run], jobs: int, start: Start, base: list[str], cwd: Path
                     retried.add(label)
                     log = log_path(out, label)
                     log.replace(log.with_suffix(".first.log"))
-                    print(f"retrying {label} once: {_exit(result.returncode)}, its server never ready (log: "
-                          f"{log.with_suffix('.first.log')})", flush=True)  # fmt: skip
+                    print(
+                        f"retrying {label} once: {_exit(result.returncode)}, its server never ready (log: "
+                        f"{log.with_suffix('.first.log')})",
+                        flush=True,
+                    )
                     pending.insert(0, run)
                     continue
                 results[label] = result
@@ -338,8 +388,18 @@ def _wait(child: Child) -> int:
 def collect(start: Start, base: list[str], cwd: Path, out: Path) -> list[str]:
     """Every test of the suites, once (`--collect-only -q`): its node ids."""
     log = log_path(out, "collect")
-    argv = [sys.executable, "-m", "pytest", *base, "--collect-only", "-q", "-p", "no:cacheprovider",
-            "--basetemp", str(out / "basetemp" / "collect")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *base,
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--basetemp",
+        str(out / "basetemp" / "collect"),
+    ]
     code = _wait(start(argv, cwd, log, {}))
     if code != 0:
         raise CampaignError(f"collecting the suites failed (pytest exited {code}): {log}")
@@ -349,8 +409,7 @@ def collect(start: Start, base: list[str], cwd: Path, out: Path) -> list[str]:
 # -- verdicts ---------------------------------------------------------------------------------------------------------
 
 CAUGHT, MISSED, HARNESS = "caught", "missed", "harness error"
-PYTEST_EXITS = {2: "interrupted, or a collection error", 3: "pytest's internal error", 4: "a usage error",
-                5: "no test selected"}  # fmt: skip
+PYTEST_EXITS = {2: "interrupted, or a collection error", 3: "pytest's internal error", 4: "a usage error", 5: "no test selected"}
 
 
 def _exit(code: int | None) -> str:
@@ -400,8 +459,14 @@ def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome
     run, code = result.run, result.returncode
     if code is None:
         return FaultOutcome(result, HARNESS, f"not run: {run.clean} did not pass, so its baseline is not a clean one")
-    if code == 4 and run.fault is not None and run.fault.stops_loading and clean is not None and clean.returncode == 0 \
-            and _never_ready(run, out):
+    if (
+        code == 4
+        and run.fault is not None
+        and run.fault.stops_loading
+        and clean is not None
+        and clean.returncode == 0
+        and _never_ready(run, out)
+    ):
         # the session stops at once (one line, usage-error exit) when a deployment's models fail to load: the server
         # the clean run served did not come up with the fault in
         return FaultOutcome(result, CAUGHT, f"the session: {run.deployment} never became ready", [NEVER_READY])
@@ -418,8 +483,9 @@ def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome
     if caught_by:
         return FaultOutcome(result, CAUGHT, caught_by[0], caught_by)
     if failed:
-        return FaultOutcome(result, HARNESS, f"{len(failed)} tests failed, none of which the clean run ran without a "
-                            f"failure (first: {failed[0]})")  # fmt: skip
+        return FaultOutcome(
+            result, HARNESS, f"{len(failed)} tests failed, none of which the clean run ran without a failure (first: {failed[0]})"
+        )
     if code == 1:
         return FaultOutcome(result, HARNESS, f"pytest exited 1, yet its report names no failed test: {log_path(out, run.label)}")
     if record is None:
@@ -465,14 +531,22 @@ def fault_table(outcomes: list[FaultOutcome], cleans: list[tuple[Result, bool, s
     for o in outcomes:
         caught = {CAUGHT: "yes", MISSED: "no"}.get(o.verdict, f"{HARNESS}: {o.why}")
         first = f"`{o.caught_by[0]}`" if o.caught_by else "-"
-        rows.append([o.fault.name, o.fault.kind, f"[{o.fault.issue}]({o.fault.url})", caught, first,
-                     f"{o.result.seconds:.1f}"])  # fmt: skip
-    clean_rows = [[r.run.deployment, " or ".join(r.run.markers), r.run.keyword or "-", "yes" if ok else "NO", what,
-                   f"{r.seconds:.1f}"] for r, ok, what in cleans]  # fmt: skip
-    lines = ["# Fault campaign", "", header, "",
-             *_table(["fault", "class", "upstream issue", "caught", "first test that failed", "s"], rows), "",
-             "## Clean runs", "",
-             *_table(["deployment", "markers", "-k", "passed", "tests", "s"], clean_rows)]  # fmt: skip
+        rows.append([o.fault.name, o.fault.kind, f"[{o.fault.issue}]({o.fault.url})", caught, first, f"{o.result.seconds:.1f}"])
+    clean_rows = [
+        [r.run.deployment, " or ".join(r.run.markers), r.run.keyword or "-", "yes" if ok else "NO", what, f"{r.seconds:.1f}"]
+        for r, ok, what in cleans
+    ]
+    lines = [
+        "# Fault campaign",
+        "",
+        header,
+        "",
+        *_table(["fault", "class", "upstream issue", "caught", "first test that failed", "s"], rows),
+        "",
+        "## Clean runs",
+        "",
+        *_table(["deployment", "markers", "-k", "passed", "tests", "s"], clean_rows),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -524,8 +598,13 @@ def stale_reasons(rows: list[dict], reasons: dict[str, str]) -> list[str]:
 
 def reverse_table(rows: list[dict], header: str) -> str:
     cells = [[r["test"], ", ".join(r["kills"]) or "-", r["why"], r["fault_runs"]] for r in rows]
-    lines = ["# Tests and the faults they kill", "", header, "",
-             *_table(["test", "faults it kills", "why none", "fault runs that ran it"], cells)]  # fmt: skip
+    lines = [
+        "# Tests and the faults they kill",
+        "",
+        header,
+        "",
+        *_table(["test", "faults it kills", "why none", "fault runs that ran it"], cells),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -537,16 +616,28 @@ DEFAULT_JOBS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--list", action="store_true", help="one line per fault (name, kind, issue, title, model, "
-                        "markers) and a count; run nothing")  # fmt: skip
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="one line per fault (name, kind, issue, title, model, markers) and a count; run nothing",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--smoke", action="store_true", help="the faults whose row says smoke = true (and the clean runs)")
     which.add_argument("--only", action="append", default=[], metavar="NAME", help="run this fault (repeatable)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
-                        help=f"fault-table.md, reverse-table.md, campaign.json and each run's report and log "
-                        f"(default: {DEFAULT_OUT})")  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, metavar="N",
-                        help=f"pytest runs at once; a perf or batching run always runs alone (default: {DEFAULT_JOBS})")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"fault-table.md, reverse-table.md, campaign.json and each run's report and log (default: {DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        metavar="N",
+        help=f"pytest runs at once; a perf or batching run always runs alone (default: {DEFAULT_JOBS})",
+    )
 
 
 def list_lines(faults: list[Fault]) -> list[str]:
@@ -583,14 +674,17 @@ class Campaign:
             outcome = judge_fault(fault, cleans[fault.run.clean or ""], self.out)
             self.faults.append(outcome)
             verdict = {CAUGHT: f"caught by {outcome.why}", MISSED: f"MISSED ({outcome.why})"}.get(
-                outcome.verdict, f"HARNESS ERROR: {outcome.why}")  # fmt: skip
+                outcome.verdict, f"HARNESS ERROR: {outcome.why}"
+            )
             self._say(f"{fault.run.label}: {verdict}", fault)
 
     def _say(self, line: str, result: Result) -> None:
         finished = len(self.faults) + len(self.cleans)
         elapsed = time.monotonic() - self.began
-        print(f"[{finished:>{len(str(self.total))}}/{self.total}] {line} in {result.seconds:.1f} s; total {_clock(elapsed)}",
-              flush=True)  # fmt: skip
+        print(
+            f"[{finished:>{len(str(self.total))}}/{self.total}] {line} in {result.seconds:.1f} s; total {_clock(elapsed)}",
+            flush=True,
+        )
 
     @property
     def ok(self) -> bool:
@@ -599,8 +693,10 @@ class Campaign:
     def counts(self) -> str:
         verdicts = [o.verdict for o in self.faults]
         cleans = sum(ok for _, ok, _ in self.cleans)
-        return (f"{len(verdicts)} faults: {verdicts.count(CAUGHT)} caught, {verdicts.count(MISSED)} missed, "
-                f"{verdicts.count(HARNESS)} harness errors; clean runs: {cleans} of {len(self.cleans)} passed")  # fmt: skip
+        return (
+            f"{len(verdicts)} faults: {verdicts.count(CAUGHT)} caught, {verdicts.count(MISSED)} missed, "
+            f"{verdicts.count(HARNESS)} harness errors; clean runs: {cleans} of {len(self.cleans)} passed"
+        )
 
 
 def _overhead(results: list[Result]) -> dict:
@@ -608,38 +704,76 @@ def _overhead(results: list[Result]) -> dict:
     if not timings:
         return {}
     ready = [t["server_ready_s"] for t in timings if t["server_ready_s"] is not None]
-    return {"runs": len(timings), "median_overhead_s": round(statistics.median(t["overhead_s"] for t in timings), 1),
-            "median_tests_s": round(statistics.median(t["tests_s"] for t in timings), 1),
-            "median_server_ready_s": round(statistics.median(ready), 1) if ready else None}  # fmt: skip
+    return {
+        "runs": len(timings),
+        "median_overhead_s": round(statistics.median(t["overhead_s"] for t in timings), 1),
+        "median_tests_s": round(statistics.median(t["tests_s"] for t in timings), 1),
+        "median_server_ready_s": round(statistics.median(ready), 1) if ready else None,
+    }
 
 
 def _run_record(result: Result, base: list[str], out: Path) -> dict:
     run = result.run
-    return {"deployment": run.deployment, "markers": list(run.markers), "keyword": run.keyword, "args": list(run.args),
-            "returncode": result.returncode, "seconds": round(result.seconds, 2), "timing": result.timing(),
-            "argv": run.argv(base, out), "report": str(report_path(out, run.label)),
-            "log": str(log_path(out, run.label))}  # fmt: skip
+    return {
+        "deployment": run.deployment,
+        "markers": list(run.markers),
+        "keyword": run.keyword,
+        "args": list(run.args),
+        "returncode": result.returncode,
+        "seconds": round(result.seconds, 2),
+        "timing": result.timing(),
+        "argv": run.argv(base, out),
+        "report": str(report_path(out, run.label)),
+        "log": str(log_path(out, run.label)),
+    }
 
 
-def _document(campaign: Campaign, base: list[str], started: str, jobs: int, rows: list[dict], stale: list[str],
-              results: list[Result]) -> dict:  # fmt: skip
-    faults = [{"name": o.fault.name, "kind": o.fault.kind, "issue": o.fault.issue, "url": o.fault.url,
-               "title": o.fault.title, "verdict": o.verdict, "why": o.why, "caught_by": o.caught_by,
-               **_run_record(o.result, base, campaign.out)}
-              for o in campaign.faults]  # fmt: skip
+def _document(
+    campaign: Campaign, base: list[str], started: str, jobs: int, rows: list[dict], stale: list[str], results: list[Result]
+) -> dict:
+    faults = [
+        {
+            "name": o.fault.name,
+            "kind": o.fault.kind,
+            "issue": o.fault.issue,
+            "url": o.fault.url,
+            "title": o.fault.title,
+            "verdict": o.verdict,
+            "why": o.why,
+            "caught_by": o.caught_by,
+            **_run_record(o.result, base, campaign.out),
+        }
+        for o in campaign.faults
+    ]
     cleans = [{"passed": ok, "tests": what, **_run_record(r, base, campaign.out)} for r, ok, what in campaign.cleans]
-    return {"kind": "fault-campaign", "schema": 1, "started": started, "jobs": jobs,
-            "wall_s": round(time.monotonic() - campaign.began, 1), "ok": campaign.ok, "summary": campaign.counts(),
-            "overhead": _overhead(results), "faults": faults, "clean": cleans, "reverse": rows,
-            "stale_reasons": stale}  # fmt: skip
+    return {
+        "kind": "fault-campaign",
+        "schema": 1,
+        "started": started,
+        "jobs": jobs,
+        "wall_s": round(time.monotonic() - campaign.began, 1),
+        "ok": campaign.ok,
+        "summary": campaign.counts(),
+        "overhead": _overhead(results),
+        "faults": faults,
+        "clean": cleans,
+        "reverse": rows,
+        "stale_reasons": stale,
+    }
 
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt("terminated by SIGTERM")
 
 
-def campaign(args: argparse.Namespace, base: list[str], cwd: Path, start: Start = PytestProcess,
-             catalog: Path = CATALOG, reasons: Path = REASONS) -> int:  # fmt: skip
+def campaign(
+    args: argparse.Namespace,
+    base: list[str],
+    cwd: Path,
+    start: Start = PytestProcess,
+    catalog: Path = CATALOG,
+    reasons: Path = REASONS,
+) -> int:
     """The command: `base` is pytest's arguments for the suites (their path first), run from `cwd`. Exit 0: every
     fault caught and every clean run passed; 1: otherwise; 2: the catalog or the options; 130: Ctrl-C."""
     try:
@@ -663,16 +797,31 @@ def campaign(args: argparse.Namespace, base: list[str], cwd: Path, start: Start 
     previous = signal.signal(signal.SIGTERM, _interrupt)  # CI cancelling the job stops the running pytest, as Ctrl-C
     try:
         functions = list(dict.fromkeys(function_of(n) for n in collect(start, base, cwd, out)))
-        print(f"pytest-triton-llm faults: {len(faults)} faults and {len(runs) - len(faults)} clean runs, {args.jobs} "
-              f"at once; {len(functions)} test functions; out: {out}", flush=True)  # fmt: skip
-        results = execute(runs, args.jobs, start, base, cwd, out, progress.done, lambda r: judge_clean(r, out)[0],
-                          lambda r: host_broke_the_start(r, out))
+        print(
+            f"pytest-triton-llm faults: {len(faults)} faults and {len(runs) - len(faults)} clean runs, {args.jobs} "
+            f"at once; {len(functions)} test functions; out: {out}",
+            flush=True,
+        )
+        results = execute(
+            runs,
+            args.jobs,
+            start,
+            base,
+            cwd,
+            out,
+            progress.done,
+            lambda r: judge_clean(r, out)[0],
+            lambda r: host_broke_the_start(r, out),
+        )
     except CampaignError as exc:
         print(f"pytest-triton-llm faults: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"pytest-triton-llm faults: interrupted after {_clock(time.monotonic() - progress.began)}; "
-              "every running pytest was stopped", file=sys.stderr)  # fmt: skip
+        print(
+            f"pytest-triton-llm faults: interrupted after {_clock(time.monotonic() - progress.began)}; "
+            "every running pytest was stopped",
+            file=sys.stderr,
+        )
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -685,15 +834,18 @@ def campaign(args: argparse.Namespace, base: list[str], cwd: Path, start: Start 
     header = f"{progress.counts()}. Wall {_clock(wall)} ({wall:.0f} s), {args.jobs} run(s) at once; started {started}."
     (out / "fault-table.md").write_text(fault_table(progress.faults, progress.cleans, header))
     killers = sum(1 for row in rows if row["kills"])
-    (out / "reverse-table.md").write_text(reverse_table(rows, f"{len(functions)} test functions of the suites, "
-                                          f"{killers} kill a fault; {len(faults)} faults run."))  # fmt: skip
+    (out / "reverse-table.md").write_text(
+        reverse_table(rows, f"{len(functions)} test functions of the suites, {killers} kill a fault; {len(faults)} faults run.")
+    )
     write_json(out / "campaign.json", _document(progress, base, started, args.jobs, rows, stale, results))
     overhead = _overhead(results)
     print(progress.counts())
     if overhead:
-        print(f"per run (median of {overhead['runs']}): {overhead['median_overhead_s']} s besides the tests (interpreter, "
-              f"collection, server start and stop; server ready after {overhead['median_server_ready_s']} s), "
-              f"{overhead['median_tests_s']} s of tests")  # fmt: skip
+        print(
+            f"per run (median of {overhead['runs']}): {overhead['median_overhead_s']} s besides the tests (interpreter, "
+            f"collection, server start and stop; server ready after {overhead['median_server_ready_s']} s), "
+            f"{overhead['median_tests_s']} s of tests"
+        )
     if stale:
         print(f"{reasons.name}: no longer true of {', '.join(stale)} (no such test, or it kills a fault)")
     print(f"wall time {_clock(wall)}; tables: {out / 'fault-table.md'}, {out / 'reverse-table.md'}")

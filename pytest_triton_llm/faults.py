@@ -56,8 +56,15 @@ class Fault:
 
     def record(self) -> dict:
         """The report's run.stand_in_fault."""
-        return {"name": self.name, "issue": self.issue, "title": self.title, "model": self.model, "layout": self.layout,
-                "does": self.does, "clean": False}  # fmt: skip
+        return {
+            "name": self.name,
+            "issue": self.issue,
+            "title": self.title,
+            "model": self.model,
+            "layout": self.layout,
+            "does": self.does,
+            "clean": False,
+        }
 
 
 def load_catalog(path: Path = CATALOG) -> dict[str, Fault]:

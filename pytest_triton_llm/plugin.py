@@ -75,21 +75,24 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{REQUIRES}(*capabilities): run only on deployments that have them (v1, inflight, streaming, cancellation)"
     )
     config.addinivalue_line(
-        "markers", f"{STAND_IN_ONLY}(reason): checks what only the reference stand-in does; skipped with the reason on "
-        "real engines",
-    )  # fmt: skip
+        "markers",
+        f"{STAND_IN_ONLY}(reason): checks what only the reference stand-in does; skipped with the reason on real engines",
+    )
     config.addinivalue_line(
-        "markers", f"{TRAINED_WEIGHTS}(reason): judges what the model says (ROUGE, a known answer); skipped with the "
+        "markers",
+        f"{TRAINED_WEIGHTS}(reason): judges what the model says (ROUGE, a known answer); skipped with the "
         "reason on engines of dummy weights (lock source 'dummy')",
-    )  # fmt: skip
+    )
     config.addinivalue_line(
-        "markers", f"{LOAD}: puts the server under stress (floods, hundreds of clients, cache eviction); skipped on a "
+        "markers",
+        f"{LOAD}: puts the server under stress (floods, hundreds of clients, cache eviction); skipped on a "
         "server this session did not start (--triton-url) unless --triton-allow-load",
-    )  # fmt: skip
+    )
     config.addinivalue_line(
-        "markers", f"{ENTRIES}: run once per entry model a deployment serves (ensemble, tensorrt_llm_bls); the client's "
+        "markers",
+        f"{ENTRIES}: run once per entry model a deployment serves (ensemble, tensorrt_llm_bls); the client's "
         "text requests go to that model",
-    )  # fmt: skip
+    )
     try:
         core = options.Options.from_config(config)
         config.stash[_ACCURACY] = accuracy_options.AccuracyOptions.from_config(config)
@@ -146,8 +149,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     state = metafunc.config.stash[_SESSION]
     if not state.deployments_known:  # said once when collection ends (one line, exit 4), not an error per module
-        metafunc.parametrize(wanted[0], [pytest.param(None, marks=pytest.mark.skip(reason=state.missing_lock_message()))],
-                             ids=["no-lock"], indirect=True, scope="session")  # fmt: skip
+        metafunc.parametrize(
+            wanted[0],
+            [pytest.param(None, marks=pytest.mark.skip(reason=state.missing_lock_message()))],
+            ids=["no-lock"],
+            indirect=True,
+            scope="session",
+        )
         return
     needs = {cap for mark in metafunc.definition.iter_markers(REQUIRES) for cap in mark.args}
     entries = metafunc.definition.get_closest_marker(ENTRIES) is not None
@@ -187,8 +195,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: tuple(r.id for r in _refs(item)))
     state = config.stash[_SESSION]
     if state.remote is not None and not state.remote.allow_load:
-        polite = pytest.mark.skip(reason=f"stresses the server; {state.remote.url} is not this session's: pass "
-                                         "--triton-allow-load to run it")  # fmt: skip
+        polite = pytest.mark.skip(
+            reason=f"stresses the server; {state.remote.url} is not this session's: pass --triton-allow-load to run it"
+        )
         for item in items:
             if item.get_closest_marker(LOAD) is not None:
                 item.add_marker(polite)
@@ -214,8 +223,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         real = sorted({r.engine.backend for r in refs if not state.is_stand_in(r)})
         if real:
-            item.add_marker(pytest.mark.skip(reason=f"checks the reference stand-in only, not {', '.join(real)} engines: "
-                                                    f"{mark.args[0] if mark.args else 'real engines differ'}"))  # fmt: skip
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"checks the reference stand-in only, not {', '.join(real)} engines: "
+                    f"{mark.args[0] if mark.args else 'real engines differ'}"
+                )
+            )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -347,16 +360,20 @@ def pytest_runtest_call(item: pytest.Item):
     for served in served_all:
         if not served.server.alive():  # fail at once with the log (attached below), rather than time out
             code = served.server.process.returncode if served.server.process else None
-            pytest.fail(f"tritonserver of {served.id} is gone (exit code {code}); its log: {served.server.log_path}",
-                        pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"tritonserver of {served.id} is gone (exit code {code}); its log: {served.server.log_path}", pytrace=False
+            )
         served.client.sent.clear()
     result = yield
     needs = {cap for mark in item.iter_markers(REQUIRES) for cap in mark.args}
     for served in served_all:  # the harness's own check: an input that some families lack needs its capability declared
         if undeclared := state.undeclared_inputs(served, needs):
-            pytest.fail(f"harness: this test sends {', '.join(undeclared)} without declaring the capability that needs "
-                        f"it ({REQUIRES} in compat.toml [capability_inputs]): on a family without it the test would fail "
-                        "instead of being skipped", pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"harness: this test sends {', '.join(undeclared)} without declaring the capability that needs "
+                f"it ({REQUIRES} in compat.toml [capability_inputs]): on a family without it the test would fail "
+                "instead of being skipped",
+                pytrace=False,
+            )
     return result
 
 

@@ -109,18 +109,31 @@ class ManagedProcess:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(
-                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                self.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # own group: stop() takes the stubs too; Ctrl-C reaches pytest only
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken between fork and exec
-            )  # fmt: skip
+            )
         _RUNNING.add(self)
         self.pidfile = self.run_dir / f"{PID_NAMESPACE}-{self.popen.pid}.json"
         owner = os.getpid()
-        self.pidfile.write_text(json.dumps({
-            "pid": self.popen.pid, "pgid": self.popen.pid, "label": self.label, "argv0": self.argv[0],
-            "owner_pid": owner, "owner_start": process_start_time(owner), "log": str(self.log_path),
-            "pid_namespace": PID_NAMESPACE,
-        }))  # fmt: skip
+        self.pidfile.write_text(
+            json.dumps(
+                {
+                    "pid": self.popen.pid,
+                    "pgid": self.popen.pid,
+                    "label": self.label,
+                    "argv0": self.argv[0],
+                    "owner_pid": owner,
+                    "owner_start": process_start_time(owner),
+                    "log": str(self.log_path),
+                    "pid_namespace": PID_NAMESPACE,
+                }
+            )
+        )
 
     @property
     def pid(self) -> int:

@@ -85,12 +85,19 @@ class RunReport:
     def add_deployment(self, deployment_id: str, info: dict) -> None:
         self.deployments.setdefault(deployment_id, {}).update(info)
 
-    def add_test(self, nodeid: str, outcome: str, duration_s: float, deployment: str | None,
-                 markers: list[str], message: str | None) -> None:  # fmt: skip
-        self.tests.append({
-            "nodeid": nodeid, "outcome": outcome, "duration_s": round(duration_s, 3),
-            "deployment": deployment, "markers": markers, "message": message,
-        })  # fmt: skip
+    def add_test(
+        self, nodeid: str, outcome: str, duration_s: float, deployment: str | None, markers: list[str], message: str | None
+    ) -> None:
+        self.tests.append(
+            {
+                "nodeid": nodeid,
+                "outcome": outcome,
+                "duration_s": round(duration_s, 3),
+                "deployment": deployment,
+                "markers": markers,
+                "message": message,
+            }
+        )
 
     def document(self, startup_s: float | None, first_test_s: float | None) -> dict:
         now = _dt.datetime.now(_dt.timezone.utc)

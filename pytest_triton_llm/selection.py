@@ -17,9 +17,9 @@ DEPLOYMENT_CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellatio
 # a test that needs a layout (what a deployment's models take) is skipped, saying why, on deployments of the other
 LAYOUT_MISSING = {
     "inflight_batcher_llm": "the llmapi model takes and returns text (one python model): it has no token-id "
-                            "tensorrt_llm model, ensemble or BLS to check this on",
+    "tensorrt_llm model, ensemble or BLS to check this on",
     "llmapi": "checks the llmapi model's own inputs and outputs, which the engine ensemble does not have",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,12 @@ def choices(
         return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in one_per_engine(refs)], reason
     if fixture == "triton_llm_migration":
         reason = f"needs an engine deployment and an llmapi deployment of the same checkpoint (selected: {names})"
-        return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {pair[0].options.batching}) or
-                       lacking(pair[1], needs | {"llmapi"})) for pair in migration_pairs(selected)], reason  # fmt: skip
+        return [
+            Choice(
+                pair, pair_id(pair), lacking(pair[0], needs | {pair[0].options.batching}) or lacking(pair[1], needs | {"llmapi"})
+            )
+            for pair in migration_pairs(selected)
+        ], reason
     reason = f"needs a v1 and an inflight deployment of the same engine (selected: {names})"
     pairs = batching_pairs(refs)
     return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {"v1", "inflight"})) for pair in pairs], reason

@@ -46,8 +46,17 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
     runtime = RUNTIMES[runtime_name(server)].create(server, cache.root, progress)
     workdir = Path(tempfile.mkdtemp(prefix="triton-llm-serve-"))
     fault = fault_named(server.stand_in_fault) if server.stand_in_fault else None
-    manager = DeploymentManager(cache, runtime, workdir, progress, args.engines_rebuild, args.triton_start_timeout,
-                                server.trtllm_stand_in, server.trtllm_models, fault)  # fmt: skip
+    manager = DeploymentManager(
+        cache,
+        runtime,
+        workdir,
+        progress,
+        args.engines_rebuild,
+        args.triton_start_timeout,
+        server.trtllm_stand_in,
+        server.trtllm_models,
+        fault,
+    )
     try:
         served = manager.serve(ref)
         endpoints = served.server.endpoints
@@ -55,8 +64,11 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
         print(f"grpc:    grpc://{endpoints.grpc}", flush=True)
         print(f"metrics: http://{endpoints.metrics}/metrics", flush=True)
         entries = ", ".join(entry_models(ref))
-        print(f"ready: {ref.id} on Triton {served.server.version} ({runtime.describe()}); entry models {entries}; "
-              f"repository {served.repository}; Ctrl-C or SIGTERM stops it", flush=True)  # fmt: skip
+        print(
+            f"ready: {ref.id} on Triton {served.server.version} ({runtime.describe()}); entry models {entries}; "
+            f"repository {served.repository}; Ctrl-C or SIGTERM stops it",
+            flush=True,
+        )
         while not stop.wait(1.0):
             if not served.server.alive():
                 progress.say(f"server {ref.id}: exited on its own; log {served.server.log_path}")

@@ -50,14 +50,18 @@ class TritonLLMSession:
             except RuntimeUnavailable as exc:
                 self.runtime_missing = str(exc)
         image = options.server.image
-        self.report = RunReport({
-            "engines_lock": str(self.lock.path) if self.lock else None,
-            "engine_cache": str(self.cache.root),
-            "deployments": [r.id for r in self.selected],
-            "runtime": options.runtime,
-            "image": self.runtime.reference if self.remote is not None and self.runtime else
-            (image.reference if image else "local"),
-        }, self.runtime.gpu if self.runtime is not None else None)  # fmt: skip
+        self.report = RunReport(
+            {
+                "engines_lock": str(self.lock.path) if self.lock else None,
+                "engine_cache": str(self.cache.root),
+                "deployments": [r.id for r in self.selected],
+                "runtime": options.runtime,
+                "image": self.runtime.reference
+                if self.remote is not None and self.runtime
+                else (image.reference if image else "local"),
+            },
+            self.runtime.gpu if self.runtime is not None else None,
+        )
         if self.runtime is not None and (block := self.runtime.report_block()) is not None:
             self.report.record_run("server", block)
         if self.fault is not None:
@@ -165,9 +169,17 @@ class TritonLLMSession:
                 raise RuntimeUnavailable(self.runtime_missing or f"{ref.id}: no runtime was chosen to serve it")
             workdir = tmp_path_factory.mktemp("triton-llm", numbered=False)
             server = self.options.server
-            self.manager = DeploymentManager(self.cache, self.runtime, workdir, self.progress,
-                                             self.options.engines_rebuild, self.options.start_timeout_s,
-                                             server.trtllm_stand_in, server.trtllm_models, self.fault)  # fmt: skip
+            self.manager = DeploymentManager(
+                self.cache,
+                self.runtime,
+                workdir,
+                self.progress,
+                self.options.engines_rebuild,
+                self.options.start_timeout_s,
+                server.trtllm_stand_in,
+                server.trtllm_models,
+                self.fault,
+            )
         try:
             served = self.manager.serve(ref, clean)
         finally:
@@ -181,12 +193,15 @@ class TritonLLMSession:
         """--perf-against's deployment of the lock, as a deployment of its own ("<id> (reference)"): a second server
         when it is also a deployment under test, never given the session's stand-in fault."""
         if self.remote is not None or self.lock is None:
-            raise OptionError(f"--perf-against {name}: the reference is served here from the lock, so it needs a "
-                              "local or container runtime and an engines lock, not --triton-url")  # fmt: skip
+            raise OptionError(
+                f"--perf-against {name}: the reference is served here from the lock, so it needs a "
+                "local or container runtime and an engines lock, not --triton-url"
+            )
         known = self.lock.deployments()
         if name not in known:
-            raise OptionError(f"--perf-against {name}: {self.lock.path} has no such deployment; it has "
-                              f"{', '.join(sorted(known))}")  # fmt: skip
+            raise OptionError(
+                f"--perf-against {name}: {self.lock.path} has no such deployment; it has {', '.join(sorted(known))}"
+            )
         ref = known[name]
         return dataclasses.replace(ref, name=f"{ref.name} (reference)")
 
@@ -218,8 +233,14 @@ class TritonLLMSession:
 
     def publish(self, perf_save: str | None) -> None:
         """The perf baseline and plot, then the report: written once, by the process that saw every test."""
-        plots = publish(self.report.perf_results(), self.report.run, perf_save, self.options.report, self.progress,
-                        dummy_deployments(self.report.deployments))  # fmt: skip
+        plots = publish(
+            self.report.perf_results(),
+            self.report.run,
+            perf_save,
+            self.options.report,
+            self.progress,
+            dummy_deployments(self.report.deployments),
+        )
         if plots:
             self.report.record_run("plots", plots)
         if self.options.report:

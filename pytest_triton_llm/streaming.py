@@ -88,8 +88,9 @@ def grpc_stream(
     client = endpoints.grpc_client()
     arrivals: queue.Queue = queue.Queue()
     start = time.perf_counter()
-    client.start_stream(callback=lambda result, error: arrivals.put((time.perf_counter() - start, result, error)),
-                        headers=endpoints.header_dict())  # fmt: skip
+    client.start_stream(
+        callback=lambda result, error: arrivals.put((time.perf_counter() - start, result, error)), headers=endpoints.header_dict()
+    )
     result, expected_finals, stop_sent = StreamResult(), 1, False
     try:
         client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)

@@ -19,8 +19,15 @@ NO_END = -1  # an end_id no token has: nothing ends generation before max_tokens
 # tensorrt_llm and the ensemble; a model declares one name or the other, never both.
 RENAMED = {"min_length": "min_tokens", "random_seed": "seed"}
 
-NUMPY = {"INT32": np.int32, "INT64": np.int64, "UINT64": np.uint64, "FP16": np.float16, "FP32": np.float32,
-         "BOOL": np.bool_, "BYTES": np.object_}  # fmt: skip
+NUMPY = {
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT64": np.uint64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "BOOL": np.bool_,
+    "BYTES": np.object_,
+}
 
 
 class RequestError(ValueError):
@@ -234,8 +241,9 @@ def unpack_word_list(words: np.ndarray | None) -> list[list[int]]:
 
 
 # -- tensorrt_llm outputs, as TensorRT-LLM's backend answers one request (beam width 1) --------------------
-def output_tensors(ids: list[int], log_probs: list[float] | None = None, cum_log_prob: float = 0.0,
-                   batch_index: int | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+def output_tensors(
+    ids: list[int], log_probs: list[float] | None = None, cum_log_prob: float = 0.0, batch_index: int | None = None
+) -> dict[str, np.ndarray]:
     """output_ids [1, 1, len] and sequence_length [1, 1], sequence_index [1, 1] (always 0 at one sequence per
     request); cum_log_probs [1, 1] (so far) and output_log_probs [1, 1, n] (of this response's new tokens) only
     when the request asked for log probs (`log_probs` not None); batch_index [1, 1] only for a row of a request of

@@ -64,16 +64,21 @@ def skip_reasons(items) -> list[str]:
             reasons[reason] = reasons.get(reason, 0) + 1
     if not reasons:
         return [f"{len(items)} tests collected; none will be skipped"]
-    return [f"{len(items)} tests collected; {sum(reasons.values())} will be skipped:",
-            *(f"  {n} x {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))]  # fmt: skip
+    return [
+        f"{len(items)} tests collected; {sum(reasons.values())} will be skipped:",
+        *(f"  {n} x {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])),
+    ]
 
 
 def fault_lines(line: str | None, records: dict) -> list[str]:
     """A fault run says so first, and where the fault was (and was not) injected."""
     if line is None:
         return []
-    where = [f"  {d}: " + ("injected into " + f["model"] if f["injected"] else f"not injected: {f['why']}")
-             for d, r in records.items() if (f := r.get("stand_in_fault"))]  # fmt: skip
+    where = [
+        f"  {d}: " + ("injected into " + f["model"] if f["injected"] else f"not injected: {f['why']}")
+        for d, r in records.items()
+        if (f := r.get("stand_in_fault"))
+    ]
     return [line, *where, ""]
 
 
@@ -91,19 +96,27 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
         return []
     entries = [(f"{d} ({DUMMY_LABEL})" if d in dummy else d, name, p) for d, points in perf.items() for name, p in points.items()]
     headers = ["deployment", "load point", "req/s", "tok/s", "latency p50/p99 ms", "TTFT p50 ms", "ITL p50 ms"]
-    rows = [[d, name, p["throughput_rps"], p["output_tokens_per_s"], _pair(p["latency_ms"]), _stat(p["ttft_ms"]),
-             _stat(p["itl_ms"])] for d, name, p in entries]  # fmt: skip
+    rows = [
+        [d, name, p["throughput_rps"], p["output_tokens_per_s"], _pair(p["latency_ms"]), _stat(p["ttft_ms"]), _stat(p["itl_ms"])]
+        for d, name, p in entries
+    ]
     verdicts = [[d, name, p.get("hardware", "-"), perf_verdict(p), compare_verdict(p)] for d, name, p in entries]
     files = sorted({p["budget_file"] for _, _, p in entries if "budget_file" in p})
-    return ["", *table(headers, rows), *repeat_lines(entries), *goodput_lines(entries), "",
-            *table(["deployment", "load point", "hardware", "budget", "baseline"], verdicts),
-            *(f"perf budgets: {f}" for f in files), judged_line([p for _, _, p in entries])]  # fmt: skip
+    return [
+        "",
+        *table(headers, rows),
+        *repeat_lines(entries),
+        *goodput_lines(entries),
+        "",
+        *table(["deployment", "load point", "hardware", "budget", "baseline"], verdicts),
+        *(f"perf budgets: {f}" for f in files),
+        judged_line([p for _, _, p in entries]),
+    ]
 
 
 def judged_line(points: list[dict]) -> str:
     """What judged this run's perf, in one line (a nightly job's summary must say whether anything did)."""
     return f"perf judged by: {judged_by(points)}"
-
 
 
 REPEATED = ("output_tokens_per_s", "latency_ms.p99", "ttft_ms.p99")  # what the spread table shows of --perf-repeats
@@ -124,8 +137,17 @@ def goodput_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
     judged = [(d, name, p["goodput"]) for d, name, p in entries if p.get("goodput")]
     if not judged:
         return []
-    rows = [[d, name, ", ".join(f"{m} <= {v:g}" for m, v in g["slos"].items()), f"{g['good']}/{g['total']}",
-             f"{g['fraction']:.1%}", g["goodput_rps"]] for d, name, g in judged]  # fmt: skip
+    rows = [
+        [
+            d,
+            name,
+            ", ".join(f"{m} <= {v:g}" for m, v in g["slos"].items()),
+            f"{g['good']}/{g['total']}",
+            f"{g['fraction']:.1%}",
+            g["goodput_rps"],
+        ]
+        for d, name, g in judged
+    ]
     return ["", *table(["deployment", "load point", "SLOs", "within", "fraction", "goodput req/s"], rows)]
 
 
@@ -183,8 +205,14 @@ def wall_time_line(config, wall_s: float) -> str:
     cache = getattr(config, "cache", None)
     if cache is None:
         return line
-    selection = "|".join([config.option.markexpr or "", config.option.keyword or "", *sorted(config.option.deployment),
-                          *sorted(str(a) for a in config.args)])  # fmt: skip
+    selection = "|".join(
+        [
+            config.option.markexpr or "",
+            config.option.keyword or "",
+            *sorted(config.option.deployment),
+            *sorted(str(a) for a in config.args),
+        ]
+    )
     key = "triton_llm/wall_times"
     times = cache.get(key, {})
     others = {w: t for w, t in times.get(selection, {}).items() if w != str(workers)}

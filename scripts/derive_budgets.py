@@ -45,11 +45,20 @@ def budget_entries(report: dict, slack: float, today: str) -> list[str]:
             if not limits:
                 continue
             weights = " (dummy weights)" if deployment.get("weights") == "dummy" else ""
-            entries.append("\n".join([
-                f"[[budget]]  # measured {today}, {runs} run(s){weights}: {', '.join(figures)}; slack {slack:g}x",
-                f'engine = "{engine}"', f'deployment = "{deployment_name}"', f'hardware = "{point["hardware_class"]}"',
-                f'image = "{point["image"]}"', f'load_point = "{load_point}"', f'workload = "{point["workload"]}"', *limits,
-            ]))  # fmt: skip
+            entries.append(
+                "\n".join(
+                    [
+                        f"[[budget]]  # measured {today}, {runs} run(s){weights}: {', '.join(figures)}; slack {slack:g}x",
+                        f'engine = "{engine}"',
+                        f'deployment = "{deployment_name}"',
+                        f'hardware = "{point["hardware_class"]}"',
+                        f'image = "{point["image"]}"',
+                        f'load_point = "{load_point}"',
+                        f'workload = "{point["workload"]}"',
+                        *limits,
+                    ]
+                )
+            )
     return entries
 
 

@@ -19,9 +19,15 @@ from pytest_triton_llm.accuracy.drift import baseline_entry, compare, describe, 
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores, rouge_scores
 from pytest_triton_llm.accuracy.verdicts import (
-    DRIFT_HEADER, THRESHOLD_HEADER, InconclusiveAccuracy, as_report, drift_rows, judge_drift, judge_thresholds,
+    DRIFT_HEADER,
+    THRESHOLD_HEADER,
+    InconclusiveAccuracy,
+    as_report,
+    drift_rows,
+    judge_drift,
+    judge_thresholds,
     planned_detectable_drop,
-)  # fmt: skip
+)
 from pytest_triton_llm.terminal import table
 
 # an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
@@ -74,13 +80,16 @@ def say_drift_plan(deployment_id: str, cnn, options, settings, progress) -> None
     rule = options.rule(settings)
     scores = per_article_scores([a["output"] for a in articles], [references[a["id"]] for a in articles])
     n, drop = planned_detectable_drop(scores, rule)
-    progress.say(f"accuracy drift plan: {n} articles paired with the baseline; at alpha {rule.alpha:g} and power "
-                 f"{rule.power:g} they catch a drop of {drop:.2f} ROUGE points or more (allowed: {rule.max_drop:g}; "
-                 "from the baseline's spread, as if the runs were unrelated: the measured figure follows the run)")
+    progress.say(
+        f"accuracy drift plan: {n} articles paired with the baseline; at alpha {rule.alpha:g} and power "
+        f"{rule.power:g} they catch a drop of {drop:.2f} ROUGE points or more (allowed: {rule.max_drop:g}; "
+        "from the baseline's spread, as if the runs were unrelated: the measured figure follows the run)"
+    )
 
 
-def test_rouge_meets_the_engines_thresholds(triton_llm_per_engine, settings, cnn, summaries, triton_llm_report,
-                                           triton_llm_accuracy_options):  # fmt: skip
+def test_rouge_meets_the_engines_thresholds(
+    triton_llm_per_engine, settings, cnn, summaries, triton_llm_report, triton_llm_accuracy_options
+):
     outputs = [a["output"] for a in summaries["articles"]]
     assert all(outputs), "some articles got an empty summary"
     references = [a.reference for a in cnn.articles]
@@ -89,12 +98,20 @@ def test_rouge_meets_the_engines_thresholds(triton_llm_per_engine, settings, cnn
     verdicts = judge_thresholds(per_article_scores(outputs, references), settings, rule.alpha)
     accuracy = {m: scores[m]["mid"] for m in METRICS}
     accuracy.update({f"{m}_ci95": [scores[m]["low"], scores[m]["high"]] for m in METRICS})
-    accuracy.update(n_articles=len(outputs), max_new_tokens=settings.max_new_tokens, dataset=cnn.source,
-                    seconds=summaries["seconds"], alpha=rule.alpha, verdicts=[v.as_dict() for v in verdicts])  # fmt: skip
+    accuracy.update(
+        n_articles=len(outputs),
+        max_new_tokens=settings.max_new_tokens,
+        dataset=cnn.source,
+        seconds=summaries["seconds"],
+        alpha=rule.alpha,
+        verdicts=[v.as_dict() for v in verdicts],
+    )
     triton_llm_report.record(triton_llm_per_engine.id, "accuracy", accuracy)
     report = "\n".join(table(THRESHOLD_HEADER, [v.row() for v in verdicts]))
-    where = (f"engine {triton_llm_per_engine.ref.engine_name}, {len(outputs)} articles from {cnn.source}, one-sided "
-             f"bounds at alpha {rule.alpha:g}")  # fmt: skip
+    where = (
+        f"engine {triton_llm_per_engine.ref.engine_name}, {len(outputs)} articles from {cnn.source}, one-sided "
+        f"bounds at alpha {rule.alpha:g}"
+    )
     if any(v.result.verdict == "fail" for v in verdicts):
         pytest.fail(f"ROUGE significantly below the rule ({where}):\n{report}", pytrace=False)
     if any(v.result.verdict == "inconclusive" for v in verdicts):
@@ -104,8 +121,9 @@ def test_rouge_meets_the_engines_thresholds(triton_llm_per_engine, settings, cnn
         warnings.warn(InconclusiveAccuracy(message), stacklevel=1)
 
 
-def test_outputs_match_the_baseline(triton_llm_per_engine, settings, cnn, summaries, triton_llm_accuracy_options,
-                                    triton_llm_report, triton_llm_progress):  # fmt: skip
+def test_outputs_match_the_baseline(
+    triton_llm_per_engine, settings, cnn, summaries, triton_llm_accuracy_options, triton_llm_report, triton_llm_progress
+):
     options = triton_llm_accuracy_options
     path = options.baseline
     if path is None:
@@ -117,16 +135,30 @@ def test_outputs_match_the_baseline(triton_llm_per_engine, settings, cnn, summar
     rule = options.rule(settings)
     before, now = paired_scores(baseline, summaries, {a.id: a.reference for a in cnn.articles})
     results = judge_drift(before, now, rule)
-    triton_llm_report.record(triton_llm_per_engine.id, "accuracy_drift", dict(
-        drift.as_dict(), baseline=str(path), alpha=rule.alpha, power=rule.power, max_drop=rule.max_drop,
-        paired=as_report(results)))  # fmt: skip
+    triton_llm_report.record(
+        triton_llm_per_engine.id,
+        "accuracy_drift",
+        dict(
+            drift.as_dict(),
+            baseline=str(path),
+            alpha=rule.alpha,
+            power=rule.power,
+            max_drop=rule.max_drop,
+            paired=as_report(results),
+        ),
+    )
     detectable = max(r.detectable_drop for r in results.values())
-    triton_llm_progress.say(f"accuracy drift: {drift.compared} paired articles; at alpha {rule.alpha:g} and power "
-                            f"{rule.power:g} the smallest drop they can catch is {detectable:.2f} ROUGE points "
-                            f"(allowed: {rule.max_drop:g})")  # fmt: skip
+    triton_llm_progress.say(
+        f"accuracy drift: {drift.compared} paired articles; at alpha {rule.alpha:g} and power "
+        f"{rule.power:g} the smallest drop they can catch is {detectable:.2f} ROUGE points "
+        f"(allowed: {rule.max_drop:g})"
+    )
     paired = "\n".join(table(DRIFT_HEADER, drift_rows(results)))
-    problems = [f"{m} dropped {r.mean_drop:.2f} points, significantly more than the {r.max_drop:g} allowed "
-                f"(p {r.p_value:.3g})" for m, r in results.items() if r.verdict == "fail"]  # fmt: skip
+    problems = [
+        f"{m} dropped {r.mean_drop:.2f} points, significantly more than the {r.max_drop:g} allowed (p {r.p_value:.3g})"
+        for m, r in results.items()
+        if r.verdict == "fail"
+    ]
     if options.min_exact_match is not None and drift.exact_match_pct < options.min_exact_match:
         problems.append(f"{drift.exact_match_pct:.1f}% of outputs identical to the baseline < {options.min_exact_match:.1f}%")
     if options.min_rouge_l is not None and drift.mean_rouge_l < options.min_rouge_l:
@@ -134,10 +166,20 @@ def test_outputs_match_the_baseline(triton_llm_per_engine, settings, cnn, summar
     if drift.missing:
         problems.append(f"{len(drift.missing)} baseline articles missing from this run")
     if problems:
-        pytest.fail("outputs drifted from the baseline: " + "; ".join(problems) + "\n" + paired + "\n" +
-                    describe(drift, baseline, summaries), pytrace=False)  # fmt: skip
+        pytest.fail(
+            "outputs drifted from the baseline: "
+            + "; ".join(problems)
+            + "\n"
+            + paired
+            + "\n"
+            + describe(drift, baseline, summaries),
+            pytrace=False,
+        )
     if any(r.underpowered for r in results.values()):
-        warnings.warn(InconclusiveAccuracy(
-            f"{drift.compared} articles can only catch a drop of {detectable:.2f} ROUGE points, more than twice the "
-            f"{rule.max_drop:g} allowed: a real regression may pass (--accuracy-samples, or a larger dataset)\n{paired}"),
-            stacklevel=1)  # fmt: skip
+        warnings.warn(
+            InconclusiveAccuracy(
+                f"{drift.compared} articles can only catch a drop of {detectable:.2f} ROUGE points, more than twice the "
+                f"{rule.max_drop:g} allowed: a real regression may pass (--accuracy-samples, or a larger dataset)\n{paired}"
+            ),
+            stacklevel=1,
+        )

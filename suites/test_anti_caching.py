@@ -36,8 +36,10 @@ SEED = 4004
 # tensorrtllm_backend's default for an unset enable_kv_cache_reuse turned from false to true in v0.19.0 (Triton 25.05;
 # inflight_batcher_llm/src/model_instance_state.cc: "will be set to true"): its template family and every later one
 REUSE_BY_DEFAULT_FROM = (0, 19)
-GPU_GAIN_UNSURE = ("on a CPU the stand-in's prefill is most of TTFT and its prefix cache skips 11 of 12 blocks; on a GPU "
-                   "a 384-token prefill is too small a part of TTFT to promise a visible gain")  # fmt: skip
+GPU_GAIN_UNSURE = (
+    "on a CPU the stand-in's prefill is most of TTFT and its prefix cache skips 11 of 12 blocks; on a GPU "
+    "a 384-token prefill is too small a part of TTFT to promise a visible gain"
+)
 
 
 def kv_cache_reuse(served) -> tuple[bool, str]:
@@ -133,9 +135,17 @@ def anti_caching(triton_llm, triton_llm_report, triton_llm_progress) -> dict:
         # stays below with more pairs, a burst of load on the shared machine does not
         if errors or reuse or min(_ratios(pairs, metrics).values()) >= MIN_RATIO:
             break
-    entry = {"prompt_tokens": length, "output_tokens": OUTPUT_TOKENS, "n": len(pairs), "rounds": number,
-             "streamed": streaming, "kv_cache_reuse": reuse, "kv_cache_reuse_from": reuse_from, "min_ratio": MIN_RATIO,
-             "errors": errors}  # fmt: skip
+    entry = {
+        "prompt_tokens": length,
+        "output_tokens": OUTPUT_TOKENS,
+        "n": len(pairs),
+        "rounds": number,
+        "streamed": streaming,
+        "kv_cache_reuse": reuse,
+        "kv_cache_reuse_from": reuse_from,
+        "min_ratio": MIN_RATIO,
+        "errors": errors,
+    }
     if errors:  # nothing to compare; the test says which
         entry["verdict"] = "errors"
         triton_llm_report.record(served.id, "anti_caching", entry)
@@ -163,8 +173,10 @@ def test_a_repeated_prompt_is_not_served_faster_than_distinct_prompts_unless_kv_
     entry = anti_caching
     assert not entry["errors"], f"requests failed: {entry['errors'][:3]}"
     if entry["kv_cache_reuse"]:  # a cache the deployment declares: its gain is the reuse speed-up, reported
-        pytest.skip(f"{triton_llm.id} reuses KV-cache blocks ({entry['kv_cache_reuse_from']}): a repeated prompt may be "
-                    f"faster by design (measured x{entry['reuse_speedup']}, in the report), so TEST04 cannot judge it")
+        pytest.skip(
+            f"{triton_llm.id} reuses KV-cache blocks ({entry['kv_cache_reuse_from']}): a repeated prompt may be "
+            f"faster by design (measured x{entry['reuse_speedup']}, in the report), so TEST04 cannot judge it"
+        )
     faster = {m: r for m, r in entry["ratio"].items() if r < MIN_RATIO}
     assert not faster, (
         f"{triton_llm.id} serves a repeated {entry['prompt_tokens']}-token prompt faster than distinct ones "

@@ -62,8 +62,13 @@ def _throughput(served, prompts) -> dict:
     tokens = sum(r.tokens for r in records)
     # TensorRT-LLM's gauge: the most requests one iteration scheduled (a V1 batch's size follows the arrivals)
     scheduled = watch.most("nv_trt_llm_request_metrics", "scheduled")
-    return {"requests": len(records), "output_tokens": tokens, "duration_s": round(seconds, 2),
-            "output_tokens_per_s": round(tokens / seconds, 2), "most_scheduled": scheduled}  # fmt: skip
+    return {
+        "requests": len(records),
+        "output_tokens": tokens,
+        "duration_s": round(seconds, 2),
+        "output_tokens_per_s": round(tokens / seconds, 2),
+        "most_scheduled": scheduled,
+    }
 
 
 def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, prompts, triton_llm_report):

@@ -54,8 +54,9 @@ def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts, equality_rule):
     expected = triton_llm.client.generate_ids(ids, 12, end_id=NO_END).token_ids
     slots = triton_llm.ref.engine.max_batch_size
     with ThreadPoolExecutor(slots) as pool:  # fill every slot, then walk away from all of them
-        cancelled = list(pool.map(lambda _: triton_llm.client.stream_ids(ids, LONG, end_id=NO_END, cancel_after_s=1.0),
-                                  range(slots)))  # fmt: skip
+        cancelled = list(
+            pool.map(lambda _: triton_llm.client.stream_ids(ids, LONG, end_id=NO_END, cancel_after_s=1.0), range(slots))
+        )
     assert all(r.cancelled and len(r.token_ids) < LONG for r in cancelled)
     assert wait_until_idle(triton_llm) == 0, "cancelled requests still hold their slots"
     with ThreadPoolExecutor(4) as pool:

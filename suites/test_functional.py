@@ -140,8 +140,7 @@ def test_stop_words_truncate_after_the_stop_word(triton_llm, prompts, baseline):
     )
     word = ids[start : start + 2]
     expected = tok.decode(ids[: start + 2], skip_special_tokens=True)
-    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END,
-                                      stop_words=[tok.decode(word)]).text  # fmt: skip
+    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END, stop_words=[tok.decode(word)]).text
     assert text == expected
     assert len(text) < len(tok.decode(ids, skip_special_tokens=True))
 
@@ -156,8 +155,7 @@ def test_bad_words_never_appear(triton_llm, prompts, baseline):
     core = triton_llm.client.generate_ids(prompt_ids, MAX_TOKENS, end_id=NO_END, bad_words_ids=[word])
     assert not _contains(core.token_ids, word)
     assert core.token_ids != ids, "banning a word of the greedy output must change it"
-    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END,
-                                      bad_words=[word_text]).text  # fmt: skip
+    text = triton_llm.client.generate(prompts.completion["fox"], MAX_TOKENS, end_id=NO_END, bad_words=[word_text]).text
     assert text == tok.decode(core.token_ids, skip_special_tokens=True)
 
 
@@ -214,8 +212,9 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts)
     prompt = prompts.completion["colors"]
 
     def sample(seed):
-        return triton_llm.client.generate(prompt, MAX_TOKENS, end_id=NO_END,
-                                          sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)).text  # fmt: skip
+        return triton_llm.client.generate(
+            prompt, MAX_TOKENS, end_id=NO_END, sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)
+        ).text
 
     assert sample(7) == sample(7)
     assert {sample(s) for s in (1, 2, 3)} != {sample(7)}

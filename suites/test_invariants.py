@@ -231,8 +231,10 @@ def test_an_echoed_utf8_prompt_comes_back_byte_for_byte_streamed_or_not(triton_l
     if client.speaks_llmapi:
         options = {"exclude_input_in_output": False}  # sampling_param_exclude_input_from_output, per request
     elif triton_llm.ref.options.exclude_input_in_output:
-        pytest.skip(f"{triton_llm.id} excludes the prompt from its output (the lock's exclude_input_in_output) and its "
-                    f"{triton_llm.entry} has no input to ask for it: nothing echoes the prompt")  # fmt: skip
+        pytest.skip(
+            f"{triton_llm.id} excludes the prompt from its output (the lock's exclude_input_in_output) and its "
+            f"{triton_llm.entry} has no input to ask for it: nothing echoes the prompt"
+        )
     else:
         options = {}
     unary = client.generate(ECHO, TOKENS, **options).text

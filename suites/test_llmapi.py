@@ -127,8 +127,9 @@ def test_timestamps_are_ordered_arrival_scheduled_first_token_last_token(triton_
 @pytest.mark.triton_llm_requires("llmapi")
 def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
     def sample(seed):
-        return triton_llm.client.generate(prompts.completion["colors"], TOKENS,
-                                          sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)).text  # fmt: skip
+        return triton_llm.client.generate(
+            prompts.completion["colors"], TOKENS, sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)
+        ).text
 
     assert sample(7) == sample(7)
     assert {sample(s) for s in (1, 2, 3)} != {sample(7)}
@@ -188,7 +189,6 @@ def test_a_cancelled_stream_frees_its_slot(triton_llm, prompts, equality_rule):
     assert verdict.passed, verdict.report(labels=[f"request {i}" for i in range(4)])
 
 
-
 # -- LoRA by lora_path (upstream 2026 main: lora_id, lora_name, lora_path; the adapter is cached under lora_id) --------
 @pytest.fixture(scope="session")
 def lora_requests(triton_llm, lora_adapters):
@@ -206,8 +206,9 @@ def _greedy(served, prompt: str, lora=None) -> str:
 
 @pytest.mark.lora
 @pytest.mark.triton_llm_requires("llmapi", "lora_path")
-def test_an_adapter_named_by_lora_path_changes_the_output_and_its_lora_id_gives_it_again(triton_llm, lora_requests,
-                                                                                        prompts, equality_rule):  # fmt: skip
+def test_an_adapter_named_by_lora_path_changes_the_output_and_its_lora_id_gives_it_again(
+    triton_llm, lora_requests, prompts, equality_rule
+):
     prompt = prompts.completion["fox"]
     outputs = {"base": _greedy(triton_llm, prompt)}
     for name, lora in lora_requests.items():
@@ -219,8 +220,7 @@ def test_an_adapter_named_by_lora_path_changes_the_output_and_its_lora_id_gives_
 
 @pytest.mark.lora
 @pytest.mark.triton_llm_requires("llmapi", "lora_path")
-def test_adapters_and_the_base_model_in_one_batch_equal_their_solo_outputs(triton_llm, lora_requests, prompts,
-                                                                          equality_rule):  # fmt: skip
+def test_adapters_and_the_base_model_in_one_batch_equal_their_solo_outputs(triton_llm, lora_requests, prompts, equality_rule):
     loras = [None, *lora_requests.values()]
     jobs = [(p, lora) for p in prompts.batch(4) for lora in loras]
     solo = [_greedy(triton_llm, p, lora) for p, lora in jobs]
@@ -228,8 +228,9 @@ def test_adapters_and_the_base_model_in_one_batch_equal_their_solo_outputs(trito
         together = list(pool.map(lambda job: _greedy(triton_llm, *job), jobs))
     verdict = compare_texts(solo, together, equality_rule, triton_llm.tokenizer)  # float16 kernels: not batch-invariant
     names = ["the base model", *lora_requests]
-    assert verdict.passed, verdict.report(labels=[f"prompt {i // len(names)} with {names[i % len(names)]}"
-                                                  for i in range(len(jobs))])  # fmt: skip
+    assert verdict.passed, verdict.report(
+        labels=[f"prompt {i // len(names)} with {names[i % len(names)]}" for i in range(len(jobs))]
+    )
 
 
 @pytest.mark.lora

@@ -35,10 +35,16 @@ def test_greedy_outputs_match_on_the_prompts(triton_llm_migration, prompts, trit
     old = [engine.client.generate(p, TOKENS).text for p in batch]
     new = [llmapi.client.generate(p, TOKENS).text for p in batch]
     identical = sum(a == b for a, b in zip(old, new, strict=False))
-    triton_llm_report.record(llmapi.id, "migration_prompts", {
-        "against": engine.id, "prompts": len(batch), "identical": identical,
-        "differing": [{"prompt": p, "engine": a, "llmapi": b}
-                      for p, a, b in zip(batch, old, new, strict=True) if a != b]})  # fmt: skip
+    triton_llm_report.record(
+        llmapi.id,
+        "migration_prompts",
+        {
+            "against": engine.id,
+            "prompts": len(batch),
+            "identical": identical,
+            "differing": [{"prompt": p, "engine": a, "llmapi": b} for p, a, b in zip(batch, old, new, strict=True) if a != b],
+        },
+    )
     verdict = compare_texts(old, new, migration_equality_rule, engine.tokenizer)
     assert verdict.passed, _side_by_side(batch, old, new) + "\n" + verdict.report(decode=engine.tokenizer.decode)
 
@@ -49,8 +55,9 @@ def test_greedy_summaries_match_on_cnn_dailymail(triton_llm_migration, cnn, trit
     old = [engine.client.generate(a, TOKENS).text for a in articles]
     new = [llmapi.client.generate(a, TOKENS).text for a in articles]
     identical = sum(a == b for a, b in zip(old, new, strict=True))
-    triton_llm_report.record(llmapi.id, "migration_articles", {"against": engine.id, "articles": len(articles),
-                                                               "identical": identical})  # fmt: skip
+    triton_llm_report.record(
+        llmapi.id, "migration_articles", {"against": engine.id, "articles": len(articles), "identical": identical}
+    )
     verdict = compare_texts(old, new, migration_equality_rule, engine.tokenizer)
     assert verdict.passed, _side_by_side([a[-60:] for a in articles], old, new)
 
@@ -61,8 +68,12 @@ def test_streams_add_up_to_the_unary_answer_on_both(triton_llm_migration, prompt
         pytest.skip("neither side is decoupled: neither streams")
     prompt = prompts.completion["language"]
     for served in streaming:  # two requests: under the engine's rule, as half-precision kernels need
-        verdict = compare_texts([served.client.generate(prompt, TOKENS).text], [served.client.stream(prompt, TOKENS).text],
-                                migration_equality_rule, served.tokenizer)  # fmt: skip
+        verdict = compare_texts(
+            [served.client.generate(prompt, TOKENS).text],
+            [served.client.stream(prompt, TOKENS).text],
+            migration_equality_rule,
+            served.tokenizer,
+        )
         assert verdict.passed, f"{served.id}: " + verdict.report(labels=["the streamed answer"])
 
 
@@ -70,8 +81,10 @@ def test_max_tokens_gives_the_same_token_counts(triton_llm_migration, prompts):
     engine, llmapi = triton_llm_migration
     for max_tokens in (1, 7):
         prompt = prompts.completion["columbus"]
-        counts = [len(s.tokenizer.encode(s.client.generate(prompt, max_tokens).text, add_special_tokens=False))
-                  for s in (engine, llmapi)]  # fmt: skip
+        counts = [
+            len(s.tokenizer.encode(s.client.generate(prompt, max_tokens).text, add_special_tokens=False))
+            for s in (engine, llmapi)
+        ]
         assert counts[0] == counts[1], f"max_tokens {max_tokens}: engine {counts[0]} tokens, llmapi {counts[1]}"
 
 
@@ -82,8 +95,11 @@ def _measure(served, prompts) -> dict:
         ttft.append(events[0].t_s)
         itl.extend(b.t_s - a.t_s for a, b in zip(events, events[1:], strict=False))
         tokens += len(events)
-    return {"tokens_per_s": round(tokens / (time.perf_counter() - start), 2),
-            "ttft_ms_p50": round(1000 * statistics.median(ttft), 1), "itl_ms_p50": round(1000 * statistics.median(itl), 1)}
+    return {
+        "tokens_per_s": round(tokens / (time.perf_counter() - start), 2),
+        "ttft_ms_p50": round(1000 * statistics.median(ttft), 1),
+        "itl_ms_p50": round(1000 * statistics.median(itl), 1),
+    }
 
 
 def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, triton_llm_report, perf_budgets):
@@ -96,14 +112,29 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, tri
     new = max((r[1] for r in rounds), key=lambda m: m["tokens_per_s"])
     ratio = round(new["tokens_per_s"] / old["tokens_per_s"], 3)
     budgets_file, budgets = perf_budgets
-    budget = find_budget(budgets, engine=llmapi.ref.engine_name, deployment=llmapi.ref.name, hardware=llmapi.hardware,
-                         hardware_class=hardware_class(llmapi.hardware), image=llmapi.image, load_point="migration")  # fmt: skip
+    budget = find_budget(
+        budgets,
+        engine=llmapi.ref.engine_name,
+        deployment=llmapi.ref.name,
+        hardware=llmapi.hardware,
+        hardware_class=hardware_class(llmapi.hardware),
+        image=llmapi.image,
+        load_point="migration",
+    )
     rows = budget.check({"throughput_ratio_vs_engine": ratio}) if budget is not None else []
-    triton_llm_report.record(llmapi.id, "migration_perf", {
-        "against": engine.id, "engine": old, "llmapi": new, "llmapi_vs_engine_throughput_ratio": ratio,
-        "budget": {"file": str(budgets_file), "match": budget.match(budgets.index(budget) + 1), "rows": rows} if budget
-        else "none for this hardware and image: measured, not judged",
-    })  # fmt: skip
+    triton_llm_report.record(
+        llmapi.id,
+        "migration_perf",
+        {
+            "against": engine.id,
+            "engine": old,
+            "llmapi": new,
+            "llmapi_vs_engine_throughput_ratio": ratio,
+            "budget": {"file": str(budgets_file), "match": budget.match(budgets.index(budget) + 1), "rows": rows}
+            if budget
+            else "none for this hardware and image: measured, not judged",
+        },
+    )
     assert old["tokens_per_s"] > 0 and new["tokens_per_s"] > 0
     missed = [row for row in rows if row[-1] == "MISSED"]
     assert not missed, f"migration perf budget ({budgets_file}): {missed}; engine {old}, llmapi {new}"

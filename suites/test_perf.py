@@ -32,8 +32,17 @@ from pytest_triton_llm.terminal import table
 pytestmark = pytest.mark.perf
 
 
-def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_llm_report, triton_llm_perf_options,
-                    record_property, triton_llm_progress, triton_llm_perf_reference):  # fmt: skip
+def test_load_point(
+    triton_llm,
+    load_point,
+    perf_workload,
+    perf_budgets,
+    triton_llm_report,
+    triton_llm_perf_options,
+    record_property,
+    triton_llm_progress,
+    triton_llm_perf_reference,
+):
     point_name, point = load_point
     workload_name, workload = perf_workload
     engine = triton_llm.ref.engine
@@ -45,14 +54,21 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     reference = triton_llm_perf_reference  # --perf-against: measured beside this deployment, round by round
     sides = [triton_llm] if reference is None else [triton_llm, reference]
     # each side's own encoding (token ids, or text for an llmapi model) and streaming, of the same requests
-    loads = {s.id: (Target(s.server.endpoints), encode(requests, s.client, workload.fixed_output, s.client.decoupled),
-                    encode(warmup, s.client, workload.fixed_output, s.client.decoupled)) for s in sides}  # fmt: skip
+    loads = {
+        s.id: (
+            Target(s.server.endpoints),
+            encode(requests, s.client, workload.fixed_output, s.client.decoupled),
+            encode(warmup, s.client, workload.fixed_output, s.client.decoupled),
+        )
+        for s in sides
+    }
     runs, reference_runs, records_all, seconds_all = [], [], [], 0.0
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
         for served in sides if repeat % 2 else sides[::-1]:  # A B B A ...: neither side always goes first
-            with triton_llm_progress.step(f"perf: {served.id} {point_name}{label} ({len(requests)} requests, "
-                                          f"workload {workload_name})"):  # fmt: skip
+            with triton_llm_progress.step(
+                f"perf: {served.id} {point_name}{label} ({len(requests)} requests, workload {workload_name})"
+            ):
                 records, seconds = run_load(*loads[served.id], seed=workload.seed, **point)
             if served is reference:
                 reference_runs.append(summarize(records, seconds))
@@ -67,14 +83,27 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     if options.slos:
         result["goodput"] = judge_goodput(records_all, options.slos, seconds_all)
     # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
-    identity = dict(engine=triton_llm.ref.engine_name, deployment=triton_llm.ref.name, hardware=triton_llm.hardware,
-                    hardware_class=hardware_class(triton_llm.hardware), image=triton_llm.image,
-                    load_point=point_name, workload=workload_name)  # fmt: skip
+    identity = dict(
+        engine=triton_llm.ref.engine_name,
+        deployment=triton_llm.ref.name,
+        hardware=triton_llm.hardware,
+        hardware_class=hardware_class(triton_llm.hardware),
+        image=triton_llm.image,
+        load_point=point_name,
+        workload=workload_name,
+    )
     budgets_file, budgets = perf_budgets
     # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied
-    result.update(load_point=point_name, workload=workload_name, streamed=streaming, hardware=identity["hardware"],
-                  hardware_class=identity["hardware_class"], image=identity["image"], budget_file=str(budgets_file),
-                  engine_digest=triton_llm.engine.digest)  # fmt: skip
+    result.update(
+        load_point=point_name,
+        workload=workload_name,
+        streamed=streaming,
+        hardware=identity["hardware"],
+        hardware_class=identity["hardware_class"],
+        image=identity["image"],
+        budget_file=str(budgets_file),
+        engine_digest=triton_llm.engine.digest,
+    )
     if has_dummy_weights(triton_llm.ref):  # random weights (lock source 'dummy'): these numbers are speed only
         result["weights"] = DUMMY
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
@@ -94,8 +123,9 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     fixed_output = workload.fixed_output and not triton_llm.client.speaks_llmapi
     result["fixed_output"] = fixed_output  # false: output lengths as the model ended them
     if fixed_output:
-        assert all(r["output_tokens"] == sum(q.max_tokens for q in requests) for r in runs), \
-            "requests did not yield their fixed lengths"  # fmt: skip
+        assert all(r["output_tokens"] == sum(q.max_tokens for q in requests) for r in runs), (
+            "requests did not yield their fixed lengths"
+        )
     if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
@@ -118,21 +148,31 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
     else:
         result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
         if options.require_budget:
-            problems.append(f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
-                            f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
-                            f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
-                            "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
-                            "run with --perf-compare")  # fmt: skip
+            problems.append(
+                f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
+                f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
+                f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
+                "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
+                "run with --perf-compare"
+            )
 
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
         result["noisy"] = noisy_metrics
-        warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: runs varied by more than {NOISY_CV:.0%}: "
-                                f"{', '.join(noisy_metrics)}"), stacklevel=1)  # fmt: skip
+        warnings.warn(
+            PerfNoisy(f"{triton_llm.id} {point_name}: runs varied by more than {NOISY_CV:.0%}: {', '.join(noisy_metrics)}"),
+            stacklevel=1,
+        )
     if reference is not None:
         rules = [rule.paired(reference_runs, runs) for rule in options.fail_rules]
         regressions = [r["regression"] for r in rules if r["regression"]]
-        result["compared"] = {"against": reference.id, "rounds": len(runs), "rules": rules, "regressions": regressions,
-                              "power": [r.get("power") for r in rules], "reference": median_run(reference_runs)}  # fmt: skip
+        result["compared"] = {
+            "against": reference.id,
+            "rounds": len(runs),
+            "rules": rules,
+            "regressions": regressions,
+            "power": [r.get("power") for r in rules],
+            "reference": median_run(reference_runs),
+        }
         result["regressions"] = regressions
         problems += [f"regression at {point_name} against {reference.id}: {r}" for r in regressions]
     if options.compare:
@@ -144,8 +184,12 @@ def test_load_point(triton_llm, load_point, perf_workload, perf_budgets, triton_
             problems.append(f"{options.compare} cannot be compared with this run at {point_name}: {refused}")
         else:
             regressions = [r for rule in options.fail_rules if (r := rule.regression(before, result))]
-            result["compared"] = {"baseline": options.compare, "differs": differs, "regressions": regressions,
-                                  "power": [rule.power(before, result) for rule in options.fail_rules]}  # fmt: skip
+            result["compared"] = {
+                "baseline": options.compare,
+                "differs": differs,
+                "regressions": regressions,
+                "power": [rule.power(before, result) for rule in options.fail_rules],
+            }
             result["regressions"] = regressions
             problems += [f"regression at {point_name}: {r}" for r in regressions]
     if problems:

@@ -174,8 +174,10 @@ def test_lora_through_the_entry_model_answers_as_through_tensorrt_llm(triton_llm
         core = client.generate_ids(ids, LORA_TOKENS, end_id=NO_END, lora_task_id=6100 + i, **weights).token_ids
         expected = triton_llm.tokenizer.decode(core, skip_special_tokens=True)
         assert expected != base, f"{name} does not change the answer"
-        tensors = {"lora_weights": (np.asarray(adapter.lora_weights, dtype=np.float16), "FP16"),
-                   "lora_config": (np.asarray(adapter.lora_config, dtype=np.int32), "INT32")}  # fmt: skip
+        tensors = {
+            "lora_weights": (np.asarray(adapter.lora_weights, dtype=np.float16), "FP16"),
+            "lora_config": (np.asarray(adapter.lora_config, dtype=np.int32), "INT32"),
+        }
         # exact on every engine: each request runs alone. First registered through the entry model (a fresh task id,
         # so an entry model that dropped the weights gets an unknown task), then by the task id alone.
         for sent in (tensors, {}):
@@ -193,9 +195,11 @@ def test_an_evicted_lora_task_is_an_error_until_registered_again(triton_llm, lor
     client = triton_llm.client
     capacity = config_parameters(client.model_config("tensorrt_llm")).get("lora_cache_host_memory_bytes")
     if capacity is None:
-        pytest.skip(f"{triton_llm.id} sets no lora_cache_host_memory_bytes (engines.lock [engines.<name>.lora] "
-                    "cache_host_memory_bytes): TensorRT-LLM's default 1 GB host cache needs hundreds of adapters to "
-                    "overflow")  # fmt: skip
+        pytest.skip(
+            f"{triton_llm.id} sets no lora_cache_host_memory_bytes (engines.lock [engines.<name>.lora] "
+            "cache_host_memory_bytes): TensorRT-LLM's default 1 GB host cache needs hundreds of adapters to "
+            "overflow"
+        )
     ids = triton_llm.encode(prompts.completion["fox"])
     recipes = [lora_adapters[name] for name in sorted(lora_adapters)]
 
@@ -248,8 +252,11 @@ def test_a_request_of_only_the_required_inputs_is_answered(triton_llm, prompts, 
     assert _required(client, model) <= REQUIRED[model], f"{model} requires inputs a minimal request lacks"
     ids = triton_llm.encode(prompt)
     if model == "tensorrt_llm":  # no end_id: TensorRT-LLM's executor then has none (-1) and runs to the length asked
-        minimal = {"input_ids": (np.asarray([ids], dtype=np.int32), "INT32"), "input_lengths": (len(ids), "INT32"),
-                   "request_output_len": (TOKENS, "INT32")}  # fmt: skip
+        minimal = {
+            "input_ids": (np.asarray([ids], dtype=np.int32), "INT32"),
+            "input_lengths": (len(ids), "INT32"),
+            "request_output_len": (TOKENS, "INT32"),
+        }
         full = client.generate_ids(ids, TOKENS, end_id=NO_END)
         assert returned_ids(client.request(model, minimal)) == full.token_ids
     else:  # no end_id: preprocessing takes the tokenizer's end token
@@ -310,8 +317,9 @@ def test_every_llmapi_output_holds_a_value_of_its_declared_type(triton_llm, prom
     Upstream's llmapi model.py sends every output as a string tensor (text_output's dtype), whatever config.pbtxt
     declares: text outputs must be BYTES as declared, and each numeric one a string of a number of its declared type."""
     client = triton_llm.client
-    outputs = client.generate(prompts.completion["fox"], 8, return_log_probs=True, return_finish_reason=True,
-                              return_stop_reason=True).raw  # fmt: skip
+    outputs = client.generate(
+        prompts.completion["fox"], 8, return_log_probs=True, return_finish_reason=True, return_stop_reason=True
+    ).raw
     declared = _declared_outputs(client, client.ensemble)
     assert set(outputs) <= set(declared), f"outputs {sorted(set(outputs) - set(declared))} are not declared"
     assert {"text_output", "cumulative_logprob", "finish_reason", "stop_reason"} == set(outputs), sorted(outputs)
@@ -335,15 +343,21 @@ METRIC_FAMILIES = (
     ((2, 41), "nv_trt_llm_v1_metrics", ("total_context_tokens", "total_generation_tokens", "empty_generation_slots")),
     ((2, 41), "nv_trt_llm_inflight_batcher_metrics", ("total_context_tokens", "generation_requests", "micro_batch_id")),
     ((2, 41), "nv_trt_llm_general_metrics", ("timestamp", "iteration_counter")),
-    ((2, 43), "nv_trt_llm_inflight_batcher_metrics",
-     ("total_context_tokens", "generation_requests", "micro_batch_id", "terminated_requests")),
-    ((2, 45), "nv_trt_llm_inflight_batcher_metrics",
-     ("total_context_tokens", "generation_requests", "micro_batch_id", "paused_requests")),
+    (
+        (2, 43),
+        "nv_trt_llm_inflight_batcher_metrics",
+        ("total_context_tokens", "generation_requests", "micro_batch_id", "terminated_requests"),
+    ),
+    (
+        (2, 45),
+        "nv_trt_llm_inflight_batcher_metrics",
+        ("total_context_tokens", "generation_requests", "micro_batch_id", "paused_requests"),
+    ),
     ((2, 50), "nv_trt_llm_kv_cache_block_metrics", ("max", "free", "used", "tokens_per", "reused")),
     ((2, 52), "nv_trt_llm_disaggregated_serving_metrics", ("kv_cache_transfer_ms", "request_count")),
     ((2, 56), "nv_trt_llm_request_metrics", ("active", "max", "scheduled", "context", "waiting")),
     ((2, 56), "nv_trt_llm_kv_cache_block_metrics", ("max", "free", "used", "tokens_per", "reused", "fraction")),
-)  # fmt: skip
+)
 BATCHING_FAMILY = {"v1": "nv_trt_llm_v1_metrics", "inflight": "nv_trt_llm_inflight_batcher_metrics"}
 
 
@@ -357,8 +371,10 @@ def expected_metric_families(triton_version: str, batching: str) -> dict[str, se
 def test_tensorrt_llm_publishes_the_metric_families_of_its_version(triton_llm, prompts):
     """triton-inference-server/tensorrtllm_backend#479: missing nv_trt_llm_request_metrics from python backend."""
     if triton_llm.ref.layout == "llmapi":
-        pytest.skip("the llmapi model publishes no nv_trt_llm_* metrics (upstream's python model has no metrics "
-                    "reporter; test_llmapi.py reads its per-request perf outputs instead)")  # fmt: skip
+        pytest.skip(
+            "the llmapi model publishes no nv_trt_llm_* metrics (upstream's python model has no metrics "
+            "reporter; test_llmapi.py reads its per-request perf outputs instead)"
+        )
     assert triton_llm.client.generate(prompts.completion["fox"], 4).text
     published: dict[str, set[str]] = {}
     for family, category in trtllm_gauges(triton_llm.client.metrics(), "tensorrt_llm"):
@@ -403,8 +419,10 @@ def test_resident_memory_stays_flat_over_a_soak_of_requests_with_stop_words(trit
     tritonserver itself adds 15-25 KiB a request. Each round's figures go to the report (`soak_rss_kib`)."""
     pid = getattr(triton_llm.server.process, "pid", None)
     if pid is None:
-        pytest.skip(f"{triton_llm.id}'s server is not a process this session started here (a remote server or a "
-                    "container): its resident memory cannot be read")  # fmt: skip
+        pytest.skip(
+            f"{triton_llm.id}'s server is not a process this session started here (a remote server or a "
+            "container): its resident memory cannot be read"
+        )
     client, prompt = triton_llm.client, prompts.completion["fox"]
 
     def soak(requests: int) -> None:
@@ -417,7 +435,8 @@ def test_resident_memory_stays_flat_over_a_soak_of_requests_with_stop_words(trit
         soak(SOAK_ROUND)
         samples.append(_tree_rss_kib(pid))
     growth = samples[-1] - samples[0]
-    triton_llm_report.record(triton_llm.id, "soak_rss_kib", {"samples": samples, "growth": growth,
-                                                             "bound": SOAK_BOUND_KIB})  # fmt: skip
-    assert growth <= SOAK_BOUND_KIB, (f"resident memory grew by {growth} KiB over {SOAK_ROUNDS * SOAK_ROUND} requests "
-                                      f"(bound {SOAK_BOUND_KIB} KiB); samples after each round: {samples}")  # fmt: skip
+    triton_llm_report.record(triton_llm.id, "soak_rss_kib", {"samples": samples, "growth": growth, "bound": SOAK_BOUND_KIB})
+    assert growth <= SOAK_BOUND_KIB, (
+        f"resident memory grew by {growth} KiB over {SOAK_ROUNDS * SOAK_ROUND} requests "
+        f"(bound {SOAK_BOUND_KIB} KiB); samples after each round: {samples}"
+    )

@@ -34,8 +34,11 @@ def ensemble(served, inputs: dict):
 
 
 def core(served, **inputs):
-    base = {"input_ids": (np.asarray([served.encode(PROMPT)], dtype=np.int32), "INT32"),
-            "input_lengths": (len(served.encode(PROMPT)), "INT32"), "request_output_len": (4, "INT32")}  # fmt: skip
+    base = {
+        "input_ids": (np.asarray([served.encode(PROMPT)], dtype=np.int32), "INT32"),
+        "input_lengths": (len(served.encode(PROMPT)), "INT32"),
+        "request_output_len": (4, "INT32"),
+    }
     return served.client.request("tensorrt_llm", {**base, **inputs})
 
 
@@ -66,8 +69,9 @@ def executor_error(served) -> str | Undocumented:
     library."""
     if _family(served) >= (0, 10):
         return ERROR
-    return Undocumented(f"{template_family(served.server.version)}'s batch manager is a closed library: no source "
-                        "says whether it refuses this")  # fmt: skip
+    return Undocumented(
+        f"{template_family(served.server.version)}'s batch manager is a closed library: no source says whether it refuses this"
+    )
 
 
 def _llmapi_no_room(served) -> str | Undocumented:
@@ -109,7 +113,7 @@ CASES = {
     "text_input of shape [1, 2]": (
         _text_input_dims,
         lambda s: ensemble(s, {"text_input": (np.array([[b"a", b"b"]], dtype=object), "BYTES"), "max_tokens": (8, "INT32")}),
-    ),  # fmt: skip
+    ),
     "max_tokens 0": (executor_error, lambda s: s.client.generate(PROMPT, 0)),
     "max_tokens -5": (executor_error, lambda s: s.client.generate(PROMPT, -5)),
     # TensorRT-LLM cuts the output to what max_seq_len leaves (llmRequest.cpp validate: a warning, not an error)
@@ -124,32 +128,35 @@ CASES = {
     "end_id outside the vocabulary": (
         Undocumented("TensorRT-LLM validates end_id from a release no source names; before it, such an end_id never ends"),
         lambda s: s.client.generate(PROMPT, 8, end_id=10**7),
-    ),  # fmt: skip
+    ),
     "negative pad_id": (ANSWER, lambda s: s.client.generate(PROMPT, 8, pad_id=-7)),
     "top_p 2.0": (executor_error, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, top_p=2.0))),
     "negative temperature": (
         executor_error,
         lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, temperature=-1.0)),
-    ),  # fmt: skip
+    ),
     "beam_width 4": (executor_error, lambda s: core(s, beam_width=(4, "INT32"))),
     # TensorRT-LLM checks neither: an id past the vocabulary indexes past the embedding table (see STAND_IN_ONLY)
     "input ids outside the vocabulary": (
         ERROR,
         lambda s: core(s, input_ids=(np.asarray([[10**7, 3]], dtype=np.int32), "INT32"), input_lengths=(2, "INT32")),
-    ),  # fmt: skip
+    ),
     # the executor takes the ids of a batch of one as they are; input_lengths is not read for it
     "input_lengths beyond input_ids": (ANSWER, lambda s: core(s, input_lengths=(999, "INT32"))),
     "malformed stop_words_list offsets": (
         executor_error,
         lambda s: core(s, stop_words_list=(np.asarray([[[5, 6], [7, 1]]], dtype=np.int32), "INT32")),
-    ),  # fmt: skip
+    ),
     "unknown LoRA task id": (_lora_task, lambda s: core(s, lora_task_id=(987654, "UINT64"))),
     "unknown model": (ERROR, lambda s: s.client.request("no_such_model", {"text_input": (b"hi", "BYTES")})),
     "garbage JSON to generate": (ERROR, lambda s: post_generate(s, b'{"text_input": "hi", "max_tokens": ')),
     "generate with a string max_tokens": (ERROR, lambda s: post_generate(s, b'{"text_input": "hi", "max_tokens": "lots"}')),
 }
-CASE_NEEDS = {"unknown LoRA task id": ("lora_input",), "garbage JSON to generate": ("generate_endpoint",),
-              "generate with a string max_tokens": ("generate_endpoint",)}  # fmt: skip
+CASE_NEEDS = {
+    "unknown LoRA task id": ("lora_input",),
+    "garbage JSON to generate": ("generate_endpoint",),
+    "generate with a string max_tokens": ("generate_endpoint",),
+}
 
 
 def llmapi(served, drop=(), **extra):
@@ -165,8 +172,13 @@ def llmapi(served, drop=(), **extra):
 LLMAPI_CASES = {
     "missing text_input": (ERROR, lambda s: llmapi(s, drop=("text_input",))),
     # 0.20-era workers deduce max_tokens from max_seq_len for a falsy 0, later ones refuse it
-    "max_tokens 0": (Undocumented("0.20-era workers deduce max_tokens from max_seq_len for a falsy 0, later ones refuse it; "
-                                  "no source names the release between"), lambda s: s.client.generate(PROMPT, 0)),
+    "max_tokens 0": (
+        Undocumented(
+            "0.20-era workers deduce max_tokens from max_seq_len for a falsy 0, later ones refuse it; "
+            "no source names the release between"
+        ),
+        lambda s: s.client.generate(PROMPT, 0),
+    ),
     "max_tokens -5": (ERROR, lambda s: s.client.generate(PROMPT, -5)),
     "max_tokens 2**31-1": (ANSWER, lambda s: s.client.generate(PROMPT, 2**31 - 1)),  # clipped to max_seq_len
     "input longer than max_seq_len": (_llmapi_no_room, lambda s: s.client.generate("word " * 3000, 8)),
@@ -179,14 +191,21 @@ LLMAPI_CASES = {
     # upstream's model.py: a stop request needs the id of the request it stops
     "stop without a request id": (ERROR, lambda s: llmapi(s, stop=(True, "BOOL"))),
     "unknown model": (ERROR, lambda s: s.client.request("no_such_model", {"text_input": (b"hi", "BYTES")})),
-    "garbage JSON to generate": (ERROR, lambda s: post_generate(s, b'{"text_input": "hi", "sampling_param_max_tokens": ',
-                                                                "tensorrt_llm")),
-    "generate with a string max_tokens": (ERROR, lambda s: post_generate(
-        s, b'{"text_input": "hi", "sampling_param_max_tokens": "lots"}', "tensorrt_llm")),
-}  # fmt: skip
+    "garbage JSON to generate": (
+        ERROR,
+        lambda s: post_generate(s, b'{"text_input": "hi", "sampling_param_max_tokens": ', "tensorrt_llm"),
+    ),
+    "generate with a string max_tokens": (
+        ERROR,
+        lambda s: post_generate(s, b'{"text_input": "hi", "sampling_param_max_tokens": "lots"}', "tensorrt_llm"),
+    ),
+}
 # the llmapi model takes a stop input from TensorRT-LLM 0.20 (llmapi-1.0 on; tensorrtllm_backend v0.19.0 declares none)
-LLMAPI_CASE_NEEDS = {"stop without a request id": ("stop_request",), "garbage JSON to generate": ("generate_endpoint",),
-                     "generate with a string max_tokens": ("generate_endpoint",)}  # fmt: skip
+LLMAPI_CASE_NEEDS = {
+    "stop without a request id": ("stop_request",),
+    "garbage JSON to generate": ("generate_endpoint",),
+    "generate with a string max_tokens": ("generate_endpoint",),
+}
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,7 @@ def run_child(argv: list[str], timeout: float | None = None, **kwargs) -> subpro
     """A child process (an inner pytest, a build script) that ends with the test run: on Ctrl-C, SIGTERM (the plugin
     turns it into KeyboardInterrupt) or a timeout, the child gets SIGINT and a minute to stop what it started (its
     servers) before SIGKILL, and the outer run stops too. Its own session: a terminal's Ctrl-C reaches it once, from here."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            **kwargs)  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException:

@@ -60,8 +60,12 @@ class FakeTriton:
 
     @property
     def options(self) -> list[str]:
-        return ["--triton-url", f"grpc://127.0.0.1:{self.grpc_port}",
-                "--triton-http-url", f"http://127.0.0.1:{self.http.server_address[1]}"]  # fmt: skip
+        return [
+            "--triton-url",
+            f"grpc://127.0.0.1:{self.grpc_port}",
+            "--triton-http-url",
+            f"http://127.0.0.1:{self.http.server_address[1]}",
+        ]
 
     def __enter__(self) -> FakeTriton:
         threading.Thread(target=self.http.serve_forever, daemon=True).start()

@@ -12,9 +12,18 @@ from pytest_triton_llm.plugin import MARKERS
 def test_options_are_in_a_triton_llm_group(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*Triton + TensorRT-LLM suites (pytest-triton-llm)*"])
-    for option in ("--triton-image=TAG", "--triton-url=URL", "--engines-lock=PATH", "--engines-cache=DIR",
-                   "--engines-rebuild", "--deployment=NAME", "--triton-llm-report=PATH", "--accuracy-dataset=PATH",
-                   "--accuracy-save=PATH", "--accuracy-baseline=PATH"):  # fmt: skip
+    for option in (
+        "--triton-image=TAG",
+        "--triton-url=URL",
+        "--engines-lock=PATH",
+        "--engines-cache=DIR",
+        "--engines-rebuild",
+        "--deployment=NAME",
+        "--triton-llm-report=PATH",
+        "--accuracy-dataset=PATH",
+        "--accuracy-save=PATH",
+        "--accuracy-baseline=PATH",
+    ):
         result.stdout.fnmatch_lines([f"*{option}*"])
 
 
@@ -54,15 +63,20 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
     "args, message",
     [
         (["--triton-image", "24.9"], "*--triton-image '24.9': give YY.MM-trtllm (e.g. 24.09-trtllm*"),
-        (["--triton-image", "26.08-trtllm"], "*--triton-image 26.08-trtllm: NGC 26.08 has no confirmed tritonserver "
-                                            "trtllm-python-py3 image (compat.toml: *newest confirmed is 26.07-trtllm*"),
+        (
+            ["--triton-image", "26.08-trtllm"],
+            "*--triton-image 26.08-trtllm: NGC 26.08 has no confirmed tritonserver "
+            "trtllm-python-py3 image (compat.toml: *newest confirmed is 26.07-trtllm*",
+        ),
         (["--triton-url", "http://h:8001"], "*--triton-url http://...: give grpc:// or grpcs:// (TLS)*"),
         (["--triton-url", "grpc://me:pw@h:8001"], "*--triton-url: no credentials in the URL; send them with --triton-header*"),
         (["--triton-url", "h:8001", "--triton-header", "s3cr3t"], "*--triton-header number 1: expected 'NAME: VALUE'"),
         (["--triton-header", "A: b"], "*apply to --triton-url; give one*"),
         (["--triton-url", "h:8001", "--triton-image", "24.09-trtllm"], "*give no --triton-image or --triton-runtime with it*"),
-        (["--deployment", "nope:v1"],
-         "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:llmapi, smollm2-135m:v1)*"),
+        (
+            ["--deployment", "nope:v1"],
+            "*no deployment named 'nope:v1' (known: smollm2-135m:inflight, smollm2-135m:llmapi, smollm2-135m:v1)*",
+        ),
         (["--accuracy-baseline", "o.json", "--accuracy-save", "o.json"], "*no such file (write one with --accuracy-save)*"),
         (["--accuracy-samples", "0"], "*--accuracy-samples must be > 0*"),
         (["--accuracy-alpha", "0.7"], "*--accuracy-alpha must be in (0, 0.5), e.g. 0.05; got 0.7*"),
@@ -71,8 +85,10 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
         (["--tritonserver", "/x"], "*--tritonserver is now called --triton-binary*"),
         (["--cnn-dataset", "d.json"], "*--cnn-dataset is now called --accuracy-dataset*"),
         (["--rebuild-engines"], "*--rebuild-engines is now called --engines-rebuild*"),
-        (["--perf-against", "nope:v1", "--perf-repeats", "2", "--perf-compare-fail", "output_tokens_per_s:10"],
-         "*--perf-against nope:v1: *engines.lock has no such deployment; it has *"),
+        (
+            ["--perf-against", "nope:v1", "--perf-repeats", "2", "--perf-compare-fail", "output_tokens_per_s:10"],
+            "*--perf-against nope:v1: *engines.lock has no such deployment; it has *",
+        ),
     ],
 )
 def test_refused_options_say_why(project, args, message):
@@ -168,25 +184,33 @@ def test_a_mismatched_tensorrt_llm_stops_the_run_before_any_build(project, monke
     project.makepyfile("def test_x(triton_llm): pass")
     result = project.runpytest_subprocess("--triton-image", "24.10-trtllm", "--triton-runtime", "local")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "ERROR: --triton-image 24.10-trtllm ships TensorRT-LLM 0.14.0 (compat.toml), but tensorrt_llm 0.13.0 is "
-        f"installed here ({project.path}/site/tensorrt_llm); run inside that image or name the image you are in"
-    ])  # fmt: skip
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --triton-image 24.10-trtllm ships TensorRT-LLM 0.14.0 (compat.toml), but tensorrt_llm 0.13.0 is "
+            f"installed here ({project.path}/site/tensorrt_llm); run inside that image or name the image you are in"
+        ]
+    )
     assert not (project.path / ".cache").exists()
     # the found server's version is checked the same way (the wheel's tritonserver is Triton 2.51.0)
     result = project.runpytest_subprocess("--triton-image", "24.09-trtllm", "--triton-runtime", "local")
-    result.stderr.fnmatch_lines(["ERROR: --triton-image 24.09-trtllm ships Triton 2.50.0 (compat.toml), but the "
-                                 "tritonserver found is Triton 2.51.0: *tritonserver (nvidia-pytriton 0.7.0)*"])  # fmt: skip
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --triton-image 24.09-trtllm ships Triton 2.50.0 (compat.toml), but the "
+            "tritonserver found is Triton 2.51.0: *tritonserver (nvidia-pytriton 0.7.0)*"
+        ]
+    )
 
 
 def test_the_header_names_the_server_binary_and_its_backends(project):
     project.makepyfile("def test_x(triton_llm): pass")
     result = project.runpytest("--collect-only")
-    result.stdout.fnmatch_lines([
-        "triton-llm: local runtime: tritonserver */pytriton/tritonserver/bin/tritonserver (nvidia-pytriton 0.7.0; "
-        "Triton 2.51.0), backends the wheel's python backend (prepared in the engine cache)",
-        "triton-llm: versions as image 24.10-trtllm (Triton 2.51.0, TensorRT-LLM 0.14.0) (compat.toml)",
-    ])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "triton-llm: local runtime: tritonserver */pytriton/tritonserver/bin/tritonserver (nvidia-pytriton 0.7.0; "
+            "Triton 2.51.0), backends the wheel's python backend (prepared in the engine cache)",
+            "triton-llm: versions as image 24.10-trtllm (Triton 2.51.0, TensorRT-LLM 0.14.0) (compat.toml)",
+        ]
+    )
 
 
 TRTLLM_LOCK = """version = 1
@@ -213,10 +237,12 @@ def test_a_test_the_image_cannot_run_is_skipped_with_the_images_reason(pytester)
     pytester.makepyfile("import pytest\n@pytest.mark.triton_llm_requires('lora')\ndef test_x(triton_llm): pass\n")
     result = pytester.runpytest("--engines-lock", "gpu.lock", "--triton-image", "24.02-trtllm", "-rs")
     result.assert_outcomes(skipped=1)  # decided at collection: no docker, no build
-    result.stdout.fnmatch_lines([
-        "SKIPPED*image 24.02-trtllm (Triton 2.43.0, TensorRT-LLM 0.8.0) lacks LoRA adapters cached by lora_task_id "
-        "(lora_weights / lora_config sent once; from tensorrtllm_backend v0.9.0)"
-    ])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED*image 24.02-trtllm (Triton 2.43.0, TensorRT-LLM 0.8.0) lacks LoRA adapters cached by lora_task_id "
+            "(lora_weights / lora_config sent once; from tensorrtllm_backend v0.9.0)"
+        ]
+    )
 
 
 def test_triton_image_without_the_docker_sdk_is_one_line_and_exit_4_once_a_test_needs_a_server(project):
@@ -267,9 +293,25 @@ PERF_SUITES = ("suites/test_perf.py::", "suites/test_anti_caching.py::")  # the 
 
 def test_the_product_command_from_the_repository_root_selects_the_suites():
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "--triton-image", "24.09-trtllm", "-m", "perf"], cwd=root, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--triton-image",
+            "24.09-trtllm",
+            "-m",
+            "perf",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     collected = [line for line in done.stdout.splitlines() if "::" in line]
     assert collected and all(line.startswith(PERF_SUITES) for line in collected)
@@ -281,8 +323,13 @@ def test_the_cards_command_collects_the_suites_and_marks_gpu_and_container_deplo
     root = Path(__file__).resolve().parents[1]
 
     def collect(*args):
-        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-                              cwd=root, capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         return [line for line in done.stdout.splitlines() if line.startswith("suites/")]
 
     perf = collect("--triton-image", "24.09-trtllm", "-m", "perf")
@@ -295,16 +342,12 @@ def test_the_cards_command_collects_the_suites_and_marks_gpu_and_container_deplo
 
 
 def test_a_test_marked_gpu_is_skipped_with_the_reason_where_the_servers_see_no_gpu(project):
-    project.makepyfile(
-        "import pytest\n"
-        "@pytest.mark.gpu\n"
-        "def test_on_cuda(): pass\n"
-        "def test_anywhere(): pass\n"
-    )  # fmt: skip
+    project.makepyfile("import pytest\n@pytest.mark.gpu\ndef test_on_cuda(): pass\ndef test_anywhere(): pass\n")
     result = project.runpytest("--triton-gpus", "none", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["triton-llm: hardware: cpu, * cores",
-                                 "*SKIPPED*needs an NVIDIA GPU: --triton-gpus none hides them*"])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        ["triton-llm: hardware: cpu, * cores", "*SKIPPED*needs an NVIDIA GPU: --triton-gpus none hides them*"]
+    )
 
 
 def test_a_gpu_engines_deployments_are_skipped_with_the_reason_where_no_gpu_serves(project):

@@ -67,8 +67,13 @@ class Drift:
     moved: list[dict] = field(default_factory=list)  # changed articles, most moved first
 
     def as_dict(self) -> dict:
-        return {"compared": self.compared, "exact_match_pct": self.exact_match_pct, "mean_rouge_l": self.mean_rouge_l,
-                "changed": len(self.moved), "missing": len(self.missing)}  # fmt: skip
+        return {
+            "compared": self.compared,
+            "exact_match_pct": self.exact_match_pct,
+            "mean_rouge_l": self.mean_rouge_l,
+            "changed": len(self.moved),
+            "missing": len(self.missing),
+        }
 
 
 def compare(baseline: dict, current: dict) -> Drift:
@@ -77,13 +82,18 @@ def compare(baseline: dict, current: dict) -> Drift:
     common = [i for i in now if i in before]
     if not common:
         raise DriftError("the baseline holds none of this run's articles: was it saved from the same dataset?")
-    scores = {i: 100.0 if now[i]["output"] == before[i]["output"] else pairwise_rouge_l(before[i]["output"], now[i]["output"])
-              for i in common}  # fmt: skip
+    scores = {
+        i: 100.0 if now[i]["output"] == before[i]["output"] else pairwise_rouge_l(before[i]["output"], now[i]["output"])
+        for i in common
+    }
     moved = sorted(
-        ({"id": i, "index": now[i]["index"], "rouge_l": scores[i], "baseline": before[i]["output"], "now": now[i]["output"]}
-         for i in common if now[i]["output"] != before[i]["output"]),
+        (
+            {"id": i, "index": now[i]["index"], "rouge_l": scores[i], "baseline": before[i]["output"], "now": now[i]["output"]}
+            for i in common
+            if now[i]["output"] != before[i]["output"]
+        ),
         key=lambda m: m["rouge_l"],
-    )  # fmt: skip
+    )
     return Drift(
         compared=len(common),
         exact_match_pct=round(100 * (len(common) - len(moved)) / len(common), 2),
@@ -120,8 +130,11 @@ def describe(drift: Drift, baseline: dict, current: dict, show: int = 5) -> str:
         f"{drift.mean_rouge_l:.1f}; {len(drift.moved)} changed",
     ]
     for m in drift.moved[:show]:
-        lines += [f"  article #{m['index']} ({m['id']}): ROUGE-L {m['rouge_l']:.1f}",
-                  f"    baseline: {_clip(m['baseline'])}", f"    now:      {_clip(m['now'])}"]  # fmt: skip
+        lines += [
+            f"  article #{m['index']} ({m['id']}): ROUGE-L {m['rouge_l']:.1f}",
+            f"    baseline: {_clip(m['baseline'])}",
+            f"    now:      {_clip(m['now'])}",
+        ]
     if len(drift.moved) > show:
         lines.append(f"  ... and {len(drift.moved) - show} more")
     if drift.missing:

@@ -13,43 +13,59 @@ from .verdicts import VerdictRule
 
 def add_options(group) -> None:
     group.addoption(
-        "--accuracy-dataset", metavar="PATH",
+        "--accuracy-dataset",
+        metavar="PATH",
         help="local CNN/DailyMail: MLPerf cnn_eval.json, or JSONL/parquet with article/highlights "
         "(default: the Hub's cnn_dailymail 3.0.0)",
-    )  # fmt: skip
+    )
     group.addoption("--accuracy-split", metavar="NAME", default="validation", help="Hub split (default: validation)")
     group.addoption(
-        "--accuracy-samples", metavar="N", type=int,
+        "--accuracy-samples",
+        metavar="N",
+        type=int,
         help="use the first N articles (default: all of a local file, 100 from the Hub)",
-    )  # fmt: skip
+    )
     group.addoption("--accuracy-save", metavar="PATH", help="save every article's output with engine and server identity")
     group.addoption("--accuracy-baseline", metavar="PATH", help="compare outputs with a file saved by --accuracy-save")
     group.addoption(
-        "--accuracy-alpha", metavar="P", type=float, default=0.05,
+        "--accuracy-alpha",
+        metavar="P",
+        type=float,
+        default=0.05,
         help="chance of failing a run whose true ROUGE meets its threshold or did not drop (default: 0.05)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--accuracy-power", metavar="P", type=float, default=0.8,
+        "--accuracy-power",
+        metavar="P",
+        type=float,
+        default=0.8,
         help="chance the drift test catches a drop of twice the allowed one; the run says when its sample is too small "
         "(default: 0.8)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--accuracy-max-drop", metavar="POINTS", type=float,
+        "--accuracy-max-drop",
+        metavar="POINTS",
+        type=float,
         help="ROUGE points a run may lose against --accuracy-baseline before a significant drop fails "
         "(default: the lock's [engines.X.accuracy] max_drop, 1.0)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--accuracy-strict", action="store_true",
+        "--accuracy-strict",
+        action="store_true",
         help="fail, instead of warn, when the articles cannot tell a score from its threshold (inconclusive)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--accuracy-min-exact-match", metavar="PCT", type=float,
+        "--accuracy-min-exact-match",
+        metavar="PCT",
+        type=float,
         help="also require this share of outputs identical to the baseline (default: not required)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--accuracy-min-rouge-l", metavar="PCT", type=float,
+        "--accuracy-min-rouge-l",
+        metavar="PCT",
+        type=float,
         help="also require this mean ROUGE-L between outputs and their baseline outputs (default: not required)",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -71,9 +87,19 @@ class AccuracyOptions:
     @classmethod
     def from_config(cls, config: pytest.Config) -> AccuracyOptions:
         opt = config.option
-        options = cls(opt.accuracy_dataset, opt.accuracy_split, opt.accuracy_samples, opt.accuracy_save,
-                      opt.accuracy_baseline, opt.accuracy_min_exact_match, opt.accuracy_min_rouge_l, opt.accuracy_alpha,
-                      opt.accuracy_power, opt.accuracy_max_drop, opt.accuracy_strict)  # fmt: skip
+        options = cls(
+            opt.accuracy_dataset,
+            opt.accuracy_split,
+            opt.accuracy_samples,
+            opt.accuracy_save,
+            opt.accuracy_baseline,
+            opt.accuracy_min_exact_match,
+            opt.accuracy_min_rouge_l,
+            opt.accuracy_alpha,
+            opt.accuracy_power,
+            opt.accuracy_max_drop,
+            opt.accuracy_strict,
+        )
         if options.samples is not None and options.samples <= 0:
             raise OptionError("--accuracy-samples must be > 0")
         if not 0 < options.alpha < 0.5:

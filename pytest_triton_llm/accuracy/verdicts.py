@@ -14,8 +14,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..significance import (
-    DriftResult, ThresholdResult, against_reference_fraction, against_threshold, detectable_drop, paired_drop,
-)  # fmt: skip
+    DriftResult,
+    ThresholdResult,
+    against_reference_fraction,
+    against_threshold,
+    detectable_drop,
+    paired_drop,
+)
 from .rouge import METRICS
 
 
@@ -43,8 +48,13 @@ class ThresholdVerdict:
     def row(self) -> list[str]:
         r = self.result
         needed = f" (about {r.items_needed} articles would decide it)" if r.items_needed else ""
-        return [self.metric, f"{r.mean:.2f}", f"[{r.lower_bound:.2f}, {r.upper_bound:.2f}]", self.rule,
-                r.verdict.upper() if r.verdict == "fail" else r.verdict + needed]  # fmt: skip
+        return [
+            self.metric,
+            f"{r.mean:.2f}",
+            f"[{r.lower_bound:.2f}, {r.upper_bound:.2f}]",
+            self.rule,
+            r.verdict.upper() if r.verdict == "fail" else r.verdict + needed,
+        ]
 
 
 def judge_thresholds(per_article: dict[str, list[float]], settings, alpha: float) -> list[ThresholdVerdict]:
@@ -69,8 +79,17 @@ def drift_rows(results: dict[str, DriftResult]) -> list[list[str]]:
     rows = []
     for metric, r in results.items():
         verdict = r.verdict.upper() if r.verdict == "fail" else r.verdict
-        rows.append([metric, f"{r.mean_drop:+.2f}", f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]", f"{r.p_value:.3g}",
-                     f"{r.max_drop:g}", f"{r.detectable_drop:.2f}", verdict])  # fmt: skip
+        rows.append(
+            [
+                metric,
+                f"{r.mean_drop:+.2f}",
+                f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
+                f"{r.p_value:.3g}",
+                f"{r.max_drop:g}",
+                f"{r.detectable_drop:.2f}",
+                verdict,
+            ]
+        )
     return rows
 
 
@@ -87,6 +106,7 @@ def planned_detectable_drop(baseline_scores: dict[str, list[float]], rule: Verdi
     the sd of the paired differences as sqrt(2) x the baseline's per-article sd, as if the two runs were unrelated.
     Paired outputs of one engine are highly correlated, so the measured figure after the run is usually smaller."""
     n = min(len(v) for v in baseline_scores.values())
-    return n, max(detectable_drop(math.sqrt(2) * float(np.std(v, ddof=1)), n, rule.alpha, rule.power, rule.max_drop)
-                  for v in baseline_scores.values())  # fmt: skip
-
+    return n, max(
+        detectable_drop(math.sqrt(2) * float(np.std(v, ddof=1)), n, rule.alpha, rule.power, rule.max_drop)
+        for v in baseline_scores.values()
+    )

@@ -62,8 +62,15 @@ class Backend(Protocol):
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         """The engine for `engine`'s recipe: reused from `cache`, or built into it."""
 
-    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
+    def render(
+        self,
+        ref: DeploymentRef,
+        built: BuiltEngine,
+        out: Path,
+        triton_version: str,
+        engine_dir: str | None,
+        site: RenderSite = NO_SITE,
+    ) -> Path:
         """Write the model repository that serves `ref` into `out`; `engine_dir` is where the server sees
         the engine (a container's mount), by default where the cache keeps it. `<out>.rendered.json` says which code
         serves each python model (repository.model_code)."""

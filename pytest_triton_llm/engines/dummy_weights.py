@@ -22,8 +22,9 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def build(config: Path, seed: int, dtype: str, out: Path, tokenizer_dir: Path | None = None,
-          tokenizer_gguf: Path | None = None) -> None:  # fmt: skip
+def build(
+    config: Path, seed: int, dtype: str, out: Path, tokenizer_dir: Path | None = None, tokenizer_gguf: Path | None = None
+) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     start = time.monotonic()
@@ -41,8 +42,10 @@ def build(config: Path, seed: int, dtype: str, out: Path, tokenizer_dir: Path | 
     fields = json.loads(config.read_text())
     hf_config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     if len(tokenizer) > hf_config.vocab_size:  # ids past the embedding table would index out of it
-        raise SystemExit(f"the tokenizer has {len(tokenizer)} tokens, more than {config.name}'s vocab_size "
-                         f"{hf_config.vocab_size}: use a config whose vocabulary holds the tokenizer's")  # fmt: skip
+        raise SystemExit(
+            f"the tokenizer has {len(tokenizer)} tokens, more than {config.name}'s vocab_size "
+            f"{hf_config.vocab_size}: use a config whose vocabulary holds the tokenizer's"
+        )
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(hf_config, dtype=getattr(torch, dtype))
     n = sum(p.numel() for p in model.parameters())

@@ -49,8 +49,21 @@ def convert_command(gguf: Path, out: Path, dtype: str) -> list[str]:
 def dummy_command(config: Path, seed: int, dtype: str, out: Path, tokenizer: Path) -> list[str]:
     """dummy_weights.py's argv; `tokenizer` is a checkpoint directory or a GGUF file that carries one."""
     flag = "--tokenizer-gguf" if tokenizer.is_file() else "--tokenizer-dir"
-    return [sys.executable, "-m", "pytest_triton_llm.engines.dummy_weights", "--config", str(config), "--seed", str(seed),
-            "--dtype", dtype, "--out", str(out), flag, str(tokenizer)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pytest_triton_llm.engines.dummy_weights",
+        "--config",
+        str(config),
+        "--seed",
+        str(seed),
+        "--dtype",
+        dtype,
+        "--out",
+        str(out),
+        flag,
+        str(tokenizer),
+    ]
 
 
 class ReferenceBuilder:
@@ -73,8 +86,9 @@ class ReferenceBuilder:
         if dummy is None:
             self._run(name, "GGUF conversion", convert_command(source, out, engine.dtype))
         else:
-            self.progress.say(f"engine {name}: dummy weights of {dummy.config} (seed {dummy.seed}), tokenizer of engine "
-                              f"{dummy.tokenizer}")  # fmt: skip
+            self.progress.say(
+                f"engine {name}: dummy weights of {dummy.config} (seed {dummy.seed}), tokenizer of engine {dummy.tokenizer}"
+            )
             self._run(name, "dummy weights", dummy_command(Path(dummy.config), dummy.seed, engine.dtype, out, source))
         build_config: dict[str, object] = {
             "max_batch_size": engine.max_batch_size,
@@ -101,8 +115,12 @@ class ReferenceBuilder:
         # a fixed hash seed: safetensors lays out tied tensors in set order, and the engine's digest
         # should not depend on the process (two clean builds once differed in model.safetensors only)
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-        )  # fmt: skip
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
         lines = []
         assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
@@ -113,5 +131,3 @@ class ReferenceBuilder:
         if proc.wait() != 0:
             tail = "\n".join(lines[-15:])
             raise BuildError(f"engine {name}: {what} failed (exit {proc.returncode}):\n{tail}")
-
-

@@ -71,24 +71,37 @@ class LlmapiBackend:
 
     def check_recipe(self, engine: Engine) -> None:
         if engine.dummy_weights:
-            raise ValueError("field 'source.dummy': the llmapi backend loads a checkpoint; dummy weights are built for "
-                             "the reference and tensorrtllm backends")  # fmt: skip
+            raise ValueError(
+                "field 'source.dummy': the llmapi backend loads a checkpoint; dummy weights are built for "
+                "the reference and tensorrtllm backends"
+            )
         if engine.quantization is not None:
-            raise ValueError("field 'quantization': the LLM API loads a checkpoint as it is (quantize it beforehand, "
-                             "e.g. with TensorRT Model Optimizer, and point the source at the result)")  # fmt: skip
+            raise ValueError(
+                "field 'quantization': the LLM API loads a checkpoint as it is (quantize it beforehand, "
+                "e.g. with TensorRT Model Optimizer, and point the source at the result)"
+            )
         check_arguments(engine)
         layouts = {n for n, d in engine.deployments.items() if d.layout not in (None, "llmapi")}
         if layouts:
-            raise ValueError(f"field 'deployments.{sorted(layouts)[0]}.layout': an llmapi engine is served by the llmapi "
-                             "model only")  # fmt: skip
+            raise ValueError(
+                f"field 'deployments.{sorted(layouts)[0]}.layout': an llmapi engine is served by the llmapi model only"
+            )
 
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         fetcher = CheckpointFetcher(cache)
-        return cache.get_or_build(name, engine.recipe(), fetcher.identity, lambda out: fetcher.fetch(name, engine, out),
-                                  rebuild=rebuild)  # fmt: skip
+        return cache.get_or_build(
+            name, engine.recipe(), fetcher.identity, lambda out: fetcher.fetch(name, engine, out), rebuild=rebuild
+        )
 
-    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
+    def render(
+        self,
+        ref: DeploymentRef,
+        built: BuiltEngine,
+        out: Path,
+        triton_version: str,
+        engine_dir: str | None,
+        site: RenderSite = NO_SITE,
+    ) -> Path:
         return render_llmapi_repository(ref, built, out, triton_version, engine_dir, link_image_model)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:

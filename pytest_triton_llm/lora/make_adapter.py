@@ -20,8 +20,7 @@ def make(engine: Path, out: Path, rank: int, alpha: int, seed: int, b_std: float
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(engine, dtype=torch.float32)
-    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=target_modules, lora_dropout=0.0,
-                        init_lora_weights="gaussian")  # fmt: skip
+    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=target_modules, lora_dropout=0.0, init_lora_weights="gaussian")
     peft_model = get_peft_model(model, config)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -74,10 +74,12 @@ class FailRule:
             w = welch_compare(before_runs, now_runs, alpha, higher_better, self.percent)
             if w.verdict == "pass":
                 return None
-            return (f"{self.metric} {'dropped' if higher_better else 'rose'} {w.regression_pct:.1f}% "
-                    f"({w.baseline_mean:g} -> {w.current_mean:g} over {len(before_runs)} and {len(now_runs)} runs; "
-                    f"allowed {self.percent:g}%, Welch p {w.p_value:.3g}, "
-                    f"detectable {w.detectable_regression_pct:.1f}%)")  # fmt: skip
+            return (
+                f"{self.metric} {'dropped' if higher_better else 'rose'} {w.regression_pct:.1f}% "
+                f"({w.baseline_mean:g} -> {w.current_mean:g} over {len(before_runs)} and {len(now_runs)} runs; "
+                f"allowed {self.percent:g}%, Welch p {w.p_value:.3g}, "
+                f"detectable {w.detectable_regression_pct:.1f}%)"
+            )
         before, now = self.value(baseline), self.value(current)
         if before is None or now is None or before == 0:
             return None
@@ -93,8 +95,11 @@ class FailRule:
         paired t test on the rounds' log ratios, so that what slows both sides of a round (a busy neighbour) cancels.
         Fails when the metric is worse than the reference by significantly more than the allowed percent; says the
         smallest slowdown the rounds catch with probability 0.8."""
-        pairs = [(b, a) for ref, run in zip(reference_runs, runs, strict=True)
-                 if (b := metric_value(ref, self.metric)) and (a := metric_value(run, self.metric))]  # fmt: skip
+        pairs = [
+            (b, a)
+            for ref, run in zip(reference_runs, runs, strict=True)
+            if (b := metric_value(ref, self.metric)) and (a := metric_value(run, self.metric))
+        ]
         higher_better = self.metric in HIGHER_IS_BETTER
         ratios = [round(a / b, 4) for b, a in pairs]
         record = {"metric": self.metric, "allowed_pct": self.percent, "ratios": ratios}
@@ -108,14 +113,22 @@ class FailRule:
         def pct(log_worse: float) -> float:
             return 100 * (1 - math.exp(-log_worse)) if higher_better else 100 * (math.exp(log_worse) - 1)
 
-        record.update(worse_pct=round(pct(drift.mean_drop), 2), p_value=round(drift.p_value, 4),
-                      detectable_pct=round(pct(drift.detectable_drop), 2),
-                      power=f"{self.metric}: catches {pct(drift.detectable_drop):.1f}% or worse with power 0.8 "
-                            f"({len(pairs)} interleaved rounds)")  # fmt: skip
-        record["regression"] = None if drift.verdict == "pass" else (
-            f"{self.metric} {'dropped' if higher_better else 'rose'} {pct(drift.mean_drop):.1f}% against the reference "
-            f"(round ratios {', '.join(f'{r:g}' for r in ratios)}; allowed {self.percent:g}%, paired t p "
-            f"{drift.p_value:.3g}, detectable {pct(drift.detectable_drop):.1f}%)")  # fmt: skip
+        record.update(
+            worse_pct=round(pct(drift.mean_drop), 2),
+            p_value=round(drift.p_value, 4),
+            detectable_pct=round(pct(drift.detectable_drop), 2),
+            power=f"{self.metric}: catches {pct(drift.detectable_drop):.1f}% or worse with power 0.8 "
+            f"({len(pairs)} interleaved rounds)",
+        )
+        record["regression"] = (
+            None
+            if drift.verdict == "pass"
+            else (
+                f"{self.metric} {'dropped' if higher_better else 'rose'} {pct(drift.mean_drop):.1f}% against the reference "
+                f"(round ratios {', '.join(f'{r:g}' for r in ratios)}; allowed {self.percent:g}%, paired t p "
+                f"{drift.p_value:.3g}, detectable {pct(drift.detectable_drop):.1f}%)"
+            )
+        )
         return record
 
 

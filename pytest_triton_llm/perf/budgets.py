@@ -16,9 +16,13 @@ from .metrics import metric_value
 
 
 # each limit -> the summary metric it bounds (metrics.metric_value)
-LIMITS = {"min_output_tokens_per_s": "output_tokens_per_s", "min_throughput_rps": "throughput_rps",
-          "max_latency_p99_ms": "latency_ms.p99", "max_ttft_p99_ms": "ttft_ms.p99",
-          "min_throughput_ratio_vs_engine": "throughput_ratio_vs_engine"}  # fmt: skip
+LIMITS = {
+    "min_output_tokens_per_s": "output_tokens_per_s",
+    "min_throughput_rps": "throughput_rps",
+    "max_latency_p99_ms": "latency_ms.p99",
+    "max_ttft_p99_ms": "ttft_ms.p99",
+    "min_throughput_ratio_vs_engine": "throughput_ratio_vs_engine",
+}
 VERDICTS = {"pass": "ok", "fail": "MISSED", "inconclusive": "inconclusive"}
 
 
@@ -41,8 +45,10 @@ class Budget:
 
     def matches(self, **identity: str) -> bool:
         """Every key "*" or equal; hardware may also name the class (identity's hardware_class)."""
-        return all(getattr(self, k) in ("*", identity.get(k)) for k in self.KEYS if k != "hardware") and \
-            self.hardware_level(identity) is not None  # fmt: skip
+        return (
+            all(getattr(self, k) in ("*", identity.get(k)) for k in self.KEYS if k != "hardware")
+            and self.hardware_level(identity) is not None
+        )
 
     def hardware_level(self, identity: dict) -> int | None:
         """How closely the hardware matches: 0 any, 1 any CPU ("cpu"), 2 the class, 3 the exact name; None: not."""

@@ -19,56 +19,72 @@ from .workload import Workload, load_workloads
 
 def add_options(group) -> None:
     group.addoption(
-        "--perf-workload", metavar="NAME", default="default",
+        "--perf-workload",
+        metavar="NAME",
+        default="default",
         help="workload of the workloads file (--perf-workloads, else fixtures/perf_workloads.toml) to run (default: default)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-workloads", metavar="PATH",
+        "--perf-workloads",
+        metavar="PATH",
         help="your workloads file, with the schema of fixtures/perf_workloads.toml; --perf-workload names one of its "
         "workloads (default: fixtures/perf_workloads.toml)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-budgets", metavar="PATH",
+        "--perf-budgets",
+        metavar="PATH",
         help="your budgets file, with the schema of fixtures/perf_budgets.toml; it replaces fixtures/perf_budgets.toml "
         "(none of whose budgets then applies). A load point that no budget matches (engine, deployment, hardware, "
         "image) is measured, not judged (default: fixtures/perf_budgets.toml)",
-    )  # fmt: skip
+    )
     group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
     group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
     group.addoption(
-        "--perf-repeats", metavar="N", type=int, default=1,
+        "--perf-repeats",
+        metavar="N",
+        type=int,
+        default=1,
         help="run each load point N times on the same seeded workload: the report holds mean, std, CV and a 95%% t "
         "interval per metric, a budget fails only when the whole interval misses it, a baseline with repeats is "
         "compared by a Welch test (default: 1)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-slo", metavar="METRIC[.STAT]:LIMIT", action="append", default=[],
+        "--perf-slo",
+        metavar="METRIC[.STAT]:LIMIT",
+        action="append",
+        default=[],
         help="a per-request SLO for goodput (aiperf's --goodput): ttft_ms:500, latency_ms:8000, itl_ms.p50:50 (a "
         "request's own inter-token gaps); the report gives the share of requests within every SLO and goodput in "
         "req/s (repeatable)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-require-budget", action="store_true",
+        "--perf-require-budget",
+        action="store_true",
         help="fail a load point that no budget matches (default: measured and reported as 'not judged')",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-strict", action="store_true",
+        "--perf-strict",
+        action="store_true",
         help="fail a load point whose runs cannot tell a limit from its budget (an 'inconclusive' verdict, whose "
         "interval straddles the limit) instead of warning: every verdict is then pass or fail; add repeats to keep "
         "a clean run clear of its limits",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-compare-fail", metavar="METRIC:PCT", action="append", default=[],
+        "--perf-compare-fail",
+        metavar="METRIC:PCT",
+        action="append",
+        default=[],
         help="fail a load point whose METRIC got worse than the baseline (--perf-compare) or the reference "
         "(--perf-against) by more than PCT percent (e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
-    )  # fmt: skip
+    )
     group.addoption(
-        "--perf-against", metavar="DEPLOYMENT",
+        "--perf-against",
+        metavar="DEPLOYMENT",
         help="measure every load point beside DEPLOYMENT of the lock (e.g. smollm2-135m:inflight), served by a server "
         "of its own without --stand-in-fault, in --perf-repeats interleaved rounds (this side, the reference, the "
         "reference, this side, ...), and judge --perf-compare-fail on the rounds' ratios by a paired test: what "
         "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
-    )  # fmt: skip
+    )
 
 
 def _read(path: str | None, option: str, load: Callable[[Path], object]):
@@ -108,26 +124,41 @@ class PerfOptions:
             if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
                 raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
             if opt.perf_against:
-                raise OptionError("--perf-against and --perf-compare: judge against a live reference or a saved "
-                                  "baseline, not both")  # fmt: skip
+                raise OptionError(
+                    "--perf-against and --perf-compare: judge against a live reference or a saved baseline, not both"
+                )
         elif rules and not opt.perf_against:
             raise OptionError("--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT")
         if opt.perf_repeats < 1:
             raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
         if opt.perf_against and (opt.perf_repeats < 2 or not rules):
-            raise OptionError(f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "
-                              "test compares; the summary says what they can catch) and at least one "
-                              "--perf-compare-fail METRIC:PCT")  # fmt: skip
+            raise OptionError(
+                f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "
+                "test compares; the summary says what they can catch) and at least one "
+                "--perf-compare-fail METRIC:PCT"
+            )
         try:
             slos = parse_slos(opt.perf_slo)
         except ValueError as exc:
             raise OptionError(f"--perf-slo: {exc}") from None
         budgets = _read(opt.perf_budgets, "--perf-budgets", load_budgets)
         workloads = _read(opt.perf_workloads, "--perf-workloads", load_workloads)
-        return cls(opt.perf_workload, opt.perf_save, opt.perf_compare, rules, baseline,
-                   Path(opt.perf_budgets) if opt.perf_budgets else None, budgets,
-                   Path(opt.perf_workloads) if opt.perf_workloads else None, workloads, opt.perf_repeats,
-                   slos, opt.perf_require_budget, opt.perf_strict, opt.perf_against)  # fmt: skip
+        return cls(
+            opt.perf_workload,
+            opt.perf_save,
+            opt.perf_compare,
+            rules,
+            baseline,
+            Path(opt.perf_budgets) if opt.perf_budgets else None,
+            budgets,
+            Path(opt.perf_workloads) if opt.perf_workloads else None,
+            workloads,
+            opt.perf_repeats,
+            slos,
+            opt.perf_require_budget,
+            opt.perf_strict,
+            opt.perf_against,
+        )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
         return (self.baseline or {}).get("deployments", {}).get(deployment_id, {}).get(load_point)
@@ -141,8 +172,9 @@ class PerfOptions:
     def workload_from(self, default: Path) -> tuple[str, Workload]:
         """(name, workload) of --perf-workload in --perf-workloads's file, else in `default` (the suites' fixtures file)."""
         path = self.workloads_file or default
-        workloads = self.workloads if self.workloads_file is not None and self.workloads is not None else \
-            load_workloads(default)  # (the file and what it holds come together from --perf-workloads)
+        workloads = (
+            self.workloads if self.workloads_file is not None and self.workloads is not None else load_workloads(default)
+        )  # (the file and what it holds come together from --perf-workloads)
         if self.workload not in workloads:
             # the suite asks first in pytest_generate_tests: a usage error there stops the run at collection
             raise pytest.UsageError(f"--perf-workload {self.workload}: {path} has {', '.join(sorted(workloads))}")

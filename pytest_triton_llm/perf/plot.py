@@ -41,8 +41,14 @@ def plot_latency_vs_throughput(results: dict, path: Path, dummy: frozenset[str] 
             x = [p["output_tokens_per_s"] for _, _, p in sweep]
             (line,) = ax.plot(x, [p["latency_ms"]["p50"] for _, _, p in sweep], marker="o", label=f"{deployment} p50")
             color = line.get_color()
-            ax.plot(x, [p["latency_ms"]["p99"] for _, _, p in sweep], marker="^", linestyle="--", color=color,
-                    label=f"{deployment} p99")  # fmt: skip
+            ax.plot(
+                x,
+                [p["latency_ms"]["p99"] for _, _, p in sweep],
+                marker="^",
+                linestyle="--",
+                color=color,
+                label=f"{deployment} p99",
+            )
             for (value, _, p), xi in zip(sweep, x, strict=True):
                 ax.annotate(f"c={value:g}", (xi, p["latency_ms"]["p50"]), textcoords="offset points", xytext=(4, -10), fontsize=7)
         for _, name, p in rates:

@@ -15,8 +15,9 @@ def dummy_deployments(records: dict) -> frozenset[str]:
     return frozenset(d for d, r in records.items() if r.get("weights") == DUMMY)
 
 
-def publish(results: dict, run: dict, save: str | None, report: str | None, progress: Progress,
-            dummy: frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+def publish(
+    results: dict, run: dict, save: str | None, report: str | None, progress: Progress, dummy: frozenset[str] = frozenset()
+) -> list[str]:
     """results: {deployment: {load point: perf entry}}; `dummy`: deployments of dummy-weight engines (marked in the
     plot); returns the plots written (next to the report)."""
     if not results:

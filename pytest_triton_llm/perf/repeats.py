@@ -13,14 +13,23 @@ from ..load import RequestRecord
 from ..significance import Slo, goodput, mean_ci, parse_slo
 from .metrics import metric_value
 
+
 class PerfNoisy(UserWarning):
     """A load point's repeats varied by more than NOISY_CV: shown in pytest's warnings summary."""
 
 
 NOISY_CV = 0.20  # a coefficient of variation above this makes a metric's verdict worth a second look
 # the metrics whose spread is reported: top-level keys, or group.stat of the time distributions
-METRICS = ("output_tokens_per_s", "throughput_rps", "latency_ms.p50", "latency_ms.p99", "ttft_ms.p50", "ttft_ms.p99",
-           "itl_ms.p50", "itl_ms.p99")  # fmt: skip
+METRICS = (
+    "output_tokens_per_s",
+    "throughput_rps",
+    "latency_ms.p50",
+    "latency_ms.p99",
+    "ttft_ms.p50",
+    "ttft_ms.p99",
+    "itl_ms.p50",
+    "itl_ms.p99",
+)
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -37,9 +46,15 @@ def spread(runs: list[dict]) -> dict:
         if not samples:
             continue
         s = mean_ci(samples)
-        out[metric] = {"n": s.n, "mean": round(s.mean, 3), "std": _round(s.std), "cv": _round(s.cv),
-                       "ci_low": _round(s.ci_low), "ci_high": _round(s.ci_high),
-                       "samples": [round(v, 3) for v in samples]}  # fmt: skip
+        out[metric] = {
+            "n": s.n,
+            "mean": round(s.mean, 3),
+            "std": _round(s.std),
+            "cv": _round(s.cv),
+            "ci_low": _round(s.ci_low),
+            "ci_high": _round(s.ci_high),
+            "samples": [round(v, 3) for v in samples],
+        }
     return out
 
 
@@ -86,8 +101,13 @@ def judge_goodput(records: list[RequestRecord], slos: tuple[Slo, ...], duration_
     limits = {_key(s): s.limit for s in slos}
     figures = [request_metrics(r, slos) if r.error is None and r.done is not None else {} for r in records]
     result = goodput(figures, limits, duration_s)
-    return {"slos": limits, "good": result.good, "total": result.total, "fraction": round(result.fraction, 4),
-            "goodput_rps": round(result.goodput_rps, 3)}  # fmt: skip
+    return {
+        "slos": limits,
+        "good": result.good,
+        "total": result.total,
+        "fraction": round(result.fraction, 4),
+        "goodput_rps": round(result.goodput_rps, 3),
+    }
 
 
 def _key(slo: Slo) -> str:

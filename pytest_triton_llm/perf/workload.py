@@ -71,8 +71,9 @@ def _draw(rng: np.random.Generator, lengths: Lengths, count: int, limit: int) ->
     return [int(min(max(1, round(v)), limit)) for v in values]
 
 
-def synthetic_requests(workload: Workload, count: int, vocab: range, max_input: int, max_output: int,
-                       seed_offset: int = 0) -> list[PerfRequest]:  # fmt: skip
+def synthetic_requests(
+    workload: Workload, count: int, vocab: range, max_input: int, max_output: int, seed_offset: int = 0
+) -> list[PerfRequest]:
     """`count` requests of random token ids with lengths from the workload's distributions."""
     rng = np.random.default_rng(workload.seed + seed_offset)
     inputs = _draw(rng, workload.input_tokens, count, max_input)

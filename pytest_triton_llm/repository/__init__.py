@@ -104,9 +104,17 @@ def parse_config(text: str, name: str) -> model_config_pb2.ModelConfig:
         raise TemplateError(f"{name}: rendered config.pbtxt does not parse as ModelConfig: {exc}") from None
 
 
-def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None,
-                      tensorrt_llm_backend: str, python_code: Mapping[str, ModelCode],
-                      marked: Callable[[str], str] | None = None, upstream_python: bool = False) -> Path:  # fmt: skip
+def render_repository(
+    ref: DeploymentRef,
+    built: BuiltEngine,
+    out: Path,
+    triton_version: str,
+    engine_dir: str | None,
+    tensorrt_llm_backend: str,
+    python_code: Mapping[str, ModelCode],
+    marked: Callable[[str], str] | None = None,
+    upstream_python: bool = False,
+) -> Path:
     """Write the model repository for `ref` into `out` (which must not exist yet): the inflight_batcher_llm
     templates of the server's version, `tensorrt_llm` on Triton backend `tensorrt_llm_backend`, and each
     model of `python_code` with that code; `marked` rewrites the config of a model whose code is the project's
@@ -114,8 +122,9 @@ def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_
     upstream's fill_template.py leaves them. `engine_dir` is where the server sees the engine (a container's mount),
     by default where the cache keeps it."""
     family = template_family(triton_version)
-    values = template_values(ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend,
-                             built.manifest.get("tokenizer", ""))  # fmt: skip
+    values = template_values(
+        ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend, built.manifest.get("tokenizer", "")
+    )
     out.mkdir(parents=True)
     origins = {}
     for model in (m for m in MODELS if not ref.options.models or m in ref.options.models):
@@ -128,8 +137,9 @@ def render_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_
             if marked is not None and origins[model] == STAND_IN:
                 text = marked(text)
         (out / model / "config.pbtxt").write_text(text)
-    write_rendered(out, {"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values,
-                         "model_code": origins})  # fmt: skip
+    write_rendered(
+        out, {"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values, "model_code": origins}
+    )
     return out
 
 

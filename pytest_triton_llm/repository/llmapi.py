@@ -1,13 +1,13 @@
 """Render an llmapi deployment: TensorRT-LLM's PyTorch path, one python model as upstream's all_models/llmapi has it.
 
-    <out>/tensorrt_llm/config.pbtxt      the family's (templates/llmapi-*), with model.yaml's triton_config
-                                         (max_batch_size, decoupled) appended, as upstream's auto-complete sets them
-    <out>/tensorrt_llm/1/model.yaml      the family's, with LLM API arguments from the lock's recipe, then the
-                                         engine's [engines.X.llmapi] table over them
-    <out>/tensorrt_llm/1/model.py, ...   the engine backend's code: for TensorRT-LLM itself, links to the image's
-                                         own /app/all_models/llmapi/tensorrt_llm/1/ (link_image_model: resolved inside
-                                         the server's container; tensorrtllm_backend's Dockerfile.triton.trt_llm_backend
-                                         copies all_models to /app); the reference stand-in's (stand_in.copy_llmapi)
+<out>/tensorrt_llm/config.pbtxt      the family's (templates/llmapi-*), with model.yaml's triton_config
+                                     (max_batch_size, decoupled) appended, as upstream's auto-complete sets them
+<out>/tensorrt_llm/1/model.yaml      the family's, with LLM API arguments from the lock's recipe, then the
+                                     engine's [engines.X.llmapi] table over them
+<out>/tensorrt_llm/1/model.py, ...   the engine backend's code: for TensorRT-LLM itself, links to the image's
+                                     own /app/all_models/llmapi/tensorrt_llm/1/ (link_image_model: resolved inside
+                                     the server's container; tensorrtllm_backend's Dockerfile.triton.trt_llm_backend
+                                     copies all_models to /app); the reference stand-in's (stand_in.copy_llmapi)
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ def check_arguments(engine: Engine, family: str | None = None) -> None:
     unknown = sorted(set(engine.llmapi) - known_arguments(family))
     if unknown:
         where = f"the llmapi model of {family}" if family else "any llmapi model"
-        raise ValueError(f"field 'llmapi.{unknown[0]}': not an LLM API argument of {where} (known: "
-                         f"pytest_triton_llm/repository/{ARGUMENTS_FILE})")  # fmt: skip
+        raise ValueError(
+            f"field 'llmapi.{unknown[0]}': not an LLM API argument of {where} (known: "
+            f"pytest_triton_llm/repository/{ARGUMENTS_FILE})"
+        )
 
 
 def _merged(base: dict, over: dict) -> dict:
@@ -94,8 +96,9 @@ def link_image_model(version_dir: Path) -> str:
     return f"the image's {IMAGE_MODEL_DIR}"
 
 
-def render_llmapi_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-                             engine_dir: str | None, code: ModelCode, marked=None) -> Path:  # fmt: skip
+def render_llmapi_repository(
+    ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str, engine_dir: str | None, code: ModelCode, marked=None
+) -> Path:
     """Write the llmapi repository for `ref` into `out` (which must not exist yet), its model's code by `code`
     (`marked` rewrites the config where that code is the project's stand-in). `engine_dir` is where the server sees
     the checkpoint."""
@@ -106,7 +109,8 @@ def render_llmapi_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, 
     # --disable-auto-complete-config, so they are written into config.pbtxt too (the same values)
     text = (_PACKAGE / "templates" / family / "tensorrt_llm" / "config.pbtxt").read_text() + (
         f"\n# from model.yaml triton_config\nmax_batch_size: {int(triton['max_batch_size'])}\n"
-        f"model_transaction_policy {{\n  decoupled: {'true' if triton['decoupled'] else 'false'}\n}}\n")
+        f"model_transaction_policy {{\n  decoupled: {'true' if triton['decoupled'] else 'false'}\n}}\n"
+    )
     version_dir = out / "tensorrt_llm" / "1"
     version_dir.mkdir(parents=True)
     parse_config(text, str(out / "tensorrt_llm" / "config.pbtxt"))
@@ -118,6 +122,14 @@ def render_llmapi_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, 
     if marked is not None and origin == STAND_IN:
         text = marked(text)
     (out / "tensorrt_llm" / "config.pbtxt").write_text(text)
-    write_rendered(out, {"deployment": ref.id, "family": family, "engine_digest": built.digest, "model_yaml": content,
-                         "model_code": {"tensorrt_llm": origin}})  # fmt: skip
+    write_rendered(
+        out,
+        {
+            "deployment": ref.id,
+            "family": family,
+            "engine_digest": built.digest,
+            "model_yaml": content,
+            "model_code": {"tensorrt_llm": origin},
+        },
+    )
     return out

@@ -32,8 +32,10 @@ PYTHON_MODELS = resources.files("pytest_triton_llm") / "reference_backend" / "mo
 SHARED_MODULES = tuple(resources.files("pytest_triton_llm") / name for name in ("tensor_contract.py", "hf_tokenizer.py"))
 # the llmapi stand-in: its own model and the reference generation code it shares with the tensorrt_llm stand-in
 LLMAPI_SHARED = ("generation.py", "inflight.py", "lora.py", "errors.py")
-LLMAPI_EXTRA = {"llmapi_contract.py": resources.files("pytest_triton_llm") / "llmapi_contract.py",
-                "lora_convert.py": resources.files("pytest_triton_llm") / "lora" / "convert.py"}  # fmt: skip
+LLMAPI_EXTRA = {
+    "llmapi_contract.py": resources.files("pytest_triton_llm") / "llmapi_contract.py",
+    "lora_convert.py": resources.files("pytest_triton_llm") / "lora" / "convert.py",
+}
 UPSTREAM_LLMAPI_CODE = ("model.py", "helpers.py")  # what links to the image's llmapi model, replaced by the stand-in
 STAND_IN_PARAMETER = "pytest_triton_llm_stand_in"
 FAULT_PARAMETER = "stand_in_fault"  # --stand-in-fault NAME: a known upstream bug the stand-in reproduces (faults.py)
@@ -50,8 +52,9 @@ def version() -> str:
 def model_files(model: str) -> list[Traversable]:
     """A stand-in model's code, the helpers every project model shares, and the shared harness modules."""
     code = PYTHON_MODELS / model
-    return [item for item in [*code.iterdir(), *(PYTHON_MODELS / "common").iterdir(), *SHARED_MODULES]
-            if item.name.endswith(".py")]  # fmt: skip
+    return [
+        item for item in [*code.iterdir(), *(PYTHON_MODELS / "common").iterdir(), *SHARED_MODULES] if item.name.endswith(".py")
+    ]
 
 
 def copy_model(model: str, version_dir: Path) -> str:

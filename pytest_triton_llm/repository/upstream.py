@@ -57,21 +57,33 @@ class Source:
 
     def clone_hint(self) -> str:
         release = self.tag or f"the release of TensorRT-LLM {self.version}"
-        return (f"git clone --depth 1 --branch {release} https://github.com/{self.repository}.git and pass "
-                "--trtllm-models with its path")  # fmt: skip
+        return (
+            f"git clone --depth 1 --branch {release} https://github.com/{self.repository}.git and pass "
+            "--trtllm-models with its path"
+        )
 
 
 def sources(path: Path = DATA_FILE) -> dict[str, Source]:
     data = load_toml(path)["sources"]
-    return {version: Source(version, e["repository"], e.get("tag"), e.get("commit"), e["prefix"],
-                            {p: f.get("sha256") for p, f in e["files"].items()}) for version, e in data.items()}  # fmt: skip
+    return {
+        version: Source(
+            version,
+            e["repository"],
+            e.get("tag"),
+            e.get("commit"),
+            e["prefix"],
+            {p: f.get("sha256") for p, f in e["files"].items()},
+        )
+        for version, e in data.items()
+    }
 
 
 def source_for(tensorrt_llm: str, path: Path = DATA_FILE) -> Source:
     known = sources(path)
     if tensorrt_llm not in known:
-        raise UpstreamModelsError(f"{path.name} pins no upstream python models for TensorRT-LLM {tensorrt_llm} (known: "
-                                  f"{', '.join(known)})")  # fmt: skip
+        raise UpstreamModelsError(
+            f"{path.name} pins no upstream python models for TensorRT-LLM {tensorrt_llm} (known: {', '.join(known)})"
+        )
     return known[tensorrt_llm]
 
 
@@ -84,8 +96,10 @@ def _local_root(source: Source, directory: Path) -> Path:
     for candidate in (directory / source.prefix, directory / "all_models" / "inflight_batcher_llm", directory):
         if (candidate / "preprocessing" / "1" / "model.py").is_file():
             return candidate
-    raise UpstreamModelsError(f"--trtllm-models {directory}: no {source.prefix}/preprocessing/1/model.py in it (give a "
-                              f"checkout of {source.repository} at {source.tag})")  # fmt: skip
+    raise UpstreamModelsError(
+        f"--trtllm-models {directory}: no {source.prefix}/preprocessing/1/model.py in it (give a "
+        f"checkout of {source.repository} at {source.tag})"
+    )
 
 
 def _check(source: Source, root: Path, where: str, recorded: dict | None = None) -> dict[str, str]:
@@ -109,8 +123,10 @@ def _check(source: Source, root: Path, where: str, recorded: dict | None = None)
 def _fetch(source: Source, cache_root: Path, progress) -> Path:
     """The pinned files in the engine cache, fetched once from GitHub at the commit."""
     if source.commit is None:
-        raise UpstreamModelsError(f"upstream models: no commit of {source.repository} is pinned for TensorRT-LLM "
-                                  f"{source.version} ({DATA_FILE.name}); {source.clone_hint()}")  # fmt: skip
+        raise UpstreamModelsError(
+            f"upstream models: no commit of {source.repository} is pinned for TensorRT-LLM "
+            f"{source.version} ({DATA_FILE.name}); {source.clone_hint()}"
+        )
     root = cache_root / "upstream" / f"{source.repository.replace('/', '+')}@{source.commit}"
     if (root / ".complete").is_file():
         _check(source, root, f"the engine cache's {root}", json.loads((root / ".complete").read_text()))
@@ -125,8 +141,9 @@ def _fetch(source: Source, cache_root: Path, progress) -> Path:
                     body = resp.read()
             except (OSError, urllib.error.URLError) as exc:
                 shutil.rmtree(staging, ignore_errors=True)
-                raise UpstreamModelsError(f"upstream models: cannot fetch {url} ({exc}); without GitHub, "
-                                          f"{source.clone_hint()}") from None  # fmt: skip
+                raise UpstreamModelsError(
+                    f"upstream models: cannot fetch {url} ({exc}); without GitHub, {source.clone_hint()}"
+                ) from None
             (staging / path).parent.mkdir(parents=True, exist_ok=True)
             (staging / path).write_bytes(body)
         found = _check(source, staging, f"{source.describe()} as fetched")
@@ -153,8 +170,9 @@ def _link(image_dir: str, model: str, source: Source, version_dir: Path) -> str:
     return f"the image's {image_dir}/{model} ({source.describe()})"
 
 
-def model_code(tensorrt_llm: str, cache_root: Path | None, progress, local_dir: str | None = None,
-               image_dir: str | None = None) -> dict:  # fmt: skip
+def model_code(
+    tensorrt_llm: str, cache_root: Path | None, progress, local_dir: str | None = None, image_dir: str | None = None
+) -> dict:
     """model -> a function that fills its version directory with upstream's code of TensorRT-LLM `tensorrt_llm` and
     returns where the code came from (for rendering: repository.render_repository's `python_code`)."""
     source = source_for(tensorrt_llm)
@@ -168,6 +186,8 @@ def model_code(tensorrt_llm: str, cache_root: Path | None, progress, local_dir: 
         root = _fetch(source, cache_root, progress)
         origin = f"{source.describe()}, fetched into {root}"
     else:
-        raise UpstreamModelsError(f"upstream models of {source.describe()}: no engine cache to fetch them into, "
-                                  "no --trtllm-models and none in the image")  # fmt: skip
+        raise UpstreamModelsError(
+            f"upstream models of {source.describe()}: no engine cache to fetch them into, "
+            "no --trtllm-models and none in the image"
+        )
     return {model: partial(_copy, root, model, origin) for model in MODELS}

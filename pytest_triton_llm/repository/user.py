@@ -62,15 +62,17 @@ def placeholder_values(ref: DeploymentRef, engine_dir: str, tokenizer_dir: str) 
         "prompt_embedding_table_data_type": "TYPE_FP16",
     }
     if engine.lora is not None:
-        values.update(lora_cache_optimal_adapter_size=str(engine.lora.max_rank),
-                      lora_cache_max_adapter_size=str(engine.lora.max_rank))  # fmt: skip
+        values.update(
+            lora_cache_optimal_adapter_size=str(engine.lora.max_rank), lora_cache_max_adapter_size=str(engine.lora.max_rank)
+        )
         if engine.lora.cache_host_memory_bytes is not None:
             values["lora_cache_host_memory_bytes"] = str(engine.lora.cache_host_memory_bytes)
     return {**values, **ref.options.fill}
 
 
-def render_user_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, engine_dir: str,
-                           swap_in: Callable[[Path], list[str]] | None = None) -> Path:  # fmt: skip
+def render_user_repository(
+    ref: DeploymentRef, built: BuiltEngine, out: Path, engine_dir: str, swap_in: Callable[[Path], list[str]] | None = None
+) -> Path:
     """Copy, fill and check the deployment's repository into `out`; `swap_in` (the stand-in's) serves the models on
     Triton's tensorrtllm backend with the stand-in instead."""
     assert ref.options.repository is not None, "render_user_repository renders a deployment's own repository"
@@ -87,8 +89,10 @@ def render_user_repository(ref: DeploymentRef, built: BuiltEngine, out: Path, en
     swapped = swap_in(out) if swap_in is not None else []
     origins = {p.parent.parent.name: f"your repository {source}" for p in out.glob("*/1/*.py")}
     origins.update(dict.fromkeys(swapped, STAND_IN_ORIGIN))
-    write_rendered(out, {"deployment": ref.id, "repository": str(source), "engine_digest": built.digest, "values": values,
-                         "model_code": origins})  # fmt: skip
+    write_rendered(
+        out,
+        {"deployment": ref.id, "repository": str(source), "engine_digest": built.digest, "values": values, "model_code": origins},
+    )
     return out
 
 

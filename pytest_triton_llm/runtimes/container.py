@@ -16,9 +16,19 @@ from typing import ClassVar
 
 from ..compat import load_compat
 from ..containers import (
-    ContainerError, ContainerProcess, ContainerSpec, DockerUnavailable, ImageInfo, docker_client, docker_sdk,
-    ensure_image, image_has_file, image_info, owner_labels, reap_containers,
-)  # fmt: skip
+    ContainerError,
+    ContainerProcess,
+    ContainerSpec,
+    DockerUnavailable,
+    ImageInfo,
+    docker_client,
+    docker_sdk,
+    ensure_image,
+    image_has_file,
+    image_info,
+    owner_labels,
+    reap_containers,
+)
 from ..engines.base import BuildSite
 from ..hardware import first_gpu, hardware
 from ..images import ImageRef
@@ -58,16 +68,26 @@ def server_command(world_size: int = 1) -> list[str]:
 
 
 def serving_spec(
-    image: str, name: str, repository: Path, engine_dir: Path, engine_in_container: str, env: dict[str, str],
-    gpus: str | None, world_size: int = 1, same_path: tuple[Path, ...] = (),
-) -> ContainerSpec:  # fmt: skip
+    image: str,
+    name: str,
+    repository: Path,
+    engine_dir: Path,
+    engine_in_container: str,
+    env: dict[str, str],
+    gpus: str | None,
+    world_size: int = 1,
+    same_path: tuple[Path, ...] = (),
+) -> ContainerSpec:
     """`same_path`: host directories mounted read-only at the same path inside."""
     return ContainerSpec(
         image=image,
         command=server_command(world_size),
         name=name,
-        mounts=((str(repository), MODELS_IN_CONTAINER, "ro"), (str(engine_dir), engine_in_container, "ro"),
-                *((str(path), str(path), "ro") for path in same_path)),  # fmt: skip
+        mounts=(
+            (str(repository), MODELS_IN_CONTAINER, "ro"),
+            (str(engine_dir), engine_in_container, "ro"),
+            *((str(path), str(path), "ro") for path in same_path),
+        ),
         ports=tuple(SERVER_PORTS.values()),
         env=env,
         labels=owner_labels("server"),
@@ -86,8 +106,13 @@ def start_container_server(
     try:
         process.start()
         http, grpc, metrics = (process.host_port(p) for p in SERVER_PORTS.values())
-        server = TritonServer(spec.name, Endpoints(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}"),
-                              log_path, process, f"{spec.image}: {spec.command[0]}")  # fmt: skip
+        server = TritonServer(
+            spec.name,
+            Endpoints(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}"),
+            log_path,
+            process,
+            f"{spec.image}: {spec.command[0]}",
+        )
         server.wait_ready(timeout_s, progress)
     except ContainerError as exc:
         process.stop(grace_s=2)
@@ -103,8 +128,14 @@ class ContainerRuntime:
 
     name: ClassVar[str] = "container"
 
-    def __init__(self, image: ImageRef, gpus: str | None, progress: Progress, trtllm_examples: str | None = None,
-                 adapters: Path | None = None):  # fmt: skip
+    def __init__(
+        self,
+        image: ImageRef,
+        gpus: str | None,
+        progress: Progress,
+        trtllm_examples: str | None = None,
+        adapters: Path | None = None,
+    ):
         self.image_ref, self.gpus, self.progress = image, gpus, progress
         self.adapters = adapters  # the LoRA adapter cache, which llmapi requests name by path
         self.trtllm_examples = trtllm_examples  # a host directory of TensorRT-LLM examples for images without them
@@ -150,8 +181,10 @@ class ContainerRuntime:
                 raise ServerStartError(str(exc)) from None
             if not self._image.triton_version:
                 raise self._no_version()
-            self.progress.say(f"image {self.reference}: Triton {self._image.triton_version} "
-                              f"({self._image.digest[:19]}, {time.monotonic() - start:.1f} s)")  # fmt: skip
+            self.progress.say(
+                f"image {self.reference}: Triton {self._image.triton_version} "
+                f"({self._image.digest[:19]}, {time.monotonic() - start:.1f} s)"
+            )
         return self._image
 
     def _no_version(self) -> ServerStartError:
@@ -212,8 +245,15 @@ class ContainerRuntime:
         )
         if self.entry is None:
             return BuildSite(entry=None, unknown=unknown)
-        return BuildSite(entry=self.entry, examples=self.trtllm_examples, docker=self.client, image=self.reference,
-                         image_digest=self.image.digest, gpus=self.gpus, labels=owner_labels("build"))  # fmt: skip
+        return BuildSite(
+            entry=self.entry,
+            examples=self.trtllm_examples,
+            docker=self.client,
+            image=self.reference,
+            image_digest=self.image.digest,
+            gpus=self.gpus,
+            labels=owner_labels("build"),
+        )
 
     def engine_dir_in_server(self, engine_name: str) -> str:
         return f"{ENGINES_IN_CONTAINER}/{engine_name}"
@@ -223,8 +263,9 @@ class ContainerRuntime:
         (a throwaway container runs `test -f`)."""
         if self._python_models is None:
             paths = self.entry.python_models if self.entry is not None else ()
-            self._python_models = next((p for p in paths if image_has_file(self.client, self.reference,
-                                                                            f"{p}/preprocessing/1/model.py")), "")  # fmt: skip
+            self._python_models = next(
+                (p for p in paths if image_has_file(self.client, self.reference, f"{p}/preprocessing/1/model.py")), ""
+            )
         return self._python_models or None
 
     def start(self, launch: Launch) -> TritonServer:
@@ -234,11 +275,17 @@ class ContainerRuntime:
         slug = "".join(c if c.isalnum() else "-" for c in launch.deployment_id)
         if self.adapters is not None:
             self.adapters.mkdir(parents=True, exist_ok=True)  # docker would create a missing one as root
-        spec = serving_spec(self.reference, f"triton-llm-{os.getpid()}-{self._count}-{slug}", launch.repository,
-                            launch.engine_dir, self.engine_dir_in_server(launch.engine_name),
-                            container_environment(dict(os.environ)), gpus, launch.world_size,
-                            same_path=(self.adapters,) if self.adapters is not None else ())  # fmt: skip
-        server = start_container_server(self.client, spec, launch.log_path, self.progress, launch.timeout_s,
-                                        self.triton_version)  # fmt: skip
+        spec = serving_spec(
+            self.reference,
+            f"triton-llm-{os.getpid()}-{self._count}-{slug}",
+            launch.repository,
+            launch.engine_dir,
+            self.engine_dir_in_server(launch.engine_name),
+            container_environment(dict(os.environ)),
+            gpus,
+            launch.world_size,
+            same_path=(self.adapters,) if self.adapters is not None else (),
+        )
+        server = start_container_server(self.client, spec, launch.log_path, self.progress, launch.timeout_s, self.triton_version)
         server.name = launch.deployment_id
         return server

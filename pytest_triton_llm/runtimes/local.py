@@ -26,8 +26,14 @@ HOST = "127.0.0.1"  # never listen beyond loopback
 
 
 def tritonserver_command(binary: Path, repository: Path, backends: Path | None, http: int, grpc: int, metrics: int) -> list[str]:
-    return tritonserver_args(repository, {"http": http, "grpc": grpc, "metrics": metrics}, binary=binary, host=HOST,
-                             backends=backends, extra=("--allow-gpu-metrics=false", "--log-verbose=0"))  # fmt: skip
+    return tritonserver_args(
+        repository,
+        {"http": http, "grpc": grpc, "metrics": metrics},
+        binary=binary,
+        host=HOST,
+        backends=backends,
+        extra=("--allow-gpu-metrics=false", "--log-verbose=0"),
+    )
 
 
 class LocalRuntime:
@@ -37,8 +43,15 @@ class LocalRuntime:
     name: ClassVar[str] = "local"
     reference = "local"
 
-    def __init__(self, cache_root: Path, progress: Progress, found: FoundServer, entry: ImageEntry | None = None,
-                 trtllm_examples: str | None = None, gpus: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        cache_root: Path,
+        progress: Progress,
+        found: FoundServer,
+        entry: ImageEntry | None = None,
+        trtllm_examples: str | None = None,
+        gpus: str | None = None,
+    ):
         self.cache_root, self.progress, self.found = cache_root, progress, found
         self.gpus = gpus  # --triton-gpus: the servers' CUDA_VISIBLE_DEVICES ("none": no GPU; None: as inherited)
         self.entry = entry  # the compat.toml image this server stands for (version_guard), if known
@@ -78,9 +91,12 @@ class LocalRuntime:
         image = f" = image {entry.tag}-trtllm" if entry else ""
         return {  # its summary is the terminal summary's line
             "summary": f"{found.binary} ({found.origin}), Triton {found.declared_version or '?'}{image}",
-            "binary": str(found.binary), "origin": found.origin, "declared_version": found.declared_version,
-            "backends": str(found.backends) if found.backends else "wheel", "compat_image": entry.tag if entry else None,
-        }  # fmt: skip
+            "binary": str(found.binary),
+            "origin": found.origin,
+            "declared_version": found.declared_version,
+            "backends": str(found.backends) if found.backends else "wheel",
+            "compat_image": entry.tag if entry else None,
+        }
 
     @property
     def gpu(self) -> str | None:
@@ -157,18 +173,29 @@ class LocalRuntime:
         backends = prepare_backends(wheel, self.cache_root) if wheel else self.found.backends
         env = server_environment(wheel.libs if wheel else None, serving_environment(dict(os.environ)))
         env.update(visible_gpus(self.gpus))
-        return start_local_server(self.found, backends, env, name, repository, self.cache_root, log_path,
-                                  self.progress, timeout_s)  # fmt: skip
+        return start_local_server(
+            self.found, backends, env, name, repository, self.cache_root, log_path, self.progress, timeout_s
+        )
 
 
-def start_local_server(found: FoundServer, backends: Path | None, env: dict[str, str], name: str, repository: Path,
-                       cache_root: Path, log_path: Path, progress: Progress, timeout_s: float) -> TritonServer:  # fmt: skip
+def start_local_server(
+    found: FoundServer,
+    backends: Path | None,
+    env: dict[str, str],
+    name: str,
+    repository: Path,
+    cache_root: Path,
+    log_path: Path,
+    progress: Progress,
+    timeout_s: float,
+) -> TritonServer:
     for attempt in range(1, _PORT_RETRIES + 1):
         http, grpc, metrics = free_ports(3)
         argv = tritonserver_command(found.binary, repository, backends, http, grpc, metrics)
         process = ManagedProcess(argv, env, log_path, cache_root / "run", label=f"tritonserver {name}")
-        server = TritonServer(name, Endpoints(f"{HOST}:{http}", f"{HOST}:{grpc}", f"{HOST}:{metrics}"),
-                              log_path, process, str(found.binary))  # fmt: skip
+        server = TritonServer(
+            name, Endpoints(f"{HOST}:{http}", f"{HOST}:{grpc}", f"{HOST}:{metrics}"), log_path, process, str(found.binary)
+        )
         progress.say(
             f"server {name}: starting {found.binary} ({found.origin}) on http {server.endpoints.http}, "
             f"grpc {server.endpoints.grpc}; log {log_path}"

@@ -55,13 +55,21 @@ def _host_port(url: str, schemes: tuple[str, str], default_port: int, option: st
     return f"{host}:{parts.port or default_port}", parts.scheme == schemes[1]
 
 
-def remote_options(url: str, http_url: str | None, metrics_url: str | None, headers: list[str], ca_file: str | None,
-                   tokenizer: str | None, allow_load: bool) -> RemoteOptions:  # fmt: skip
+def remote_options(
+    url: str,
+    http_url: str | None,
+    metrics_url: str | None,
+    headers: list[str],
+    ca_file: str | None,
+    tokenizer: str | None,
+    allow_load: bool,
+) -> RemoteOptions:
     """--triton-url and its companions, checked; HTTP and metrics default to the same host, ports 8000 and 8002."""
     grpc, grpc_tls = _host_port(url, ("grpc", "grpcs"), 8001, "--triton-url")
     host = grpc.rsplit(":", 1)[0]
-    http, http_tls = _host_port(http_url or f"{'https' if grpc_tls else 'http'}://{host}:8000", ("http", "https"), 8000,
-                                "--triton-http-url")  # fmt: skip
+    http, http_tls = _host_port(
+        http_url or f"{'https' if grpc_tls else 'http'}://{host}:8000", ("http", "https"), 8000, "--triton-http-url"
+    )
     metrics, metrics_tls = _host_port(metrics_url or f"http://{host}:8002", ("http", "https"), 8002, "--triton-metrics-url")
     pairs = []
     for number, header in enumerate(headers, 1):
@@ -134,16 +142,20 @@ class RemoteRuntime:
         except (OSError, urllib.error.URLError) as exc:
             raise RuntimeUnavailable(f"--triton-url {remote.url}: no answer from {where} ({exc})") from None
         if status in (401, 403):
-            raise RuntimeUnavailable(f"--triton-url {remote.url}: {where} answered HTTP {status}: the server wants "
-                                     "credentials; pass them with --triton-header 'Authorization: Bearer ...'")  # fmt: skip
+            raise RuntimeUnavailable(
+                f"--triton-url {remote.url}: {where} answered HTTP {status}: the server wants "
+                "credentials; pass them with --triton-header 'Authorization: Bearer ...'"
+            )
         if status != 200:
             raise RuntimeUnavailable(f"--triton-url {remote.url}: {where} answered HTTP {status}, not a Triton server")
         try:
             metadata = json.loads(body)
             metadata["version"]
         except (ValueError, KeyError, TypeError):
-            raise RuntimeUnavailable(f"--triton-url {remote.url}: {where} answered {body[:80]!r}, not Triton's server "
-                                     "metadata (is --triton-http-url the server's HTTP port?)") from None  # fmt: skip
+            raise RuntimeUnavailable(
+                f"--triton-url {remote.url}: {where} answered {body[:80]!r}, not Triton's server "
+                "metadata (is --triton-http-url the server's HTTP port?)"
+            ) from None
         runtime = cls(remote, metadata, progress)
         runtime._check_grpc()
         return runtime
@@ -179,8 +191,12 @@ class RemoteRuntime:
         return [f"server: remote {self.options.url}, Triton {self.triton_version}; nothing built or started here"]
 
     def report_block(self) -> dict:
-        return {"summary": f"remote {self.options.url}, Triton {self.triton_version}, not started by this session",
-                "origin": "remote", "url": self.options.url, "version": self.triton_version}  # fmt: skip
+        return {
+            "summary": f"remote {self.options.url}, Triton {self.triton_version}, not started by this session",
+            "origin": "remote",
+            "url": self.options.url,
+            "version": self.triton_version,
+        }
 
     def build_site(self) -> BuildSite:
         raise RuntimeUnavailable("the remote runtime builds nothing")
@@ -205,8 +221,9 @@ class RemoteRuntime:
             for ref in pinned:
                 seen = served.get((ref.layout, ref.options.batching))
                 if seen is None or seen.ref.options.decoupled != ref.options.decoupled:
-                    what = ", ".join(f"{d.ref.layout} {d.ref.options.batching} decoupled={d.ref.options.decoupled}"
-                                     for d in found)  # fmt: skip
+                    what = ", ".join(
+                        f"{d.ref.layout} {d.ref.options.batching} decoupled={d.ref.options.decoupled}" for d in found
+                    )
                     raise RuntimeUnavailable(
                         f"{lock.path}: deployment {ref.id} pins url = {self.options.url} as {ref.layout} "
                         f"{ref.options.batching} decoupled={ref.options.decoupled}, but the server serves {what}"
@@ -237,11 +254,14 @@ class RemoteRuntime:
         index = self._decoded("/v2/repository/index", self._post("/v2/repository/index", b"{}"))
         ready = {m["name"] for m in index if m.get("state") == "READY"}
         if "tensorrt_llm" not in ready:
-            raise RuntimeUnavailable(f"--triton-url {self.options.url}: no ready tensorrt_llm model "
-                                     f"(ready: {', '.join(sorted(ready)) or 'none'})")  # fmt: skip
+            raise RuntimeUnavailable(
+                f"--triton-url {self.options.url}: no ready tensorrt_llm model (ready: {', '.join(sorted(ready)) or 'none'})"
+            )
         configs = {m: self._json(f"/v2/models/{m}/config") for m in ready & {"tensorrt_llm", "preprocessing", "postprocessing"}}
-        inputs = {m: frozenset(canonical(t["name"]) for t in self._json(f"/v2/models/{m}")["inputs"])
-                  for m in ready & {"tensorrt_llm", *ENTRY_MODELS}}  # fmt: skip
+        inputs = {
+            m: frozenset(canonical(t["name"]) for t in self._json(f"/v2/models/{m}")["inputs"])
+            for m in ready & {"tensorrt_llm", *ENTRY_MODELS}
+        }
         core = configs["tensorrt_llm"]
         params = config_parameters(core)
         stand_in = STAND_IN_PARAMETER in params  # the project's own model says so; upstream's python model does not
@@ -255,8 +275,10 @@ class RemoteRuntime:
             model_type = params.get("gpt_model_type")
             batching = _BATCHING.get(model_type or "")
             if batching is None:  # TensorRT-LLM's own models refuse to load without one (GetParameter)
-                raise RuntimeUnavailable(f"--triton-url {self.options.url}: tensorrt_llm has gpt_model_type "
-                                         f"{model_type!r}, not one of {', '.join(_BATCHING)}")  # fmt: skip
+                raise RuntimeUnavailable(
+                    f"--triton-url {self.options.url}: tensorrt_llm has gpt_model_type "
+                    f"{model_type!r}, not one of {', '.join(_BATCHING)}"
+                )
         engine_dir = _readable_dir(params.get("gpt_model_path") or params.get("engine_dir"))
         pre = config_parameters(configs.get("preprocessing", {}))
         tokenizer_dir = self._tokenizer_dir(pre.get("tokenizer_dir"))
@@ -279,8 +301,9 @@ class RemoteRuntime:
             entry_models=tuple(m for m in ENTRY_MODELS if m in ready) if layout != "llmapi" else ("tensorrt_llm",),
         )
         exclude = flag(params.get("exclude_input_in_output"), layout != "llmapi")  # upstream llmapi: the prompt echoed
-        options = Deployment(batching=batching, decoupled=decoupled, exclude_input_in_output=exclude,
-                             layout=layout if layout == "llmapi" else None)  # fmt: skip
+        options = Deployment(
+            batching=batching, decoupled=decoupled, exclude_input_in_output=exclude, layout=layout if layout == "llmapi" else None
+        )
         name = "llmapi" if layout == "llmapi" else batching
         # ServedEngine stands in for lock.Engine: the fields of it that the suites read, as the server shows them
         ref = DeploymentRef(ENGINE_NAME, engine, name, options)  # type: ignore[arg-type]
@@ -292,12 +315,16 @@ class RemoteRuntime:
             return readable
         given = self.options.tokenizer
         if given is None:
-            raise RuntimeUnavailable(f"--triton-url {self.options.url}: the server's tokenizer_dir {served!r} is not "
-                                     "readable here; pass --tokenizer DIR_OR_HF_ID")  # fmt: skip
+            raise RuntimeUnavailable(
+                f"--triton-url {self.options.url}: the server's tokenizer_dir {served!r} is not "
+                "readable here; pass --tokenizer DIR_OR_HF_ID"
+            )
         if Path(given).is_dir():
             if not any((Path(given) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-                raise RuntimeUnavailable(f"--tokenizer {given}: the directory holds no tokenizer (tokenizer.json, "
-                                         "tokenizer_config.json or tokenizer.model)")  # fmt: skip
+                raise RuntimeUnavailable(
+                    f"--tokenizer {given}: the directory holds no tokenizer (tokenizer.json, "
+                    "tokenizer_config.json or tokenizer.model)"
+                )
             return Path(given)
         from huggingface_hub import snapshot_download  # an id: its tokenizer files only
 
@@ -305,8 +332,10 @@ class RemoteRuntime:
         try:
             return Path(snapshot_download(given, allow_patterns=patterns))
         except Exception as exc:  # noqa: BLE001 - a bad id, no network, a gated repository: one line either way
-            raise RuntimeUnavailable(f"--tokenizer {given}: neither a directory here nor a Hugging Face model id that "
-                                     f"could be fetched ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+            raise RuntimeUnavailable(
+                f"--tokenizer {given}: neither a directory here nor a Hugging Face model id that "
+                f"could be fetched ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            ) from None
 
     def _get(self, path: str) -> bytes:
         try:

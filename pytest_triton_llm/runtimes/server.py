@@ -20,9 +20,14 @@ class ServerStartError(TritonLLMError, RuntimeError):
 
 
 def tritonserver_args(
-    repository: str | Path, ports: dict[str, int], *, binary: str | Path = "tritonserver", host: str | None = None,
-    backends: str | Path | None = None, extra: tuple[str, ...] = (),
-) -> list[str]:  # fmt: skip
+    repository: str | Path,
+    ports: dict[str, int],
+    *,
+    binary: str | Path = "tritonserver",
+    host: str | None = None,
+    backends: str | Path | None = None,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """tritonserver's command line, for every runtime: `ports` by endpoint (http, grpc, metrics; a missing one
     is switched off), `host` the address they listen on (None: tritonserver's default, all interfaces, which a
     container needs for its published ports)."""

@@ -84,8 +84,7 @@ def prepare_backends(server: WheelServer, cache_root: Path) -> Path:
             return target
         staging = target.parent / f".backends-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(server.root / "backends" / "python", staging / "python",
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+        shutil.copytree(server.root / "backends" / "python", staging / "python", ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy2(server.stub, staging / "python" / "triton_python_backend_stub")
         (staging / "python" / ".complete").write_text(str(server.root))
         shutil.rmtree(target, ignore_errors=True)

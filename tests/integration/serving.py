@@ -13,8 +13,16 @@ READY = re.compile(r"^ready: (\S+) on Triton (\S+) .*; repository (\S+);")
 
 def start_serving(deployment: str, *extra: str) -> tuple[subprocess.Popen, dict[str, str], Path]:
     """The serve process, its printed URLs and its repository, once it says ready."""
-    argv = [sys.executable, "-m", "pytest_triton_llm.cli", "serve", deployment, "--engines-lock", str(ROOT / "engines.lock"),
-            *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest_triton_llm.cli",
+        "serve",
+        deployment,
+        "--engines-lock",
+        str(ROOT / "engines.lock"),
+        *extra,
+    ]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     urls, deadline = {}, time.monotonic() + 300
     for line in proc.stdout:

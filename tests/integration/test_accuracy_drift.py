@@ -34,11 +34,18 @@ SENTENCES = [
 def write_articles(path: Path) -> Path:
     articles = []
     for who, what, whom, where in TOPICS:
-        paragraphs = [" ".join(s.format(who=who, what=what, whom=whom, where=where) for s in SENTENCES[i:] + SENTENCES[:i])
-                      + f" By {month}, {120 * (i + 3)} people had signed a petition and {i + 2} hearings had been held."
-                      for i, month in enumerate(["January", "April", "June", "September", "November"])]  # fmt: skip
-        articles.append({"instruction": "Summarize the following news article:", "input": "\n\n".join(paragraphs),
-                         "output": f"{who} announced {what} for {whom} in {where} .\nThe plan was delayed twice ."})  # fmt: skip
+        paragraphs = [
+            " ".join(s.format(who=who, what=what, whom=whom, where=where) for s in SENTENCES[i:] + SENTENCES[:i])
+            + f" By {month}, {120 * (i + 3)} people had signed a petition and {i + 2} hearings had been held."
+            for i, month in enumerate(["January", "April", "June", "September", "November"])
+        ]
+        articles.append(
+            {
+                "instruction": "Summarize the following news article:",
+                "input": "\n\n".join(paragraphs),
+                "output": f"{who} announced {what} for {whom} in {where} .\nThe plan was delayed twice .",
+            }
+        )
     path.write_text(json.dumps(articles))
     return path
 
@@ -46,9 +53,18 @@ def write_articles(path: Path) -> Path:
 def accuracy_run(pytester, *args):
     dataset = write_articles(pytester.path / "articles.json")
     return pytester.runpytest_subprocess(
-        str(ROOT / "suites"), "-m", "accuracy", "-p", "no:cacheprovider", "--accuracy-dataset", str(dataset),
-        "--accuracy-samples", SAMPLES, *args, timeout=600,
-    )  # fmt: skip
+        str(ROOT / "suites"),
+        "-m",
+        "accuracy",
+        "-p",
+        "no:cacheprovider",
+        "--accuracy-dataset",
+        str(dataset),
+        "--accuracy-samples",
+        SAMPLES,
+        *args,
+        timeout=600,
+    )
 
 
 def for_drift(text: str) -> str:
@@ -75,19 +91,25 @@ def test_save_compare_round_trip_and_a_changed_engine_fails_by_article(pytester)
     assert drift["exact_match_pct"] == 100.0 and drift["compared"] == int(SAMPLES)
     # each article paired with itself: no drop, so the paired test passes on every metric
     assert {m: (r["mean_drop"], r["verdict"]) for m, r in drift["paired"].items()} == {
-        "rouge1": (0.0, "pass"), "rouge2": (0.0, "pass"), "rougeLsum": (0.0, "pass")}  # fmt: skip
+        "rouge1": (0.0, "pass"),
+        "rouge2": (0.0, "pass"),
+        "rougeLsum": (0.0, "pass"),
+    }
 
     # another engine configuration: a shorter max_input_len cuts the articles shorter. Two articles cannot show a
     # significant ROUGE drop, so the identity gate a user adds for an image upgrade is what fails here
     changed = pytester.path / "changed.lock"
     changed.write_text(lock.read_text().replace("max_input_len = 1024", "max_input_len = 256"))
-    other = accuracy_run(pytester, "--engines-lock", str(changed), "--accuracy-baseline", str(saved),
-                         "--accuracy-min-exact-match", "90")  # fmt: skip
+    other = accuracy_run(
+        pytester, "--engines-lock", str(changed), "--accuracy-baseline", str(saved), "--accuracy-min-exact-match", "90"
+    )
     other.assert_outcomes(passed=1, failed=1)
-    other.stdout.fnmatch_lines([
-        "*outputs drifted from the baseline: *% of outputs identical to the baseline < 90.0%*",
-        "*articles compared: *% identical, mean ROUGE-L vs baseline *",
-        "*article #* (*): ROUGE-L *",
-        "*baseline: *",
-        "*now: *",
-    ])  # fmt: skip
+    other.stdout.fnmatch_lines(
+        [
+            "*outputs drifted from the baseline: *% of outputs identical to the baseline < 90.0%*",
+            "*articles compared: *% identical, mean ROUGE-L vs baseline *",
+            "*article #* (*): ROUGE-L *",
+            "*baseline: *",
+            "*now: *",
+        ]
+    )

@@ -30,8 +30,7 @@ def test_commands_run_in_the_build_container_which_is_removed_after(cpu_image, t
         "open('/work/rank0.safetensors', 'w').write('converted')\n"
     )
     labels = {"io.github.pytest-triton-llm": "build", "io.github.pytest-triton-llm.owner": "test"}
-    executor = CpuBuildExecutor(docker.from_env(), cpu_image, "sha256:x", load_compat().entry("24.09"), None,
-                                examples, labels)  # fmt: skip
+    executor = CpuBuildExecutor(docker.from_env(), cpu_image, "sha256:x", load_compat().entry("24.09"), None, examples, labels)
     lines = []
     with executor.session(checkpoint, out, work) as (paths, run, where):
         assert where.startswith("docker run --detach --name triton-llm-build-") and "--env=HF_TOKEN" in where

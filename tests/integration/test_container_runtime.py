@@ -17,8 +17,12 @@ LABEL = "io.github.pytest-triton-llm.owner"
 
 
 def containers_of(owner_pid: int) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}} {{.Labels}}"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}} {{.Labels}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [line for line in out.splitlines() if f":{owner_pid}:" in line]
 
 
@@ -32,8 +36,9 @@ def test_server_is_the_images(triton_llm):
     assert triton_llm.server.version == "2.51.0" and triton_llm.server.endpoints.http.startswith("127.0.0.1:")
 """
     )
-    result = project.runpytest_subprocess("--triton-image", cpu_image, "--deployment", "smollm2-135m:v1",
-                                          "--triton-llm-report", "r.json", timeout=900)  # fmt: skip
+    result = project.runpytest_subprocess(
+        "--triton-image", cpu_image, "--deployment", "smollm2-135m:v1", "--triton-llm-report", "r.json", timeout=900
+    )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*Triton 2.51.0 (container)*"])
     report = json.loads((project.path / "r.json").read_text())
@@ -41,14 +46,25 @@ def test_server_is_the_images(triton_llm):
     assert report["deployments"]["smollm2-135m:v1"]["runtime"] == "container"
     log = Path(report["deployments"]["smollm2-135m:v1"]["server_log"]).read_text()
     assert log.startswith("# docker run") and "--publish=127.0.0.1::8000" in log and "--volume=" in log
-    assert not subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL}"], capture_output=True,
-                              text=True).stdout.strip()  # fmt: skip
+    assert not subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={LABEL}"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_after_sigkill_the_next_session_removes_the_container(project, cpu_image, tmp_path):
     project.makepyfile(test_wait="def test_wait(triton_llm):\n    import time; time.sleep(600)\n")
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--triton-image", cpu_image,
-            "--deployment", "smollm2-135m:v1", "test_wait.py"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--triton-image",
+        cpu_image,
+        "--deployment",
+        "smollm2-135m:v1",
+        "test_wait.py",
+    ]
     proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for line in proc.stdout:  # wait until the server is up and the test sleeps
@@ -64,8 +80,9 @@ def test_after_sigkill_the_next_session_removes_the_container(project, cpu_image
     time.sleep(1)
     assert containers_of(proc.pid), "SIGKILL leaves the container running: the next session must reap it"
     project.makepyfile(test_next="def test_nothing(triton_llm):\n    pass\n")
-    result = project.runpytest_subprocess("--triton-image", cpu_image, "--deployment", "smollm2-135m:v1",
-                                          "test_next.py", timeout=900)  # fmt: skip
+    result = project.runpytest_subprocess(
+        "--triton-image", cpu_image, "--deployment", "smollm2-135m:v1", "test_next.py", timeout=900
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"*removed container * left by a killed session (pid {proc.pid})*"])
     assert not containers_of(proc.pid)

@@ -28,12 +28,24 @@ def test_the_gpu_extra_installs_without_torch_on_numpy_2_and_the_unit_tests_pass
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     python = str(venv / "bin" / "python")
-    run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(constraints),
-         f"{ROOT}[test,gpu]", "numpy>=2"], timeout=900)  # fmt: skip
+    run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-c",
+            str(constraints),
+            f"{ROOT}[test,gpu]",
+            "numpy>=2",
+        ],
+        timeout=900,
+    )
     assert run([python, "-c", "import numpy; print(numpy.__version__)"]).stdout.startswith("2.")
     assert run([python, "-c", "import importlib.util as u; print(u.find_spec('torch'))"]).stdout.strip() == "None"
-    done = run_child([python, "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider", "-rs"], cwd=ROOT,
-                     timeout=900)  # fmt: skip
+    done = run_child([python, "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider", "-rs"], cwd=ROOT, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:]
     summary = done.stdout.strip().splitlines()[-1]
     assert "failed" not in summary and "error" not in summary, summary

@@ -29,8 +29,17 @@ def test_wait(triton_llm):
 def start_waiting_session(project, tmp_path):
     marker = tmp_path / "started"
     project.makepyfile(test_wait=WAIT_TEST.format(marker=str(marker)))
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={project.path / 'basetemp'}",
-            "--deployment", "smollm2-135m:v1"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        f"--basetemp={project.path / 'basetemp'}",
+        "--deployment",
+        "smollm2-135m:v1",
+    ]
     proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
     while not marker.exists():
@@ -96,8 +105,14 @@ def test_ctrl_c_on_the_outer_run_stops_its_inner_pytest_and_the_run(pytester, tm
     pid, after = tmp_path / "inner.pid", tmp_path / "after"
     pytester.makepyfile(test_outer=OUTER.format(pid=str(pid), after=str(after)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:triton_llm"],
-                            cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:triton_llm"],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not pid.exists() or not pid.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
@@ -125,11 +140,14 @@ def test_generate(triton_llm):
     )
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "-v", *ENGINE_DEPLOYMENTS, timeout=600)
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "*test_generate*smollm2-135m:v1*FAILED*",
-        "*tritonserver of smollm2-135m:v1 is gone (exit code -9); its log: *tritonserver.log*",
-        "*tritonserver log of smollm2-135m:v1 (last 40 lines*",
-    ], consecutive=False)  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "*test_generate*smollm2-135m:v1*FAILED*",
+            "*tritonserver of smollm2-135m:v1 is gone (exit code -9); its log: *tritonserver.log*",
+            "*tritonserver log of smollm2-135m:v1 (last 40 lines*",
+        ],
+        consecutive=False,
+    )
     assert "test_generate[smollm2-135m:inflight] PASSED" in result.stdout.str()
 
 
@@ -143,8 +161,15 @@ def test_answer(triton_llm):
     assert triton_llm.client.generate("Hello", 4).text
 """
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--deployment", "smollm2-135m:v1",
-                                          f"--basetemp={project.path / 'bt'}", "--triton-llm-report", "r.json")  # fmt: skip
+    result = project.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--deployment",
+        "smollm2-135m:v1",
+        f"--basetemp={project.path / 'bt'}",
+        "--triton-llm-report",
+        "r.json",
+    )
     result.assert_outcomes(passed=1)
     assert secret not in result.stdout.str() + result.stderr.str()
     assert secret not in (project.path / "r.json").read_text()
@@ -163,8 +188,9 @@ def test_again(triton_llm):
     assert triton_llm.client.generate("Hello", 4).text
 """
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--triton-llm-report", "r.json",
-                                          *ENGINE_DEPLOYMENTS, timeout=600)  # fmt: skip
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--triton-llm-report", "r.json", *ENGINE_DEPLOYMENTS, timeout=600
+    )
     result.assert_outcomes(passed=4)
     report = json.loads((project.path / "r.json").read_text())
     assert sorted(report["deployments"]) == ["smollm2-135m:inflight", "smollm2-135m:v1"]

@@ -21,14 +21,21 @@ def in_image(image: str, *args: str, docker_args: str = "") -> subprocess.Comple
 
 
 def test_a_suite_test_is_served_by_the_images_own_tritonserver(cpu_image):
-    done = in_image(cpu_image, "suites/test_functional.py", "-k", "greedy_output_is_deterministic and ensemble",
-                    "--deployment", "smollm2-135m:v1")  # fmt: skip
+    done = in_image(
+        cpu_image,
+        "suites/test_functional.py",
+        "-k",
+        "greedy_output_is_deterministic and ensemble",
+        "--deployment",
+        "smollm2-135m:v1",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "triton-llm: local runtime: tritonserver /opt/tritonserver/bin/tritonserver (the serving image's; " \
-           "Triton 2.51.0), backends /opt/tritonserver/backends" in done.stdout  # fmt: skip
+    assert (
+        "triton-llm: local runtime: tritonserver /opt/tritonserver/bin/tritonserver (the serving image's; "
+        "Triton 2.51.0), backends /opt/tritonserver/backends" in done.stdout
+    )
     assert "starting /opt/tritonserver/bin/tritonserver (the serving image's)" in done.stdout + done.stderr
-    assert "server: /opt/tritonserver/bin/tritonserver (the serving image's), Triton 2.51.0 = image 24.10-trtllm" \
-        in done.stdout  # fmt: skip
+    assert "server: /opt/tritonserver/bin/tritonserver (the serving image's), Triton 2.51.0 = image 24.10-trtllm" in done.stdout
     assert "1 passed" in done.stdout
 
 
@@ -44,8 +51,15 @@ def test_naming_another_image_stops_before_any_build_with_both_versions(cpu_imag
 
 def test_a_server_of_undeclared_version_is_asked_for_it_once_started(cpu_image):
     # without TRITON_SERVER_VERSION the templates wait for the server's own answer on /v2
-    done = in_image(cpu_image, "suites/test_functional.py", "-k", "greedy_output_is_deterministic and ensemble",
-                    "--deployment", "smollm2-135m:v1", docker_args="--env TRITON_SERVER_VERSION=")  # fmt: skip
+    done = in_image(
+        cpu_image,
+        "suites/test_functional.py",
+        "-k",
+        "greedy_output_is_deterministic and ensemble",
+        "--deployment",
+        "smollm2-135m:v1",
+        docker_args="--env TRITON_SERVER_VERSION=",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "(the serving image's; version read once started)" in done.stdout
     assert "/opt/tritonserver/bin/tritonserver: Triton 2.51.0" in done.stdout + done.stderr

@@ -57,7 +57,9 @@ def test_a_session_serves_reports_and_cleans_up(project):
     deployment = data["deployments"]["smollm2-135m:v1"]
     assert deployment["server_version"] == "2.51.0" and len(deployment["engine_digest"]) == 64
     assert {t["nodeid"].split("::")[1]: t["outcome"] for t in data["tests"]} == {
-        "test_answer[smollm2-135m:v1]": "passed", "test_fails_on_purpose[smollm2-135m:v1]": "failed"}  # fmt: skip
+        "test_answer[smollm2-135m:v1]": "passed",
+        "test_fails_on_purpose[smollm2-135m:v1]": "failed",
+    }
     assert data["summary"] == {"passed": 1, "failed": 1}
     assert 0 < data["run"]["startup_s"] <= data["run"]["first_test_s"]
     assert processes_mentioning(str(project.path)) == []
@@ -92,8 +94,14 @@ def test_wait(triton_llm):
     basetemp = project.path / "basetemp"  # repositories and logs: every server process names it
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--basetemp={basetemp}", *V1_ONLY]
     # a terminal's Ctrl-C: SIGINT must not be inherited as ignored (as in jobs a script sends to the background)
-    proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 300
         while not started.exists():

@@ -14,10 +14,22 @@ ROOT = Path(__file__).resolve().parents[2]
 def perf_run(pytester, *args):
     return pytester.runpytest_subprocess(
         # the load points only: the anti-caching check (also marked perf) has no baseline to save or compare
-        str(ROOT / "suites"), "-m", "perf", "-k", "test_load_point", "-p", "no:cacheprovider",
-        "--engines-lock", str(ROOT / "engines.lock"),
-        "--perf-workload", "smoke", "--deployment", "smollm2-135m:inflight", *args, timeout=600,
-    )  # fmt: skip
+        str(ROOT / "suites"),
+        "-m",
+        "perf",
+        "-k",
+        "test_load_point",
+        "-p",
+        "no:cacheprovider",
+        "--engines-lock",
+        str(ROOT / "engines.lock"),
+        "--perf-workload",
+        "smoke",
+        "--deployment",
+        "smollm2-135m:inflight",
+        *args,
+        timeout=600,
+    )
 
 
 def test_perf_report_plot_baseline_and_a_regression(pytester):

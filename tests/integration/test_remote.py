@@ -41,18 +41,41 @@ def run_suites(tmp_path: Path, markers: str, *args: str) -> tuple[subprocess.Com
     """The suites against the remote server, through the ensemble (the BLS entry runs the same tests again: the
     project's repositories are covered through it by the suites' own runs; CI time is kept for what is new here)."""
     report = tmp_path / "report.json"
-    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-m", markers, "-k", "not tensorrt_llm_bls",
-            "-p", "no:cacheprovider", "-q",
-            "--triton-llm-report", str(report), "--junitxml", str(tmp_path / "junit.xml"),
-            f"--basetemp={tmp_path / 'basetemp'}", *args]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "suites"),
+        "-m",
+        markers,
+        "-k",
+        "not tensorrt_llm_bls",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--triton-llm-report",
+        str(report),
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+        f"--basetemp={tmp_path / 'basetemp'}",
+        *args,
+    ]
     done = run_child(argv, cwd=tmp_path, timeout=1700)  # no lock here: none needed
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
 @pytest.mark.parametrize("served", ["smollm2-135m:inflight"], indirect=True)
 def test_the_suites_pass_against_a_running_server_given_by_url(served, tmp_path):
-    done, report = run_suites(tmp_path, "functional or streaming or early_stop", "--triton-url", served["grpc"],
-                              "--triton-http-url", served["http"], "--triton-metrics-url", served["metrics"])  # fmt: skip
+    done, report = run_suites(
+        tmp_path,
+        "functional or streaming or early_stop",
+        "--triton-url",
+        served["grpc"],
+        "--triton-http-url",
+        served["http"],
+        "--triton-metrics-url",
+        served["metrics"],
+    )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
     assert report["summary"].get("failed", 0) == 0 and report["summary"].get("error", 0) == 0
     assert report["summary"]["passed"] >= 25, report["summary"]
@@ -107,9 +130,18 @@ def proxy(served, tmp_path):
     grpc_port, http_port, metrics_port = free_ports(3)
     conf = tmp_path / "nginx" / "nginx.conf"
     conf.parent.mkdir()
-    conf.write_text(NGINX.format(tmp=conf.parent, token=token, grpc_port=grpc_port, http_port=http_port,
-                                 metrics_port=metrics_port, grpc=hostport(served["grpc"]),
-                                 http=hostport(served["http"]), metrics=hostport(served["metrics"])))  # fmt: skip
+    conf.write_text(
+        NGINX.format(
+            tmp=conf.parent,
+            token=token,
+            grpc_port=grpc_port,
+            http_port=http_port,
+            metrics_port=metrics_port,
+            grpc=hostport(served["grpc"]),
+            http=hostport(served["http"]),
+            metrics=hostport(served["metrics"]),
+        )
+    )
     proc = subprocess.Popen([nginx, "-c", str(conf), "-p", str(conf.parent)], stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{http_port}/v2"
     for _ in range(100):
@@ -123,16 +155,19 @@ def proxy(served, tmp_path):
     else:
         proc.kill()
         pytest.fail(f"nginx did not come up: {proc.stderr.read()}")
-    yield {"token": token, "grpc": f"grpc://127.0.0.1:{grpc_port}", "http": f"http://127.0.0.1:{http_port}",
-           "metrics": f"http://127.0.0.1:{metrics_port}"}  # fmt: skip
+    yield {
+        "token": token,
+        "grpc": f"grpc://127.0.0.1:{grpc_port}",
+        "http": f"http://127.0.0.1:{http_port}",
+        "metrics": f"http://127.0.0.1:{metrics_port}",
+    }
     proc.terminate()
     proc.wait(timeout=30)
 
 
 @pytest.mark.parametrize("served", ["smollm2-135m:v1"], indirect=True)
 def test_behind_a_proxy_that_wants_a_token_the_header_gets_through_and_is_written_nowhere(proxy, tmp_path):
-    endpoints = ["--triton-url", proxy["grpc"], "--triton-http-url", proxy["http"], "--triton-metrics-url",
-                 proxy["metrics"]]  # fmt: skip
+    endpoints = ["--triton-url", proxy["grpc"], "--triton-http-url", proxy["http"], "--triton-metrics-url", proxy["metrics"]]
     (tmp_path / "without").mkdir()
     refused, _ = run_suites(tmp_path / "without", "functional", *endpoints)
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-3000:] + refused.stderr[-3000:]
@@ -141,8 +176,9 @@ def test_behind_a_proxy_that_wants_a_token_the_header_gets_through_and_is_writte
         "pass them with --triton-header 'Authorization: Bearer ...'"
     ]
     (tmp_path / "with").mkdir()
-    done, report = run_suites(tmp_path / "with", "functional", *endpoints, "--triton-header",
-                              f"Authorization: Bearer {proxy['token']}")  # fmt: skip
+    done, report = run_suites(
+        tmp_path / "with", "functional", *endpoints, "--triton-header", f"Authorization: Bearer {proxy['token']}"
+    )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
     # the functional suite through the ensemble: 22 tests on a V1 deployment, none failed or skipped
     assert report["summary"].get("failed", 0) == 0 and report["summary"]["passed"] >= 20, report["summary"]

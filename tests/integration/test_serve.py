@@ -35,8 +35,12 @@ def test_serve_prints_three_urls_answers_text_and_stops_leaving_nothing(signum):
 
 
 def test_serve_names_an_unknown_deployment_in_one_line():
-    done = subprocess.run([sys.executable, "-m", "pytest_triton_llm.cli", "serve", "nope:v1", "--engines-lock",
-                           str(ROOT / "engines.lock")], capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_triton_llm.cli", "serve", "nope:v1", "--engines-lock", str(ROOT / "engines.lock")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"pytest-triton-llm serve: error: {ROOT / 'engines.lock'}: no deployment named 'nope:v1' (known: "

@@ -37,8 +37,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 def hf_checkpoint(tmp_path: Path) -> Path:
     """The embedded default's model as a Hugging Face checkpoint: its reference engine (cached) without engine.json."""
     lock = load_lock(ROOT / "engines.lock")
-    built = backend_of("reference").build(EngineCache(DEFAULT_CACHE, Progress()), "smollm2-135m",
-                                          lock.engines["smollm2-135m"], False, lambda: None)  # fmt: skip
+    built = backend_of("reference").build(
+        EngineCache(DEFAULT_CACHE, Progress()), "smollm2-135m", lock.engines["smollm2-135m"], False, lambda: None
+    )
     checkpoint = tmp_path / "SmolLM2-135M-Instruct"
     checkpoint.mkdir()
     for path in built.path.iterdir():
@@ -66,7 +67,7 @@ max_output_len = 256
 [engines.smollm2-trtllm.source]
 path = "{checkpoint_there or checkpoint}"
 file = "model.safetensors"
-sha256 = "{file_sha256(checkpoint / 'model.safetensors')}"
+sha256 = "{file_sha256(checkpoint / "model.safetensors")}"
 
 [engines.smollm2-trtllm.deployments.inflight]
 batching = "inflight"
@@ -80,12 +81,39 @@ exclude_input_in_output = true
 def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functional_suite_end_to_end(tmp_path):
     checkpoint = hf_checkpoint(tmp_path)
     lock, cache, report = tensorrtllm_lock(tmp_path, checkpoint), tmp_path / "cache", tmp_path / "report.json"
-    env = {**os.environ, "PATH": f"{STAND_IN / 'bin'}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(STAND_IN / "site"), os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    argv = [sys.executable, "-m", "pytest", "suites", "-m", "functional", "-p", "no:cacheprovider",
-            "--engines-lock", str(lock), "--engines-cache", str(cache), "--trtllm-examples", str(STAND_IN / "examples"),
-            "--trtllm-stand-in", "--trtllm-models", str(UPSTREAM), "--triton-image", "24.10-trtllm", "--triton-runtime",
-            "local", "--triton-llm-report", str(report), f"--basetemp={tmp_path / 'basetemp'}", "-q", "-rfEs"]  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{STAND_IN / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(STAND_IN / "site"), os.environ.get("PYTHONPATH")])),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites",
+        "-m",
+        "functional",
+        "-p",
+        "no:cacheprovider",
+        "--engines-lock",
+        str(lock),
+        "--engines-cache",
+        str(cache),
+        "--trtllm-examples",
+        str(STAND_IN / "examples"),
+        "--trtllm-stand-in",
+        "--trtllm-models",
+        str(UPSTREAM),
+        "--triton-image",
+        "24.10-trtllm",
+        "--triton-runtime",
+        "local",
+        "--triton-llm-report",
+        str(report),
+        f"--basetemp={tmp_path / 'basetemp'}",
+        "-q",
+        "-rfEs",
+    ]
     done = run_child(argv, cwd=ROOT, env=env, timeout=1700)
     tail = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, tail
@@ -96,7 +124,9 @@ def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functiona
     manifest = json.loads((engine / "manifest.json").read_text())
     assert manifest["builder"]["backend"] == "tensorrtllm" and manifest["tensorrt_llm"] == "0.14.0"
     assert [c.split()[1].rsplit("/", 1)[-1] if c.startswith(sys.executable) else c.split()[0] for c in manifest["commands"]] == [
-        "convert_checkpoint.py", "trtllm-build"]  # fmt: skip
+        "convert_checkpoint.py",
+        "trtllm-build",
+    ]
     # the tokenizer travelled into the engine and is part of its digest
     assert manifest["tokenizer"] == "tokenizer" and "tokenizer/tokenizer_config.json" in manifest["files"]
     assert "[TRT-LLM stand-in] engine written to" in (engine / "build.log").read_text()
@@ -108,8 +138,10 @@ def test_a_tensorrtllm_engine_built_by_the_stand_in_scripts_passes_the_functiona
     assert code["tensorrt_llm"] == "project stand-in"
     for model in PYTHON_MODELS:
         assert code[model] == f"{UPSTREAM_CODE}, from --trtllm-models {UPSTREAM}", code
-    assert "pytest_triton_llm_stand_in" not in Path(record["server_log"]).parent.joinpath(
-        "model_repository", "preprocessing", "config.pbtxt").read_text()  # fmt: skip
+    assert (
+        "pytest_triton_llm_stand_in"
+        not in Path(record["server_log"]).parent.joinpath("model_repository", "preprocessing", "config.pbtxt").read_text()
+    )
     rendered = json.loads(Path(record["server_log"]).parent.joinpath("model_repository.rendered.json").read_text())
     assert rendered["values"]["tokenizer_dir"] == str(engine / "tokenizer")
     assert rendered["values"]["triton_backend"] == "tensorrtllm"  # rendered for the C++ backend, then swapped
@@ -127,12 +159,33 @@ def test_in_the_local_cpu_image_the_same_deployment_serves_upstreams_python_mode
     checkpoint = hf_checkpoint(work)
     tensorrtllm_lock(work, checkpoint, inside / checkpoint.name)
     stand_in = "/src/tests/stand_ins/tensorrt_llm"
-    docker_args = (f"--volume {UPSTREAM}:/upstream:ro --env PYTHONPATH=/src:{stand_in}/site --env "
-                   f"PATH={stand_in}/bin:/opt/venv/bin:/opt/tritonserver/bin:/usr/local/bin:/usr/bin:/bin")  # fmt: skip
-    argv = ["bash", str(ROOT / "images" / "pytest-in-image.sh"), cpu_image, "suites", "-m", "functional",
-            "--engines-lock", str(inside / "tensorrtllm.lock"), "--trtllm-examples", f"{stand_in}/examples",
-            "--trtllm-stand-in", "--trtllm-models", "/upstream", "--triton-image", "24.10-trtllm", "--triton-runtime",
-            "local", "--triton-llm-report", str(inside / "report.json"), "-q", "-rfEs"]  # fmt: skip
+    docker_args = (
+        f"--volume {UPSTREAM}:/upstream:ro --env PYTHONPATH=/src:{stand_in}/site --env "
+        f"PATH={stand_in}/bin:/opt/venv/bin:/opt/tritonserver/bin:/usr/local/bin:/usr/bin:/bin"
+    )
+    argv = [
+        "bash",
+        str(ROOT / "images" / "pytest-in-image.sh"),
+        cpu_image,
+        "suites",
+        "-m",
+        "functional",
+        "--engines-lock",
+        str(inside / "tensorrtllm.lock"),
+        "--trtllm-examples",
+        f"{stand_in}/examples",
+        "--trtllm-stand-in",
+        "--trtllm-models",
+        "/upstream",
+        "--triton-image",
+        "24.10-trtllm",
+        "--triton-runtime",
+        "local",
+        "--triton-llm-report",
+        str(inside / "report.json"),
+        "-q",
+        "-rfEs",
+    ]
     done = run_child(argv, cwd=ROOT, env={**os.environ, "DOCKER_RUN_ARGS": docker_args}, timeout=1700)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     summary = done.stdout.strip().splitlines()[-1]

@@ -53,9 +53,22 @@ repository = "{MODELS}"
 
 def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp_path):
     report = tmp_path / "report.json"
-    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-m", "functional or streaming or early_stop",
-            "--engines-lock", str(upstream_lock(tmp_path)), "--triton-llm-report", str(report), "-p", "no:cacheprovider",
-            "-q", f"--basetemp={tmp_path / 'basetemp'}"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "suites"),
+        "-m",
+        "functional or streaming or early_stop",
+        "--engines-lock",
+        str(upstream_lock(tmp_path)),
+        "--triton-llm-report",
+        str(report),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--basetemp={tmp_path / 'basetemp'}",
+    ]
     done = run_child(argv, cwd=ROOT, timeout=2300)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     tests = json.loads(report.read_text())["tests"]

@@ -43,15 +43,33 @@ def test_the_wheel_holds_the_suites_their_fixtures_and_the_default_lock(wheel_ve
     where = run([python, "-c", "import pytest_triton_llm.suites as s; print(s.__file__)"], cwd=wheel_venv).stdout.strip()
     package = Path(where).parents[1]
     assert package.is_relative_to(wheel_venv), where  # the wheel's copy, not the checkout
-    assert {p.name for p in (package / "fixtures").iterdir()} >= {"engines.lock", "prompts.toml", "perf_budgets.toml",
-                                                                   "perf_workloads.toml", "lora_adapters.toml"}  # fmt: skip
+    assert {p.name for p in (package / "fixtures").iterdir()} >= {
+        "engines.lock",
+        "prompts.toml",
+        "perf_budgets.toml",
+        "perf_workloads.toml",
+        "lora_adapters.toml",
+    }
     assert (package / "fixtures" / "contracts" / "trtllm-0.14.toml").is_file()  # the functional suite's contracts
 
 
 def test_pytest_triton_llm_run_passes_the_functional_suite_on_the_embedded_default(wheel_venv, tmp_path):
     python = str(wheel_venv / "bin" / "python")
-    argv = [python, "-m", "pytest_triton_llm.cli", "run", "-m", "functional", "--deployment", "smollm2-135m:v1",
-            "-k", "not tensorrt_llm_bls", "-p", "no:cacheprovider", "-q"]  # fmt: skip
+    argv = [
+        python,
+        "-m",
+        "pytest_triton_llm.cli",
+        "run",
+        "-m",
+        "functional",
+        "--deployment",
+        "smollm2-135m:v1",
+        "-k",
+        "not tensorrt_llm_bls",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
     done = run_child(argv, cwd=tmp_path, timeout=1100)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert f"the packaged {wheel_venv}" in done.stderr  # no ./engines.lock here: the wheel's default lock

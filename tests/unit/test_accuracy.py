@@ -7,8 +7,14 @@ import pytest
 from pytest_triton_llm.accuracy import dataset as dataset_module
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import (
-    DriftError, OutputsWriter, check_paths, compare, describe, load_outputs, paired_scores,
-)  # fmt: skip
+    DriftError,
+    OutputsWriter,
+    check_paths,
+    compare,
+    describe,
+    load_outputs,
+    paired_scores,
+)
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import rouge_scores
 from pytest_triton_llm.accuracy.verdicts import VerdictRule, judge_drift, judge_thresholds, planned_detectable_drop
@@ -94,9 +100,11 @@ def test_rouge_is_in_percent_with_a_reproducible_interval():
 
 def entry(outputs, digest="a" * 64):
     return {
-        "deployment": "e:inflight", "engine": {"name": "e", "digest": digest}, "server": {"version": "2.51.0"},
+        "deployment": "e:inflight",
+        "engine": {"name": "e", "digest": digest},
+        "server": {"version": "2.51.0"},
         "articles": [{"index": i, "id": f"id{i}", "output": o} for i, o in enumerate(outputs)],
-    }  # fmt: skip
+    }
 
 
 def test_drift_counts_identical_outputs_and_lists_the_most_moved_first():
@@ -138,13 +146,18 @@ def _settings(**extra) -> Accuracy:
 
 def test_thresholds_are_judged_by_one_sided_bounds_and_a_tier_adds_its_own_rows():
     rng = np.random.default_rng(3)
-    per_article = {"rouge1": list(rng.normal(35, 10, 60)),  # wholly above 27
-                   "rouge2": list(rng.normal(8.2, 8, 60)),  # straddles 8
-                   "rougeLsum": list(rng.normal(15, 8, 60))}  # wholly below 23  # fmt: skip
+    per_article = {
+        "rouge1": list(rng.normal(35, 10, 60)),  # wholly above 27
+        "rouge2": list(rng.normal(8.2, 8, 60)),  # straddles 8
+        "rougeLsum": list(rng.normal(15, 8, 60)),
+    }  # wholly below 23
     verdicts = judge_thresholds(per_article, _settings(tier=0.99, reference_rouge1=30.0), alpha=0.05)
     assert [(v.metric, v.rule, v.result.verdict) for v in verdicts] == [
-        ("rouge1", ">= 27.00", "pass"), ("rouge1", ">= 0.99 x 30.00", "pass"),
-        ("rouge2", ">= 8.00", "inconclusive"), ("rougeLsum", ">= 23.00", "fail")]  # fmt: skip
+        ("rouge1", ">= 27.00", "pass"),
+        ("rouge1", ">= 0.99 x 30.00", "pass"),
+        ("rouge2", ">= 8.00", "inconclusive"),
+        ("rougeLsum", ">= 23.00", "fail"),
+    ]
     needed = verdicts[2].result.items_needed
     assert needed > 60 and f"about {needed} articles would decide it" in verdicts[2].row()[-1]
 
@@ -174,11 +187,14 @@ def test_the_drift_plan_before_a_run_is_no_smaller_than_what_a_correlated_run_th
     assert measured < planned
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"tier": 1.5, "reference_rouge1": 30.0}, "field 'tier': a fraction of the reference score in (0, 1]"),
-    ({"tier": 0.99}, "field 'tier': give the reference scores it applies to"),
-    ({"max_drop": -1.0}, "field 'max_drop': must be >= 0 ROUGE points"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"tier": 1.5, "reference_rouge1": 30.0}, "field 'tier': a fraction of the reference score in (0, 1]"),
+        ({"tier": 0.99}, "field 'tier': give the reference scores it applies to"),
+        ({"max_drop": -1.0}, "field 'max_drop': must be >= 0 ROUGE points"),
+    ],
+)
 def test_accuracy_rules_in_the_lock_are_checked(extra, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         _settings(**extra)

@@ -98,8 +98,9 @@ def _build_in_process(root: str, counter: str, barrier) -> None:
 def test_parallel_sessions_build_once(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_build_in_process, args=(str(tmp_path / "cache"), str(tmp_path / "count"), barrier))
-             for _ in range(2)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_build_in_process, args=(str(tmp_path / "cache"), str(tmp_path / "count"), barrier)) for _ in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -284,11 +285,14 @@ def test_prune_without_an_age_removes_nothing(filled):
     assert old.is_dir() and adapter.is_dir()
 
 
-@pytest.mark.parametrize("args, error", [
-    (["prune"], "prune needs an explicit age: --older-than DAYS; nothing was removed"),
-    (["prune", "--older-than", "-1"], "--older-than must be 0 days or more, not -1"),
-    (["list", "--cache-dir", "{missing}"], "no engine cache at {missing}"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        (["prune"], "prune needs an explicit age: --older-than DAYS; nothing was removed"),
+        (["prune", "--older-than", "-1"], "--older-than must be 0 days or more, not -1"),
+        (["list", "--cache-dir", "{missing}"], "no engine cache at {missing}"),
+    ],
+)
 def test_bad_cache_commands_exit_2_with_one_line(filled, capsys, tmp_path, args, error):
     cache, old, new, adapter = filled
     missing = str(tmp_path / "missing")

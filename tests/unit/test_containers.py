@@ -22,9 +22,17 @@ def test_short_tags_expand_to_the_ngc_trtllm_image_and_full_references_pass_thro
 
 
 def spec(gpus=None, world_size=1, same_path=()) -> ContainerSpec:
-    return serving_spec("nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3", "triton-llm-7-1-m-v1",
-                        "/tmp/repo", "/cache/engines/m-abc", "/engines/m", {"OMP_NUM_THREADS": "4"}, gpus,
-                        world_size, same_path)  # fmt: skip
+    return serving_spec(
+        "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
+        "triton-llm-7-1-m-v1",
+        "/tmp/repo",
+        "/cache/engines/m-abc",
+        "/engines/m",
+        {"OMP_NUM_THREADS": "4"},
+        gpus,
+        world_size,
+        same_path,
+    )
 
 
 def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(monkeypatch):
@@ -32,19 +40,36 @@ def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(mon
     monkeypatch.setattr("pytest_triton_llm.containers.owner_label", lambda: "host:7:99")
     argv = spec(gpus="all").docker_run_argv()
     assert argv == [
-        "docker", "run", "--detach", "--name", "triton-llm-7-1-m-v1", "--shm-size=2g",
-        "--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864", "--gpus", "all",
-        "--publish=127.0.0.1::8000", "--publish=127.0.0.1::8001", "--publish=127.0.0.1::8002",
-        "--volume=/tmp/repo:/models:ro", "--volume=/cache/engines/m-abc:/engines/m:ro",
+        "docker",
+        "run",
+        "--detach",
+        "--name",
+        "triton-llm-7-1-m-v1",
+        "--shm-size=2g",
+        "--ulimit=memlock=-1:-1",
+        "--ulimit=stack=67108864:67108864",
+        "--gpus",
+        "all",
+        "--publish=127.0.0.1::8000",
+        "--publish=127.0.0.1::8001",
+        "--publish=127.0.0.1::8002",
+        "--volume=/tmp/repo:/models:ro",
+        "--volume=/cache/engines/m-abc:/engines/m:ro",
         "--env=OMP_NUM_THREADS=4",
-        "--label=io.github.pytest-triton-llm=server", "--label=io.github.pytest-triton-llm.owner=host:7:99",
+        "--label=io.github.pytest-triton-llm=server",
+        "--label=io.github.pytest-triton-llm.owner=host:7:99",
         "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
-        "tritonserver", "--model-repository=/models", "--disable-auto-complete-config", "--strict-readiness=true",
-        "--exit-timeout-secs=10", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
-    ]  # fmt: skip
+        "tritonserver",
+        "--model-repository=/models",
+        "--disable-auto-complete-config",
+        "--strict-readiness=true",
+        "--exit-timeout-secs=10",
+        "--http-port=8000",
+        "--grpc-port=8001",
+        "--metrics-port=8002",
+    ]
     kwargs = spec(gpus="0,1").sdk_kwargs()
-    assert kwargs["ports"] == {"8000/tcp": ("127.0.0.1", None), "8001/tcp": ("127.0.0.1", None),
-                               "8002/tcp": ("127.0.0.1", None)}  # fmt: skip
+    assert kwargs["ports"] == {"8000/tcp": ("127.0.0.1", None), "8001/tcp": ("127.0.0.1", None), "8002/tcp": ("127.0.0.1", None)}
     assert kwargs["device_requests"][0]["DeviceIDs"] == ["0", "1"]
     assert kwargs["volumes"]["/tmp/repo"] == {"bind": "/models", "mode": "ro"}
 
@@ -65,15 +90,34 @@ def test_a_cpu_container_asks_for_no_gpu_and_no_memlock():
 
 def test_world_size_2_runs_one_tritonserver_per_rank_under_mpirun_as_launch_triton_server():
     assert server_command(2) == [
-        "mpirun", "--allow-run-as-root",
-        "-n", "1", "tritonserver", "--model-repository=/models", "--disable-auto-complete-config",
-        "--strict-readiness=true", "--exit-timeout-secs=10", "--http-port=8000", "--grpc-port=8001", "--metrics-port=8002",
-        "--backend-config=python,shm-region-prefix-name=prefix0_", ":",
-        "-n", "1", "tritonserver", "--model-repository=/models", "--disable-auto-complete-config",
-        "--strict-readiness=true", "--exit-timeout-secs=10", "--allow-http=false", "--allow-grpc=false",
-        "--allow-metrics=false", "--backend-config=python,shm-region-prefix-name=prefix1_",
-        "--model-control-mode=explicit", "--load-model=tensorrt_llm",
-    ]  # fmt: skip
+        "mpirun",
+        "--allow-run-as-root",
+        "-n",
+        "1",
+        "tritonserver",
+        "--model-repository=/models",
+        "--disable-auto-complete-config",
+        "--strict-readiness=true",
+        "--exit-timeout-secs=10",
+        "--http-port=8000",
+        "--grpc-port=8001",
+        "--metrics-port=8002",
+        "--backend-config=python,shm-region-prefix-name=prefix0_",
+        ":",
+        "-n",
+        "1",
+        "tritonserver",
+        "--model-repository=/models",
+        "--disable-auto-complete-config",
+        "--strict-readiness=true",
+        "--exit-timeout-secs=10",
+        "--allow-http=false",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+        "--backend-config=python,shm-region-prefix-name=prefix1_",
+        "--model-control-mode=explicit",
+        "--load-model=tensorrt_llm",
+    ]
 
 
 def test_a_server_container_gets_no_credentials_from_the_host():

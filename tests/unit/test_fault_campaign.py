@@ -81,13 +81,27 @@ class FakeStack:
         fault, deployment = option.get("--stand-in-fault"), option["--deployment"]
         failing, skipped = self.failing.get(fault or "clean", []), self.skipped.get(fault or "clean", [])
         outcome = {**dict.fromkeys(skipped, "skipped"), **dict.fromkeys(failing, "failed")}
-        tests = [{"nodeid": n, "outcome": outcome.get(n, "passed"), "duration_s": 2.0, "deployment": deployment,
-                  "markers": [], "message": None} for n in SUITE]  # fmt: skip
+        tests = [
+            {
+                "nodeid": n,
+                "outcome": outcome.get(n, "passed"),
+                "duration_s": 2.0,
+                "deployment": deployment,
+                "markers": [],
+                "message": None,
+            }
+            for n in SUITE
+        ]
         record = {}
         if fault is not None:
             injected = fault not in self.not_injected
-            record = {"stand_in_fault": {"name": fault, "injected": injected,
-                                         **({} if injected else {"why": "it lives in the llmapi model"})}}  # fmt: skip
+            record = {
+                "stand_in_fault": {
+                    "name": fault,
+                    "injected": injected,
+                    **({} if injected else {"why": "it lives in the llmapi model"}),
+                }
+            }
         report = {"run": {"startup_s": 5.0}, "deployments": {deployment: record}, "tests": tests}
         Path(option["--triton-llm-report"]).write_text(json.dumps(report))
         return Done(self.codes.get(fault or "clean", 1 if failing else 0))
@@ -123,32 +137,67 @@ def test_a_caught_fault_and_a_passing_clean_run_exit_0_with_both_tables(tmp_path
     assert lines[3] == "1 faults: 1 caught, 0 missed, 0 harness errors; clean runs: 1 of 1 passed"
     document = json.loads((out / "campaign.json").read_text())
     assert document["faults"][0]["caught_by"] == [SUITE[0], SUITE[1]]
-    assert document["overhead"] == {"runs": 2, "median_overhead_s": document["overhead"]["median_overhead_s"],
-                                    "median_tests_s": 8.0, "median_server_ready_s": 5.0}  # fmt: skip
+    assert document["overhead"] == {
+        "runs": 2,
+        "median_overhead_s": document["overhead"]["median_overhead_s"],
+        "median_tests_s": 8.0,
+        "median_server_ready_s": 5.0,
+    }
 
 
 def test_each_run_is_its_own_pytest_with_its_selection_basetemp_and_report(tmp_path):
-    faults = catalog(tmp_path, {"name": "drops_space", "markers": '["streaming", "invariants"]', "keyword": '"fox"',
-                                "pytest_args": '["-x"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path, {"name": "drops_space", "markers": '["streaming", "invariants"]', "keyword": '"fox"', "pytest_args": '["-x"]'}
+    )
     stack = FakeStack(failing={"drops_space": [SUITE[0]]})
     run_campaign(tmp_path, faults, stack)
     out = tmp_path / "out"
     assert stack.run_of("drops_space") == [
-        sys.executable, "-m", "pytest", "suites", "-m", "streaming or invariants", "--deployment", "m:inflight",
-        "-k", "fox", "--stand-in-fault", "drops_space", "-p", "no:cacheprovider", "-q", "--basetemp",
-        str(out / "basetemp" / "drops_space"), "--triton-llm-report", str(out / "runs" / "drops_space.json"), "-x"]  # fmt: skip
-    assert stack.run_of("clean")[4:10] == ["-m", "streaming or invariants", "--deployment", "m:inflight", "-k",
-                                           "(fox)"]  # fmt: skip
-    assert stack.argvs[0][3:] == ["suites", "--collect-only", "-q", "-p", "no:cacheprovider", "--basetemp",
-                                  str(out / "basetemp" / "collect")]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites",
+        "-m",
+        "streaming or invariants",
+        "--deployment",
+        "m:inflight",
+        "-k",
+        "fox",
+        "--stand-in-fault",
+        "drops_space",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--basetemp",
+        str(out / "basetemp" / "drops_space"),
+        "--triton-llm-report",
+        str(out / "runs" / "drops_space.json"),
+        "-x",
+    ]
+    assert stack.run_of("clean")[4:10] == ["-m", "streaming or invariants", "--deployment", "m:inflight", "-k", "(fox)"]
+    assert stack.argvs[0][3:] == [
+        "suites",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--basetemp",
+        str(out / "basetemp" / "collect"),
+    ]
 
 
 def test_a_clean_run_selects_every_faults_keyword_or_its_markers(tmp_path):
-    faults = catalog(tmp_path, {"name": "slow", "markers": '["perf"]', "keyword": '"concurrency_1"'},
-                     {"name": "drops_space", "markers": '["streaming", "invariants"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path,
+        {"name": "slow", "markers": '["perf"]', "keyword": '"concurrency_1"'},
+        {"name": "drops_space", "markers": '["streaming", "invariants"]'},
+    )
     run = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[0]
-    assert (run.label, run.markers, run.keyword) == ("clean m:inflight", ("perf", "streaming", "invariants"),
-                                                     "(concurrency_1) or (streaming or invariants)")  # fmt: skip
+    assert (run.label, run.markers, run.keyword) == (
+        "clean m:inflight",
+        ("perf", "streaming", "invariants"),
+        "(concurrency_1) or (streaming or invariants)",
+    )
     assert run.alone
 
 
@@ -176,7 +225,10 @@ def test_a_failure_the_clean_run_had_too_is_a_harness_error_not_a_catch(tmp_path
     assert run_campaign(tmp_path, faults, stack) == 1
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
     assert (outcome["verdict"], outcome["why"], outcome["caught_by"]) == (
-        "harness error", f"2 tests failed, none of which the clean run ran without a failure (first: {SUITE[0]})", [])
+        "harness error",
+        f"2 tests failed, none of which the clean run ran without a failure (first: {SUITE[0]})",
+        [],
+    )
 
 
 def test_a_test_that_passed_clean_and_failed_with_the_fault_catches_it_beside_clean_failures(tmp_path):
@@ -188,16 +240,18 @@ def test_a_test_that_passed_clean_and_failed_with_the_fault_catches_it_beside_cl
 
 
 def test_a_drift_test_skipped_on_the_clean_run_without_a_baseline_catches_the_fault(tmp_path):
-    faults = catalog(tmp_path, {"name": "drift", "markers": '["accuracy"]', "pytest_args":
-                                '["--accuracy-baseline", "{accuracy_baseline}"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path, {"name": "drift", "markers": '["accuracy"]', "pytest_args": '["--accuracy-baseline", "{accuracy_baseline}"]'}
+    )
     stack = FakeStack(failing={"drift": [SUITE[2]]}, skipped={"clean": [SUITE[2]]})
     assert run_campaign(tmp_path, faults, stack) == 0
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
     assert (outcome["verdict"], outcome["caught_by"]) == ("caught", [SUITE[2]])
 
 
-@pytest.mark.parametrize("code, why", [(2, "pytest exited 2 (interrupted, or a collection error)"),
-                                       (5, "pytest exited 5 (no test selected)")])  # fmt: skip
+@pytest.mark.parametrize(
+    "code, why", [(2, "pytest exited 2 (interrupted, or a collection error)"), (5, "pytest exited 5 (no test selected)")]
+)
 def test_a_fault_run_that_pytest_itself_ended_is_a_harness_error(tmp_path, code, why):
     faults = catalog(tmp_path, {"name": "drops_space"})
     stack = FakeStack(failing={"drops_space": [SUITE[0]]}, codes={"drops_space": code})
@@ -206,11 +260,14 @@ def test_a_fault_run_that_pytest_itself_ended_is_a_harness_error(tmp_path, code,
     assert (outcome["verdict"], outcome["why"]) == ("harness error", f"{why}: {tmp_path / 'out' / 'runs' / 'drops_space.log'}")
 
 
-@pytest.mark.parametrize("failing, code, what", [
-    ([SUITE[2]], 1, f"1 failed, 3 passed; first: {SUITE[2]}"),
-    ([], 5, "pytest exited 5 (no test selected)"),
-    ([], 2, "pytest exited 2 (interrupted, or a collection error)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "failing, code, what",
+    [
+        ([SUITE[2]], 1, f"1 failed, 3 passed; first: {SUITE[2]}"),
+        ([], 5, "pytest exited 5 (no test selected)"),
+        ([], 2, "pytest exited 2 (interrupted, or a collection error)"),
+    ],
+)
 def test_a_clean_run_that_fails_selects_nothing_or_cannot_collect_exits_1(tmp_path, failing, code, what):
     faults = catalog(tmp_path, {"name": "drops_space"})
     stack = FakeStack(failing={"drops_space": [SUITE[0]], "clean": failing}, codes={"clean": code})
@@ -223,23 +280,55 @@ def test_a_clean_run_that_fails_selects_nothing_or_cannot_collect_exits_1(tmp_pa
 
 def test_perf_faults_run_against_a_clean_twin_and_their_clean_run_is_the_a_a_check_of_every_rule(tmp_path):
     against = '"--perf-workload", "smoke", "--perf-against", "m:inflight", "--perf-repeats", "6", '
-    faults = catalog(tmp_path, {"name": "slow_ttft", "markers": '["perf"]', "keyword": '"concurrency_1"', "pytest_args":
-                                f'[{against}"--perf-compare-fail=ttft_ms.p50:15"]'},
-                     {"name": "slow_tokens", "markers": '["perf"]', "keyword": '"concurrency_1"', "pytest_args":
-                                f'[{against}"--perf-compare-fail", "output_tokens_per_s:10"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path,
+        {
+            "name": "slow_ttft",
+            "markers": '["perf"]',
+            "keyword": '"concurrency_1"',
+            "pytest_args": f'[{against}"--perf-compare-fail=ttft_ms.p50:15"]',
+        },
+        {
+            "name": "slow_tokens",
+            "markers": '["perf"]',
+            "keyword": '"concurrency_1"',
+            "pytest_args": f'[{against}"--perf-compare-fail", "output_tokens_per_s:10"]',
+        },
+    )
     stack = FakeStack(failing={"slow_ttft": [SUITE[3]], "slow_tokens": [SUITE[3]]})
     assert run_campaign(tmp_path, faults, stack) == 0
-    assert stack.run_of("clean")[-9:] == ["--perf-workload", "smoke", "--perf-against", "m:inflight", "--perf-repeats",
-                                           "6", "--perf-compare-fail=ttft_ms.p50:15", "--perf-compare-fail",
-                                           "output_tokens_per_s:10"]  # fmt: skip
+    assert stack.run_of("clean")[-9:] == [
+        "--perf-workload",
+        "smoke",
+        "--perf-against",
+        "m:inflight",
+        "--perf-repeats",
+        "6",
+        "--perf-compare-fail=ttft_ms.p50:15",
+        "--perf-compare-fail",
+        "output_tokens_per_s:10",
+    ]
     assert "--stand-in-fault" not in stack.run_of("clean")
-    assert stack.run_of("slow_ttft")[-7:] == ["--perf-workload", "smoke", "--perf-against", "m:inflight",
-                                              "--perf-repeats", "6", "--perf-compare-fail=ttft_ms.p50:15"]  # fmt: skip
+    assert stack.run_of("slow_ttft")[-7:] == [
+        "--perf-workload",
+        "smoke",
+        "--perf-against",
+        "m:inflight",
+        "--perf-repeats",
+        "6",
+        "--perf-compare-fail=ttft_ms.p50:15",
+    ]
 
 
 def test_an_accuracy_baseline_is_saved_by_the_clean_run_and_read_by_the_fault(tmp_path):
-    faults = catalog(tmp_path, {"name": "drift", "markers": '["accuracy"]', "pytest_args":
-                                '["--accuracy-samples=5", "--accuracy-baseline={accuracy_baseline}"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path,
+        {
+            "name": "drift",
+            "markers": '["accuracy"]',
+            "pytest_args": '["--accuracy-samples=5", "--accuracy-baseline={accuracy_baseline}"]',
+        },
+    )
     stack = FakeStack(failing={"drift": [SUITE[2]]})
     assert run_campaign(tmp_path, faults, stack) == 0
     baseline = str(tmp_path / "out" / "baselines" / "accuracy-baseline-m_inflight.json")
@@ -248,41 +337,63 @@ def test_an_accuracy_baseline_is_saved_by_the_clean_run_and_read_by_the_fault(tm
 
 
 def test_a_fault_whose_baseline_run_failed_is_not_run(tmp_path):
-    faults = catalog(tmp_path, {"name": "drift", "markers": '["accuracy"]', "pytest_args":
-                                '["--accuracy-baseline", "{accuracy_baseline}"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path, {"name": "drift", "markers": '["accuracy"]', "pytest_args": '["--accuracy-baseline", "{accuracy_baseline}"]'}
+    )
     stack = FakeStack(failing={"clean": [SUITE[2]]})
     assert run_campaign(tmp_path, faults, stack) == 1
     assert [a for a in stack.argvs if "--stand-in-fault" in a] == []
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
-    assert (outcome["verdict"], outcome["why"]) == ("harness error", "not run: clean m:inflight did not pass, so its "
-                                                    "baseline is not a clean one")  # fmt: skip
+    assert (outcome["verdict"], outcome["why"]) == (
+        "harness error",
+        "not run: clean m:inflight did not pass, so its baseline is not a clean one",
+    )
 
 
 def test_a_clean_run_passes_the_arguments_of_all_its_rows_but_those_that_read_a_baseline(tmp_path):
-    faults = catalog(tmp_path, {"name": "slow", "markers": '["perf"]', "pytest_args": '["--perf-workload", "smoke"]'},
-                     {"name": "drift", "markers": '["accuracy"]', "pytest_args": '["--accuracy-dataset=cnn.json", '
-                      '"--accuracy-baseline", "{accuracy_baseline}", "--accuracy-strict"]'},
-                     {"name": "slower", "markers": '["perf"]', "pytest_args": '["--perf-workload=smoke"]'})  # fmt: skip
+    faults = catalog(
+        tmp_path,
+        {"name": "slow", "markers": '["perf"]', "pytest_args": '["--perf-workload", "smoke"]'},
+        {
+            "name": "drift",
+            "markers": '["accuracy"]',
+            "pytest_args": '["--accuracy-dataset=cnn.json", "--accuracy-baseline", "{accuracy_baseline}", "--accuracy-strict"]',
+        },
+        {"name": "slower", "markers": '["perf"]', "pytest_args": '["--perf-workload=smoke"]'},
+    )
     clean = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[0]
     baseline = str(tmp_path / "baselines" / "accuracy-baseline-m_inflight.json")
-    assert clean.args == ("--perf-workload", "smoke", "--accuracy-dataset=cnn.json", "--accuracy-strict",
-                          "--accuracy-save", baseline)  # fmt: skip
+    assert clean.args == (
+        "--perf-workload",
+        "smoke",
+        "--accuracy-dataset=cnn.json",
+        "--accuracy-strict",
+        "--accuracy-save",
+        baseline,
+    )
 
 
 def test_rows_of_one_deployment_that_give_an_option_different_values_are_refused(tmp_path, capsys):
-    faults = catalog(tmp_path, {"name": "a", "pytest_args": '["--perf-workload", "smoke"]'},
-                     {"name": "b", "pytest_args": '["--perf-workload", "default"]'}, {"name": "c"})  # fmt: skip
+    faults = catalog(
+        tmp_path,
+        {"name": "a", "pytest_args": '["--perf-workload", "smoke"]'},
+        {"name": "b", "pytest_args": '["--perf-workload", "default"]'},
+        {"name": "c"},
+    )
     assert run_campaign(tmp_path, faults, FakeStack()) == 2
-    assert capsys.readouterr().err == ("pytest-triton-llm faults: error: faults a and b of m:inflight give --perf-workload "
-                                       "different values (smoke / default): its clean run can run only one\n")  # fmt: skip
+    assert capsys.readouterr().err == (
+        "pytest-triton-llm faults: error: faults a and b of m:inflight give --perf-workload "
+        "different values (smoke / default): its clean run can run only one\n"
+    )
 
 
 def test_the_reverse_table_lists_every_test_function_with_its_kills_or_why_none(tmp_path):
     faults = catalog(tmp_path, {"name": "drops_space"}, {"name": "eats_bytes"}, {"name": "off", "markers": '["functional"]'})
     reasons = tmp_path / "reasons.toml"
     reasons.write_text('"test_contract" = "reads the configs"\n"test_gone" = "was removed"\n')
-    stack = FakeStack(failing={"drops_space": [SUITE[0], SUITE[1]], "eats_bytes": [SUITE[1]], "off": [SUITE[2]]},
-                      not_injected=("off",))  # fmt: skip
+    stack = FakeStack(
+        failing={"drops_space": [SUITE[0], SUITE[1]], "eats_bytes": [SUITE[1]], "off": [SUITE[2]]}, not_injected=("off",)
+    )
     assert run_campaign(tmp_path, faults, stack, reasons=reasons) == 1
     table = (tmp_path / "out" / "reverse-table.md").read_text().splitlines()
     assert table[2] == "3 test functions of the suites, 1 kill a fault; 3 faults run."
@@ -309,8 +420,12 @@ def test_list_prints_one_line_per_fault_and_a_count(tmp_path, capsys):
 
 
 def test_smoke_runs_the_smoke_rows_and_the_clean_runs_of_their_deployments(tmp_path):
-    faults = catalog(tmp_path, {"name": "a", "smoke": "true"}, {"name": "b", "deployment": "m:v1"},
-                     {"name": "c", "smoke": "true", "deployment": "m:llmapi"})  # fmt: skip
+    faults = catalog(
+        tmp_path,
+        {"name": "a", "smoke": "true"},
+        {"name": "b", "deployment": "m:v1"},
+        {"name": "c", "smoke": "true", "deployment": "m:llmapi"},
+    )
     stack = FakeStack(failing={"a": [SUITE[0]], "c": [SUITE[0]]})
     assert run_campaign(tmp_path, faults, stack, "--smoke") == 0
     ran = [(options(a).get("--stand-in-fault"), options(a)["--deployment"]) for a in stack.argvs[1:]]
@@ -366,15 +481,21 @@ def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[
 
 
 def test_jobs_2_runs_the_clean_runs_alone_first_then_two_faults_at_once(tmp_path, monkeypatch):
-    overlaps = run_two_at_once(tmp_path, monkeypatch, {"name": "a"},
-                               {"name": "b", "pytest_args": '["--accuracy-baseline", "{accuracy_baseline}"]'},
-                               {"name": "c", "deployment": "m:v1"}, long="clean m:inflight")  # fmt: skip
+    overlaps = run_two_at_once(
+        tmp_path,
+        monkeypatch,
+        {"name": "a"},
+        {"name": "b", "pytest_args": '["--accuracy-baseline", "{accuracy_baseline}"]'},
+        {"name": "c", "deployment": "m:v1"},
+        long="clean m:inflight",
+    )
     assert overlaps == {"clean m:inflight": set(), "clean m:v1": set(), "a": {"b"}, "b": {"a"}, "c": set()}
 
 
 def test_jobs_2_runs_a_timed_run_alone_while_untimed_runs_behind_it_take_the_free_slot(tmp_path, monkeypatch):
-    overlaps = run_two_at_once(tmp_path, monkeypatch, {"name": "a"}, {"name": "p", "markers": '["perf"]'},
-                               {"name": "b"}, long="a")  # fmt: skip
+    overlaps = run_two_at_once(
+        tmp_path, monkeypatch, {"name": "a"}, {"name": "p", "markers": '["perf"]'}, {"name": "b"}, long="a"
+    )
     # p waits for both slots while b runs beside the long a, then p runs alone
     assert overlaps == {"clean m:inflight": set(), "a": {"b"}, "b": {"a"}, "p": set()}
 
@@ -504,8 +625,10 @@ class StartsThenBreaks(FakeStack):
             self.left -= 1
             self.argvs.append(argv)
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {option['--deployment']} stopped "
-                           "before it was ready (exit code -6)\n")  # fmt: skip
+            log.write_text(
+                f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {option['--deployment']} stopped "
+                "before it was ready (exit code -6)\n"
+            )
             return Done(4)
         return super().__call__(argv, cwd, log, env)
 

@@ -61,8 +61,11 @@ def test_every_fault_names_known_markers_only(catalog):
 def test_every_fault_runs_on_a_deployment_of_its_own_layout(catalog):
     deployments = load_lock(ROOT / "fixtures" / "engines.lock").deployments()
     assert {name: f.deployment for name, f in catalog.items() if f.deployment not in deployments} == {}
-    assert {name: (f.layout, deployments[f.deployment].layout) for name, f in catalog.items()
-            if f.layout != deployments[f.deployment].layout} == {}  # fmt: skip
+    assert {
+        name: (f.layout, deployments[f.deployment].layout)
+        for name, f in catalog.items()
+        if f.layout != deployments[f.deployment].layout
+    } == {}
     assert {name: f.model for name, f in catalog.items() if f.model not in MODELS} == {}
 
 
@@ -77,5 +80,8 @@ def test_each_fault_of_the_shared_engine_is_handed_to_it_by_the_model_it_lives_i
     assert owned["inflight_batcher_llm"].isdisjoint(owned["llmapi"])
     for layout, names in owned.items():
         assert sorted(names - in_engine) == [], f"{layout}: ENGINE_FAULTS the engine never checks"
-        assert {n: (catalog[n].model, catalog[n].layout) for n in names
-                if (catalog[n].model, catalog[n].layout) != ("tensorrt_llm", layout)} == {}  # fmt: skip
+        assert {
+            n: (catalog[n].model, catalog[n].layout)
+            for n in names
+            if (catalog[n].model, catalog[n].layout) != ("tensorrt_llm", layout)
+        } == {}

@@ -118,14 +118,17 @@ def test_top_k_one_is_greedy():
     "request_, message",
     [
         (GenerationRequest([], 2, 9), r"Assertion failed: !mInputTokenIds\.empty\(\)"),
-        (GenerationRequest([1] * 9, 2, 9), r"^Encountered an error when fetching new request: Prompt length \(9\) exceeds "
-                                           r"maximum input length \(8\)\. Set log level to info"),
+        (
+            GenerationRequest([1] * 9, 2, 9),
+            r"^Encountered an error when fetching new request: Prompt length \(9\) exceeds "
+            r"maximum input length \(8\)\. Set log level to info",
+        ),
         (GenerationRequest([1], 0, 9), r"^\[TensorRT-LLM\]\[ERROR\] Assertion failed: mMaxNewTokens > 0$"),
         (GenerationRequest([1, 99], 2, 9), "outside the vocabulary"),
         (GenerationRequest([1], 2, 9, sampling=Sampling(top_p=2.0)), r"Assertion failed: topP\.value\(\) <= 1\.f$"),
         (GenerationRequest([1], 2, 9, sampling=Sampling(temperature=-1.0)), r"Assertion failed: temperature\.value\(\) >= 0\.f$"),
     ],
-)  # fmt: skip
+)
 def test_invalid_requests_are_refused_with_tensorrt_llm_s_words(request_, message):
     with pytest.raises(RequestError, match=message):
         engine().validate(request_)
@@ -146,9 +149,16 @@ def test_a_context_phase_run_request_by_request_gives_the_padded_batchs_tokens_o
     """On a GPU the stand-in prefills each request alone (engines.cuda.lock says why); the KV caches it pads and joins
     must decode exactly what the padded batch decodes where float32 is exact: on a CPU."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                                      initializer_range=0.5)  # fmt: skip
+    config = transformers.LlamaConfig(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.5,
+    )
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
     build = {"max_batch_size": 4, "max_input_len": 64, "max_output_len": 64, "max_seq_len": 128}

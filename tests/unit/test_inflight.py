@@ -17,9 +17,15 @@ VOCAB, SLOTS = 97, 3
 
 def tiny_engine() -> ReferenceEngine:
     config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.5,  # peaked logits: no greedy ties
-    )  # fmt: skip
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.5,  # peaked logits: no greedy ties
+    )
     torch.manual_seed(0)
     engine = ReferenceEngine.__new__(ReferenceEngine)
     engine.model = transformers.LlamaForCausalLM(config).eval()

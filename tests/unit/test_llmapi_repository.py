@@ -21,8 +21,9 @@ def _render(tmp_path: Path, triton: str, backend: str = "reference") -> Path:
     return backend_of(backend).render(ref, engine, tmp_path / triton / "repo", triton, "/engines/smollm2")
 
 
-@pytest.mark.parametrize("triton, family", [("2.62.0", "llmapi-1.0"), ("2.71.0", "llmapi-1.0"), ("2.51.0", "llmapi-1.3"),
-                                            ("2.58.0", "llmapi-0.19")])  # fmt: skip
+@pytest.mark.parametrize(
+    "triton, family", [("2.62.0", "llmapi-1.0"), ("2.71.0", "llmapi-1.0"), ("2.51.0", "llmapi-1.3"), ("2.58.0", "llmapi-0.19")]
+)
 def test_the_llmapi_family_follows_the_images_tensorrt_llm(triton, family):
     assert llmapi_family(triton) == family
 
@@ -32,18 +33,28 @@ def test_rendered_llmapi_config_and_model_yaml_are_pinned(tmp_path, triton):
     repo = _render(tmp_path, triton)
     assert sorted(p.name for p in repo.iterdir()) == ["tensorrt_llm"]
     config = text_format.Parse((repo / "tensorrt_llm" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-    assert (config.name, config.backend, config.max_batch_size, config.model_transaction_policy.decoupled) == \
-        ("tensorrt_llm", "python", 0, True)  # fmt: skip
+    assert (config.name, config.backend, config.max_batch_size, config.model_transaction_policy.decoupled) == (
+        "tensorrt_llm",
+        "python",
+        0,
+        True,
+    )
     assert [t.name for t in config.input][:3] == ["text_input", "streaming", "sampling_param_best_of"]
     assert "lora_path" not in {t.name for t in config.input}  # LoRA inputs came after 1.2
     assert "kv_cache_reused_block" in {t.name for t in config.output}
     assert yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text()) == {
-        "model": "/engines/smollm2", "backend": "pytorch", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-        "triton_config": {"max_batch_size": 0, "decoupled": True}, "dtype": "float32", "max_batch_size": 16,
-        "max_input_len": 1024, "max_seq_len": 1280,
+        "model": "/engines/smollm2",
+        "backend": "pytorch",
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "triton_config": {"max_batch_size": 0, "decoupled": True},
+        "dtype": "float32",
+        "max_batch_size": 16,
+        "max_input_len": 1024,
+        "max_seq_len": 1280,
         # the engine's [lora] table as the LLM API's LoraConfig: adapters then come per request by lora_path
         "lora_config": {"max_lora_rank": 8, "lora_target_modules": ["attn_q", "attn_k", "attn_v"]},
-    }  # fmt: skip
+    }
     # the reference stand-in's code, with the peft reader it loads lora_path adapters with
     assert {"model.py", "lora_convert.py"} <= {p.name for p in (repo / "tensorrt_llm" / "1").iterdir()}
 
@@ -53,7 +64,8 @@ def test_the_llmapi_backend_links_the_images_own_model_code(tmp_path):
     version_dir = repo / "tensorrt_llm" / "1"
     assert {p.name: str(p.readlink()) for p in version_dir.iterdir() if p.is_symlink()} == {
         "model.py": "/app/all_models/llmapi/tensorrt_llm/1/model.py",
-        "helpers.py": "/app/all_models/llmapi/tensorrt_llm/1/helpers.py"}  # fmt: skip
+        "helpers.py": "/app/all_models/llmapi/tensorrt_llm/1/helpers.py",
+    }
 
 
 def _lock(tmp_path, extra: str) -> Path:

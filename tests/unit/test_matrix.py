@@ -4,11 +4,24 @@ from pytest_triton_llm.cli import main
 
 
 def report(path, image, outcomes, ratio=None, served_by="project stand-in"):
-    tests = [{"nodeid": f"suites/test_{suite}.py::t{i}", "outcome": o, "deployment": "m:v1", "markers": []}
-             for i, (suite, o) in enumerate(outcomes)]  # fmt: skip
-    document = {"schema": 1, "run": {"options": {"image": image}}, "tests": tests, "summary": {},
-                "deployments": {"m:v1": {"server_version": "2.50.0", "server_ready_s": 12.5, "served_by": served_by,
-                                          "metrics": {"accuracy": {"rouge1": 30.25}}}}}  # fmt: skip
+    tests = [
+        {"nodeid": f"suites/test_{suite}.py::t{i}", "outcome": o, "deployment": "m:v1", "markers": []}
+        for i, (suite, o) in enumerate(outcomes)
+    ]
+    document = {
+        "schema": 1,
+        "run": {"options": {"image": image}},
+        "tests": tests,
+        "summary": {},
+        "deployments": {
+            "m:v1": {
+                "server_version": "2.50.0",
+                "server_ready_s": 12.5,
+                "served_by": served_by,
+                "metrics": {"accuracy": {"rouge1": 30.25}},
+            }
+        },
+    }
     if ratio is not None:
         document["inflight_vs_v1_throughput_ratio"] = ratio
     path.write_text(json.dumps(document))
@@ -16,11 +29,18 @@ def report(path, image, outcomes, ratio=None, served_by="project stand-in"):
 
 
 def test_matrix_renders_suites_by_image_with_outcomes_and_metrics(tmp_path, capsys):
-    a = report(tmp_path / "a.json", "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
-               [("functional", "passed"), ("functional", "passed"), ("lora", "skipped")], ratio=2.2)  # fmt: skip
-    b = report(tmp_path / "b.json", "nvcr.io/nvidia/tritonserver:24.04-trtllm-python-py3",
-               [("functional", "passed"), ("functional", "failed"), ("lora", "passed")],
-               served_by="TensorRT-LLM 0.9.0 (C++ backend)")  # fmt: skip
+    a = report(
+        tmp_path / "a.json",
+        "nvcr.io/nvidia/tritonserver:24.09-trtllm-python-py3",
+        [("functional", "passed"), ("functional", "passed"), ("lora", "skipped")],
+        ratio=2.2,
+    )
+    b = report(
+        tmp_path / "b.json",
+        "nvcr.io/nvidia/tritonserver:24.04-trtllm-python-py3",
+        [("functional", "passed"), ("functional", "failed"), ("lora", "passed")],
+        served_by="TensorRT-LLM 0.9.0 (C++ backend)",
+    )
     assert main(["matrix", str(a), str(b), "--output", str(tmp_path / "m.md")]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:6] == [
@@ -56,8 +76,10 @@ def test_a_folder_of_reports_skips_other_json_and_says_so(tmp_path, capsys):
     assert main(["matrix", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "24.09-trtllm" in out
-    assert err.strip() == f"pytest-triton-llm: skipped {tmp_path / 'accuracy-outputs.json'}: not a pytest-triton-llm " \
-                          "report (written by --triton-llm-report, schema 1)"  # fmt: skip
+    assert (
+        err.strip() == f"pytest-triton-llm: skipped {tmp_path / 'accuracy-outputs.json'}: not a pytest-triton-llm "
+        "report (written by --triton-llm-report, schema 1)"
+    )
 
 
 def test_a_remote_run_is_its_own_column_named_by_its_url(tmp_path, capsys):

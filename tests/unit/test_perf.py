@@ -24,7 +24,11 @@ FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "fixtures
 def test_project_workloads_load_and_name_their_load_points():
     workloads = load_workloads(FIXTURES / "perf_workloads.toml")
     assert [name for name, _ in workloads["default"].load_points()] == [
-        "concurrency=1", "concurrency=4", "concurrency=8", "rate=2"]  # fmt: skip
+        "concurrency=1",
+        "concurrency=4",
+        "concurrency=8",
+        "rate=2",
+    ]
     assert workloads["default"].load_points()[3][1] == {"request_rate": 2.0, "arrival": "poisson"}
 
 
@@ -59,8 +63,10 @@ def test_summary_has_the_reports_keys_and_llm_latencies():
 
 
 def test_the_most_specific_budget_applies_and_misses_are_named():
-    budgets = [Budget(engine="e", min_output_tokens_per_s=1.0), Budget(engine="e", hardware="cpu", load_point="concurrency=4",
-               min_output_tokens_per_s=50.0, max_ttft_p99_ms=10.0)]  # fmt: skip
+    budgets = [
+        Budget(engine="e", min_output_tokens_per_s=1.0),
+        Budget(engine="e", hardware="cpu", load_point="concurrency=4", min_output_tokens_per_s=50.0, max_ttft_p99_ms=10.0),
+    ]
     identity = dict(engine="e", deployment="v1", hardware="cpu", image="local", load_point="concurrency=4")
     budget = find_budget(budgets, **identity)
     assert budget is budgets[1]
@@ -82,7 +88,8 @@ def test_fail_rules_name_the_metric_and_how_much_it_got_worse():
     before = {"output_tokens_per_s": 100.0, "latency_ms": {"p99": 1000.0}}
     after = {"output_tokens_per_s": 70.0, "latency_ms": {"p99": 1100.0}}
     assert FailRule.parse("output_tokens_per_s:10").regression(before, after) == (
-        "output_tokens_per_s dropped 30.0% (100 -> 70; allowed 10%)")  # fmt: skip
+        "output_tokens_per_s dropped 30.0% (100 -> 70; allowed 10%)"
+    )
     assert FailRule.parse("latency_ms.p99:20").regression(before, after) is None
     assert FailRule.parse("latency_ms.p99:5").regression(before, after) == "latency_ms.p99 rose 10.0% (1000 -> 1100; allowed 5%)"
     for bad in ("latency:5", "output_tokens_per_s", "itl_ms.p42:3", "throughput_rps:x"):
@@ -112,9 +119,19 @@ def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
 
 def perf_options(**given) -> PerfOptions:
     """PerfOptions from the command line's values (those not given at their defaults)."""
-    defaults = dict(perf_workload="default", perf_workloads=None, perf_budgets=None, perf_save=None, perf_compare=None,
-                    perf_compare_fail=[], perf_repeats=1, perf_slo=[], perf_require_budget=False, perf_strict=False,
-                    perf_against=None)  # fmt: skip
+    defaults = dict(
+        perf_workload="default",
+        perf_workloads=None,
+        perf_budgets=None,
+        perf_save=None,
+        perf_compare=None,
+        perf_compare_fail=[],
+        perf_repeats=1,
+        perf_slo=[],
+        perf_require_budget=False,
+        perf_strict=False,
+        perf_against=None,
+    )
     return PerfOptions.from_config(SimpleNamespace(option=SimpleNamespace(**{**defaults, **given})))
 
 
@@ -126,12 +143,15 @@ def test_without_the_options_budgets_and_workloads_come_from_the_fixtures():
 
 
 def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
-    (tmp_path / "budgets.toml").write_text('[[budget]]\nengine = "llama-8b"\nhardware = "NVIDIA H200"\n'
-                                           "min_output_tokens_per_s = 2000\n")  # fmt: skip
-    (tmp_path / "workloads.toml").write_text("[workload.mine]\ninput_tokens = {mean = 1024}\noutput_tokens = {mean = 256}\n"
-                                             "requests = 64\nconcurrency = [32]\n")  # fmt: skip
-    options = perf_options(perf_budgets=str(tmp_path / "budgets.toml"), perf_workloads=str(tmp_path / "workloads.toml"),
-                           perf_workload="mine")  # fmt: skip
+    (tmp_path / "budgets.toml").write_text(
+        '[[budget]]\nengine = "llama-8b"\nhardware = "NVIDIA H200"\nmin_output_tokens_per_s = 2000\n'
+    )
+    (tmp_path / "workloads.toml").write_text(
+        "[workload.mine]\ninput_tokens = {mean = 1024}\noutput_tokens = {mean = 256}\nrequests = 64\nconcurrency = [32]\n"
+    )
+    options = perf_options(
+        perf_budgets=str(tmp_path / "budgets.toml"), perf_workloads=str(tmp_path / "workloads.toml"), perf_workload="mine"
+    )
     path, budgets = options.budgets_from(FIXTURES / "perf_budgets.toml")
     assert path == tmp_path / "budgets.toml"
     assert budgets == [Budget(engine="llama-8b", hardware="NVIDIA H200", min_output_tokens_per_s=2000.0)]  # no cpu budget left
@@ -141,18 +161,34 @@ def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
         perf_options(perf_workloads=str(tmp_path / "workloads.toml")).workload_from(FIXTURES / "perf_workloads.toml")
 
 
-@pytest.mark.parametrize("option, text, message", [
-    ("perf_budgets", '[[budget]]\nengine = "e"\nmin_output_tokens_per_s = "fast"\n',
-     "--perf-budgets: {path}: budget #1: field 'min_output_tokens_per_s': expected number, got string 'fast'"),
-    ("perf_budgets", '[[budget]]\nengine = "e"\ngpu = "H200"\n', "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
-     "(allowed: deployment, engine, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, min_output_tokens_per_s, "
-     "min_throughput_ratio_vs_engine, min_throughput_rps, workload)"),
-    ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\noutput_tokens = {mean = 8}\nrequests = 2.0\nconcurrency = [1]\n",
-     "--perf-workloads: {path}: workload 'w': field 'requests': expected integer, got number 2.0"),
-    ("perf_workloads", "[workload.w]\ninput_tokens = {mean = 8}\nrequests = 1\nconcurrency = [1]\n",
-     "--perf-workloads: {path}: workload 'w': missing field 'output_tokens' (table)"),
-    ("perf_budgets", None, "--perf-budgets: {path}: file not found"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "option, text, message",
+    [
+        (
+            "perf_budgets",
+            '[[budget]]\nengine = "e"\nmin_output_tokens_per_s = "fast"\n',
+            "--perf-budgets: {path}: budget #1: field 'min_output_tokens_per_s': expected number, got string 'fast'",
+        ),
+        (
+            "perf_budgets",
+            '[[budget]]\nengine = "e"\ngpu = "H200"\n',
+            "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
+            "(allowed: deployment, engine, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, "
+            "min_output_tokens_per_s, min_throughput_ratio_vs_engine, min_throughput_rps, workload)",
+        ),
+        (
+            "perf_workloads",
+            "[workload.w]\ninput_tokens = {mean = 8}\noutput_tokens = {mean = 8}\nrequests = 2.0\nconcurrency = [1]\n",
+            "--perf-workloads: {path}: workload 'w': field 'requests': expected integer, got number 2.0",
+        ),
+        (
+            "perf_workloads",
+            "[workload.w]\ninput_tokens = {mean = 8}\nrequests = 1\nconcurrency = [1]\n",
+            "--perf-workloads: {path}: workload 'w': missing field 'output_tokens' (table)",
+        ),
+        ("perf_budgets", None, "--perf-budgets: {path}: file not found"),
+    ],
+)
 def test_a_schema_error_in_a_users_file_is_one_line_naming_the_file_and_the_field(tmp_path, option, text, message):
     path = tmp_path / "mine.toml"
     if text is not None:
@@ -169,14 +205,18 @@ def test_a_broken_budgets_file_stops_the_run_with_one_usage_error_line(project):
     result = project.runpytest_subprocess("--perf-budgets", "mine.toml", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert [line for line in result.stderr.lines if line.strip()] == [
-        "ERROR: --perf-budgets: mine.toml: budget #2: field 'max_ttft_p99_ms': expected number, got string '5 s'"]  # fmt: skip
+        "ERROR: --perf-budgets: mine.toml: budget #2: field 'max_ttft_p99_ms': expected number, got string '5 s'"
+    ]
 
 
 def test_the_gpu_workloads_take_256_requests_of_the_stated_lengths():
     workloads = load_workloads(FIXTURES / "perf_workloads.toml")
     shapes = {name: (w.input_tokens, w.output_tokens) for name, w in workloads.items() if name.startswith("gpu")}
-    assert shapes == {"gpu": (Lengths(512), Lengths(512)), "gpu-prefill": (Lengths(2048), Lengths(128)),
-                      "gpu-decode": (Lengths(128), Lengths(512))}  # fmt: skip
+    assert shapes == {
+        "gpu": (Lengths(512), Lengths(512)),
+        "gpu-prefill": (Lengths(2048), Lengths(128)),
+        "gpu-decode": (Lengths(128), Lengths(512)),
+    }
     for name in shapes:
         assert workloads[name].requests == 256 and workloads[name].fixed_output
         assert [point for point, _ in workloads[name].load_points()] == ["concurrency=4", "concurrency=16", "concurrency=64"]
@@ -184,14 +224,28 @@ def test_the_gpu_workloads_take_256_requests_of_the_stated_lengths():
     assert {(len(r.input_ids), r.max_tokens) for r in requests} == {(2048, 128)}
 
 
-JUDGED = {"hardware": "cpu", "image": "local", "budget_file": "fixtures/perf_budgets.toml", "judged": True,
-          "budget": {"min_output_tokens_per_s": "ok", "max_latency_p99_ms": "ok", "max_ttft_p99_ms": "ok"},
-          "budget_match": Budget(engine="smollm2-135m", deployment="inflight", hardware="cpu", image="local").match(2),
-          "throughput_rps": 1.5, "output_tokens_per_s": 48.0, "latency_ms": {"p50": 900.0, "p99": 2100.0},
-          "ttft_ms": {"p50": 80.0}, "itl_ms": {"p50": 25.0}}  # fmt: skip
-NOT_JUDGED = dict(JUDGED, hardware="NVIDIA H200", image="24.09-trtllm", budget_file="/tmp/mybudgets.toml",
-                  judged=False, budget_match=None,
-                  budget="none for hardware NVIDIA H200, image 24.09-trtllm: measured, not judged")  # fmt: skip
+JUDGED = {
+    "hardware": "cpu",
+    "image": "local",
+    "budget_file": "fixtures/perf_budgets.toml",
+    "judged": True,
+    "budget": {"min_output_tokens_per_s": "ok", "max_latency_p99_ms": "ok", "max_ttft_p99_ms": "ok"},
+    "budget_match": Budget(engine="smollm2-135m", deployment="inflight", hardware="cpu", image="local").match(2),
+    "throughput_rps": 1.5,
+    "output_tokens_per_s": 48.0,
+    "latency_ms": {"p50": 900.0, "p99": 2100.0},
+    "ttft_ms": {"p50": 80.0},
+    "itl_ms": {"p50": 25.0},
+}
+NOT_JUDGED = dict(
+    JUDGED,
+    hardware="NVIDIA H200",
+    image="24.09-trtllm",
+    budget_file="/tmp/mybudgets.toml",
+    judged=False,
+    budget_match=None,
+    budget="none for hardware NVIDIA H200, image 24.09-trtllm: measured, not judged",
+)
 
 
 def test_a_judged_load_point_names_its_budget_and_how_it_fared():
@@ -204,7 +258,8 @@ def test_a_judged_load_point_names_its_budget_and_how_it_fared():
 
 def test_a_load_point_without_a_budget_says_it_was_not_judged_for_which_hardware_in_which_file():
     assert perf_verdict(NOT_JUDGED) == (
-        "not judged: no budget for hardware 'NVIDIA H200', image '24.09-trtllm' in /tmp/mybudgets.toml")  # fmt: skip
+        "not judged: no budget for hardware 'NVIDIA H200', image '24.09-trtllm' in /tmp/mybudgets.toml"
+    )
     failed = {k: v for k, v in JUDGED.items() if k not in ("judged", "budget_match", "budget")}
     assert perf_verdict(failed) == "not judged: the load point failed before its budget check"
 
@@ -212,8 +267,19 @@ def test_a_load_point_without_a_budget_says_it_was_not_judged_for_which_hardware
 def test_the_summary_has_a_budget_row_per_load_point_with_its_hardware():
     lines = perf_lines({"smollm2-135m:inflight": {"concurrency=8": JUDGED}, "llama-8b:inflight": {"concurrency=64": NOT_JUDGED}})
     rows = [line.split() for line in lines]
-    assert ["smollm2-135m:inflight", "concurrency=8", "cpu", "judged", "by", "budget", "#2",
-            "[smollm2-135m.inflight.cpu.local]:", "ok", "not", "compared"] in rows  # fmt: skip
+    assert [
+        "smollm2-135m:inflight",
+        "concurrency=8",
+        "cpu",
+        "judged",
+        "by",
+        "budget",
+        "#2",
+        "[smollm2-135m.inflight.cpu.local]:",
+        "ok",
+        "not",
+        "compared",
+    ] in rows
     assert ["llama-8b:inflight", "concurrency=64", "NVIDIA", "H200", "not", "judged:"] == rows[-4][:6]
     assert lines[-3:-1] == ["perf budgets: /tmp/mybudgets.toml", "perf budgets: fixtures/perf_budgets.toml"]
     assert lines[-1] == "perf judged by: budgets (1 of 2 load points)"  # a nightly summary says whether anything did
@@ -236,31 +302,48 @@ def test_with_slos_the_summary_shows_goodput_per_load_point():
     goodput = {"slos": {"ttft_ms": 500.0, "itl_ms.p50": 50.0}, "good": 9, "total": 12, "fraction": 0.75, "goodput_rps": 1.5}
     lines = perf_lines({"smollm2-135m:inflight": {"concurrency=4": {**JUDGED, "goodput": goodput}}})
     header = next(line for line in lines if "goodput req/s" in line)
-    assert lines[lines.index(header) + 2].split() == ["smollm2-135m:inflight", "concurrency=4", "ttft_ms", "<=", "500,",
-                                                      "itl_ms.p50", "<=", "50", "9/12", "75.0%", "1.5"]  # fmt: skip
+    assert lines[lines.index(header) + 2].split() == [
+        "smollm2-135m:inflight",
+        "concurrency=4",
+        "ttft_ms",
+        "<=",
+        "500,",
+        "itl_ms.p50",
+        "<=",
+        "50",
+        "9/12",
+        "75.0%",
+        "1.5",
+    ]
 
 
 def test_budgets_match_the_gpu_class_or_the_cpu_core_count_and_the_closest_hardware_wins():
-    budgets = [Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
-               Budget(engine="e", hardware="cpu-2", min_output_tokens_per_s=10.0),
-               Budget(engine="e", hardware="h200", min_output_tokens_per_s=500.0),
-               Budget(engine="e", hardware="NVIDIA H200", min_output_tokens_per_s=600.0)]  # fmt: skip
+    budgets = [
+        Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
+        Budget(engine="e", hardware="cpu-2", min_output_tokens_per_s=10.0),
+        Budget(engine="e", hardware="h200", min_output_tokens_per_s=500.0),
+        Budget(engine="e", hardware="NVIDIA H200", min_output_tokens_per_s=600.0),
+    ]
     ident = dict(engine="e", deployment="v1", image="local", load_point="concurrency=1")
     assert find_budget(budgets, **ident, hardware="cpu", hardware_class=hardware_class("cpu", 2)) is budgets[1]
     assert find_budget(budgets, **ident, hardware="cpu", hardware_class=hardware_class("cpu", 16)) is budgets[0]
     assert find_budget(budgets, **ident, hardware="NVIDIA H200", hardware_class="h200") is budgets[3]
     assert find_budget(budgets[:3], **ident, hardware="NVIDIA H200", hardware_class="h200") is budgets[2]
     assert find_budget(budgets[:3], **ident, hardware="NVIDIA A100-SXM4-80GB", hardware_class="a100") is None
-    assert [hardware_class(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4")] == \
-        ["h100", "a100", "l4", "t4"]  # fmt: skip
+    assert [hardware_class(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4")] == [
+        "h100",
+        "a100",
+        "l4",
+        "t4",
+    ]
 
 
 def test_a_budget_for_one_workload_does_not_judge_the_same_load_point_of_another():
-    budgets = [Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
-               Budget(engine="e", hardware="cpu-2", load_point="concurrency=1", workload="default",
-                      min_output_tokens_per_s=18.0)]  # fmt: skip
-    ident = dict(engine="e", deployment="v1", image="local", load_point="concurrency=1", hardware="cpu",
-                 hardware_class="cpu-2")  # fmt: skip
+    budgets = [
+        Budget(engine="e", hardware="cpu", min_output_tokens_per_s=4.0),
+        Budget(engine="e", hardware="cpu-2", load_point="concurrency=1", workload="default", min_output_tokens_per_s=18.0),
+    ]
+    ident = dict(engine="e", deployment="v1", image="local", load_point="concurrency=1", hardware="cpu", hardware_class="cpu-2")
     assert find_budget(budgets, **ident, workload="default") is budgets[1]
     assert find_budget(budgets, **ident, workload="smoke") is budgets[0]
     assert find_budget(budgets, **ident) is budgets[0]  # the migration gate names no workload
@@ -311,8 +394,9 @@ def test_against_a_reference_in_the_same_rounds_what_slows_both_sides_cancels_an
     reference = rounds(100, 50, 102, 49, 101, 98)
     clean = rule.paired(reference, rounds(99, 51, 100, 50, 103, 97))
     assert clean["regression"] is None and clean["ratios"] == [0.99, 1.02, 0.9804, 1.0204, 1.0198, 0.9898]
-    assert clean["power"] == (f"output_tokens_per_s: catches {clean['detectable_pct']:.1f}% or worse with power 0.8 "
-                              "(6 interleaved rounds)")  # fmt: skip
+    assert clean["power"] == (
+        f"output_tokens_per_s: catches {clean['detectable_pct']:.1f}% or worse with power 0.8 (6 interleaved rounds)"
+    )
     assert clean["detectable_pct"] < 20
     slow = rule.paired(reference, rounds(80, 41, 81, 39, 80, 79))
     assert slow["regression"].startswith("output_tokens_per_s dropped 19.9% against the reference (round ratios 0.8, 0.82,")
@@ -324,12 +408,16 @@ def test_against_a_reference_in_the_same_rounds_what_slows_both_sides_cancels_an
     assert ttft.paired(times(100, 200, 100), times(130, 262, 129))["regression"].startswith("ttft_ms.p50 rose 30.")
     assert ttft.paired(times(100, 200, 100), times(105, 209, 104))["regression"] is None
     assert rule.paired(rounds(100), rounds(50))["regression"] == (
-        "output_tokens_per_s: 1 rounds with a value on both sides, 2 needed")  # fmt: skip
+        "output_tokens_per_s: 1 rounds with a value on both sides, 2 needed"
+    )
 
 
 def test_perf_against_needs_rounds_and_a_rule_and_excludes_a_saved_baseline(tmp_path):
-    with pytest.raises(OptionError, match=r"^--perf-against e:v needs --perf-repeats 2 or more .* and at least one "
-                                          r"--perf-compare-fail METRIC:PCT$"):  # fmt: skip
+    with pytest.raises(
+        OptionError,
+        match=r"^--perf-against e:v needs --perf-repeats 2 or more .* and at least one "
+        r"--perf-compare-fail METRIC:PCT$",
+    ):
         perf_options(perf_against="e:v", perf_compare_fail=["output_tokens_per_s:10"])
     with pytest.raises(OptionError, match="needs --perf-repeats 2 or more"):
         perf_options(perf_against="e:v", perf_repeats=4)
@@ -339,27 +427,46 @@ def test_perf_against_needs_rounds_and_a_rule_and_excludes_a_saved_baseline(tmp_
     assert options.against == "e:v" and options.fail_rules == (FailRule("output_tokens_per_s", 10.0),)
     save_baseline(tmp_path / "b.json", {}, {})
     with pytest.raises(OptionError, match="^--perf-against and --perf-compare: judge against a live reference or a saved"):
-        perf_options(perf_against="e:v", perf_repeats=4, perf_compare=str(tmp_path / "b.json"),
-                     perf_compare_fail=["output_tokens_per_s:10"])  # fmt: skip
+        perf_options(
+            perf_against="e:v",
+            perf_repeats=4,
+            perf_compare=str(tmp_path / "b.json"),
+            perf_compare_fail=["output_tokens_per_s:10"],
+        )
 
 
 def test_goodput_counts_requests_within_every_slo_and_failed_ones_count_against_it():
     def record(ttft, gaps, error=None):
-        r = RequestRecord(0, sent=0.0, streamed=True, token_times=[ttft] + [ttft + sum(gaps[: i + 1]) for i in range(len(gaps))],
-                          done=1.0, error=error)  # fmt: skip
+        r = RequestRecord(
+            0,
+            sent=0.0,
+            streamed=True,
+            token_times=[ttft] + [ttft + sum(gaps[: i + 1]) for i in range(len(gaps))],
+            done=1.0,
+            error=error,
+        )
         return r
+
     records = [record(0.2, [0.03, 0.03]), record(0.6, [0.03]), record(0.1, [0.08, 0.09]), record(0.1, [0.01], error="x")]
     slos = parse_slos(["ttft_ms:500", "itl_ms.p50:50"])
     assert judge_goodput(records, slos, duration_s=2.0) == {
-        "slos": {"ttft_ms": 500.0, "itl_ms.p50": 50.0}, "good": 1, "total": 4, "fraction": 0.25, "goodput_rps": 0.5}  # fmt: skip
+        "slos": {"ttft_ms": 500.0, "itl_ms.p50": 50.0},
+        "good": 1,
+        "total": 4,
+        "fraction": 0.25,
+        "goodput_rps": 0.5,
+    }
     with pytest.raises(ValueError, match="a per-request metric is one of ttft_ms, itl_ms, latency_ms"):
         parse_slos(["tokens_per_s:5"])
 
 
 def test_the_summary_says_when_repeats_leave_a_budget_inconclusive():
-    entry = {"judged": True, "budget_match": {"entry": 2, "engine": "e", "deployment": "*", "hardware": "cpu-2",
-             "image": "*", "load_point": "*"}, "budget": {"min_output_tokens_per_s": "inconclusive",
-             "max_latency_p99_ms": "ok"}, "runs": [{}, {}, {}]}  # fmt: skip
+    entry = {
+        "judged": True,
+        "budget_match": {"entry": 2, "engine": "e", "deployment": "*", "hardware": "cpu-2", "image": "*", "load_point": "*"},
+        "budget": {"min_output_tokens_per_s": "inconclusive", "max_latency_p99_ms": "ok"},
+        "runs": [{}, {}, {}],
+    }
     assert perf_verdict(entry) == "judged by budget #2 [e.*.cpu-2]: inconclusive min_output_tokens_per_s (3 runs)"
 
 
@@ -371,19 +478,27 @@ def test_a_baseline_of_another_workload_or_hardware_is_refused_and_another_image
     refused, _ = comparable(base, dict(base, workload="smoke", hardware="NVIDIA H200"))
     assert refused == "workload 'default' (baseline) vs 'smoke'; hardware 'cpu' (baseline) vs 'NVIDIA H200'"
     assert comparable(base, dict(base, image="26.07-trtllm", engine_digest="b")) == (
-        None, ["image 24.09-trtllm -> 26.07-trtllm", "engine_digest a -> b"])  # fmt: skip
+        None,
+        ["image 24.09-trtllm -> 26.07-trtllm", "engine_digest a -> b"],
+    )
 
 
 def test_the_summary_says_what_a_baseline_compare_decided_and_could_catch():
     from pytest_triton_llm.terminal import compare_verdict
 
     assert compare_verdict(JUDGED) == "not compared"
-    compared = {"baseline": "b.json", "differs": ["image 24.09 -> 26.07"], "regressions": [],
-                "power": ["output_tokens_per_s: catches 14.2% or worse with power 0.8"]}  # fmt: skip
+    compared = {
+        "baseline": "b.json",
+        "differs": ["image 24.09 -> 26.07"],
+        "regressions": [],
+        "power": ["output_tokens_per_s: catches 14.2% or worse with power 0.8"],
+    }
     assert compare_verdict(dict(JUDGED, compared=compared)) == (
-        "ok (across image 24.09 -> 26.07); output_tokens_per_s: catches 14.2% or worse with power 0.8")  # fmt: skip
+        "ok (across image 24.09 -> 26.07); output_tokens_per_s: catches 14.2% or worse with power 0.8"
+    )
     regressed = dict(compared, differs=[], regressions=["output_tokens_per_s dropped 21.0%"])
     assert compare_verdict(dict(JUDGED, compared=regressed)).startswith("REGRESSED: output_tokens_per_s dropped 21.0%; ")
     live = {"against": "e:v (reference)", "rounds": 6, "regressions": [], "power": ["output_tokens_per_s: catches 9%"]}
     assert compare_verdict(dict(JUDGED, compared=live)) == (
-        "ok against e:v (reference) (6 interleaved rounds); output_tokens_per_s: catches 9%")  # fmt: skip
+        "ok against e:v (reference) (6 interleaved rounds); output_tokens_per_s: catches 9%"
+    )

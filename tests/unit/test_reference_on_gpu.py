@@ -18,9 +18,15 @@ def engine_dir(tmp_path_factory):
     if not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU: torch sees no CUDA device")
     config = transformers.LlamaConfig(
-        vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.5,  # peaked logits: no greedy ties
-    )  # fmt: skip
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.5,  # peaked logits: no greedy ties
+    )
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("tiny-engine")
     transformers.LlamaForCausalLM(config).save_pretrained(path)
@@ -30,9 +36,10 @@ def engine_dir(tmp_path_factory):
 
 
 def requests():
-    return [GenerationRequest([5, 6, 7, 8], 12, end_id=-1),
-            GenerationRequest([9, 3], 12, end_id=-1, sampling=Sampling(top_k=5, temperature=0.8, seed=3,
-                                                                     repetition_penalty=1.3))]  # fmt: skip
+    return [
+        GenerationRequest([5, 6, 7, 8], 12, end_id=-1),
+        GenerationRequest([9, 3], 12, end_id=-1, sampling=Sampling(top_k=5, temperature=0.8, seed=3, repetition_penalty=1.3)),
+    ]
 
 
 def test_the_engine_loads_on_the_gpu_and_decodes_as_on_the_cpu(engine_dir, monkeypatch):

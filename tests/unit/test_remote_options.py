@@ -30,18 +30,20 @@ def test_grpcs_means_tls_and_https_by_default_and_a_bare_host_port_means_grpc():
 
 
 def test_headers_are_sent_but_never_shown():
-    e = remote_options("grpc://t:8001", None, None, ["Authorization: Bearer s3cr3t", "X-Team:  ml "], None, None,
-                       False).endpoints  # fmt: skip
+    e = remote_options("grpc://t:8001", None, None, ["Authorization: Bearer s3cr3t", "X-Team:  ml "], None, None, False).endpoints
     assert e.header_dict() == {"authorization": "Bearer s3cr3t", "x-team": "ml"}
     assert e.grpc_metadata() == (("authorization", "Bearer s3cr3t"), ("x-team", "ml"))
     assert "s3cr3t" not in repr(e)
 
 
-@pytest.mark.parametrize("url, headers, message", [
-    ("http://t:8001", [], "--triton-url http://...: give grpc:// or grpcs:// (TLS)"),
-    ("grpc://me:pw@t:8001", [], "--triton-url: no credentials in the URL; send them with --triton-header 'NAME: VALUE'"),
-    ("grpc://t:8001", ["Bearer s3cr3t"], "--triton-header number 1: expected 'NAME: VALUE'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "url, headers, message",
+    [
+        ("http://t:8001", [], "--triton-url http://...: give grpc:// or grpcs:// (TLS)"),
+        ("grpc://me:pw@t:8001", [], "--triton-url: no credentials in the URL; send them with --triton-header 'NAME: VALUE'"),
+        ("grpc://t:8001", ["Bearer s3cr3t"], "--triton-header number 1: expected 'NAME: VALUE'"),
+    ],
+)
 def test_refusals_say_what_to_fix_without_echoing_a_secret(url, headers, message):
     with pytest.raises(OptionError) as caught:
         remote_options(url, None, None, headers, None, None, False)
@@ -88,8 +90,11 @@ class FakeServer:
 
 
 def remote_runtime(monkeypatch, tmp_path, configs: dict):
-    runtime = RemoteRuntime(remote_options("grpc://t:8001", None, None, [], None, str(tmp_path), False),
-                            {"version": "2.51.0"}, Progress(lambda _: None))  # fmt: skip
+    runtime = RemoteRuntime(
+        remote_options("grpc://t:8001", None, None, [], None, str(tmp_path), False),
+        {"version": "2.51.0"},
+        Progress(lambda _: None),
+    )
     (tmp_path / "tokenizer.json").write_text("{}")  # --tokenizer: a directory holding one
     server = FakeServer(configs)
     monkeypatch.setattr(runtime, "_get", server.get)
@@ -104,24 +109,42 @@ def rendered(tmp_path, backend: str, batching: str = "inflight", layout: str | N
     from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Source
 
     options = Deployment(batching=batching, decoupled=batching == "inflight", layout=layout)
-    engine = Engine(backend=backend, source=Source(file="w.gguf", sha256="0" * 64, pypi="x==1"), dtype="float32",
-                    max_batch_size=4, max_input_len=64, max_output_len=16, deployments={"d": options})  # fmt: skip
+    engine = Engine(
+        backend=backend,
+        source=Source(file="w.gguf", sha256="0" * 64, pypi="x==1"),
+        dtype="float32",
+        max_batch_size=4,
+        max_input_len=64,
+        max_output_len=16,
+        deployments={"d": options},
+    )
     ref = DeploymentRef("tiny", engine, "d", options)
     out = tmp_path / f"repo-{backend}-{batching}-{layout}"
-    repo = backend_of(backend).render(ref, BuiltEngine("tiny", tmp_path / "nowhere", {"digest": "0" * 64}, True, 0.0),
-                                      out, "2.51.0", "/engines/tiny")  # fmt: skip
+    repo = backend_of(backend).render(
+        ref, BuiltEngine("tiny", tmp_path / "nowhere", {"digest": "0" * 64}, True, 0.0), out, "2.51.0", "/engines/tiny"
+    )
     return {p.parent.name: p.read_text() for p in repo.glob("*/config.pbtxt")}
 
 
 def upstream_python_tensorrt_llm() -> str:
     """Upstream's own tensorrt_llm config of v0.14.0 on its python backend (TensorRT-LLM's python model.py), filled as
     a user fills it."""
-    values = {"triton_backend": "python", "triton_max_batch_size": "4", "decoupled_mode": "true",
-              "batching_strategy": "inflight_fused_batching", "engine_dir": "/engines/x", "max_queue_delay_microseconds": "0",
-              "max_beam_width": "1", "exclude_input_in_output": "true", "encoder_input_features_data_type": "TYPE_FP16",
-              "logits_datatype": "TYPE_FP32", "prompt_embedding_table_data_type": "TYPE_FP16"}  # fmt: skip
-    text = fill_like_upstream((UPSTREAM / "all_models" / "inflight_batcher_llm" / "tensorrt_llm" / "config.pbtxt").read_text(),
-                              values)  # fmt: skip
+    values = {
+        "triton_backend": "python",
+        "triton_max_batch_size": "4",
+        "decoupled_mode": "true",
+        "batching_strategy": "inflight_fused_batching",
+        "engine_dir": "/engines/x",
+        "max_queue_delay_microseconds": "0",
+        "max_beam_width": "1",
+        "exclude_input_in_output": "true",
+        "encoder_input_features_data_type": "TYPE_FP16",
+        "logits_datatype": "TYPE_FP32",
+        "prompt_embedding_table_data_type": "TYPE_FP16",
+    }
+    text = fill_like_upstream(
+        (UPSTREAM / "all_models" / "inflight_batcher_llm" / "tensorrt_llm" / "config.pbtxt").read_text(), values
+    )
     return "\n".join(line for line in text.splitlines() if "${" not in line)
 
 
@@ -156,8 +179,9 @@ def test_a_tensorrt_llm_without_gpt_model_type_is_refused_not_taken_for_v1(monke
 
 
 @pytest.mark.parametrize("batching, decoupled, error", [("inflight", True, None), ("v1", False, "v1 decoupled=False")])
-def test_a_lock_deployment_pinned_to_the_url_gives_the_limits_the_server_does_not_show(tmp_path, monkeypatch, batching,
-                                                                                       decoupled, error):  # fmt: skip
+def test_a_lock_deployment_pinned_to_the_url_gives_the_limits_the_server_does_not_show(
+    tmp_path, monkeypatch, batching, decoupled, error
+):
     (tmp_path / "my.lock").write_text(LOCK.format(zeros="0" * 64))
     lock = load_lock(tmp_path / "my.lock")
     runtime = remote_runtime(monkeypatch, tmp_path, rendered(tmp_path, "reference", batching))

@@ -24,5 +24,7 @@ def test_workers_reports_merge_into_one():
     assert [t["nodeid"] for t in document["tests"]] == ["t1", "t2"] and document["summary"] == {"passed": 2}
     assert document["seen_by_e:v1"] and document["seen_by_e:inflight"]
     assert document["run"]["startup_s"] == 5.0 and document["run"]["first_test_s"] == 6.0  # the earliest worker's
-    assert controller.perf_results() == {"e:v1": {"concurrency=1": {"output_tokens_per_s": 10.0}},
-                                         "e:inflight": {"concurrency=1": {"output_tokens_per_s": 10.0}}}  # fmt: skip
+    assert controller.perf_results() == {
+        "e:v1": {"concurrency=1": {"output_tokens_per_s": 10.0}},
+        "e:inflight": {"concurrency=1": {"output_tokens_per_s": 10.0}},
+    }

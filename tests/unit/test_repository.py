@@ -114,13 +114,23 @@ def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp
     ref = load_lock(tmp_path / "engines.lock").deployments()["smollm2-135m:inflight"]
     options = trtllm_build_options(ref.engine, NEWEST_IMAGE)
     assert options[options.index("--lora_plugin") :] == [
-        "--lora_plugin", "float32",
-        "--lora_target_modules", "attn_q", "attn_v", "attn_dense",
-        "--max_lora_rank", "16",
-    ]  # fmt: skip
+        "--lora_plugin",
+        "float32",
+        "--lora_target_modules",
+        "attn_q",
+        "attn_v",
+        "attn_dense",
+        "--max_lora_rank",
+        "16",
+    ]
     assert options[: options.index("--gpt_attention_plugin")] == [
-        "--max_batch_size", "16", "--max_input_len", "1024", "--max_seq_len", "1280",
-    ]  # fmt: skip
+        "--max_batch_size",
+        "16",
+        "--max_input_len",
+        "1024",
+        "--max_seq_len",
+        "1280",
+    ]
     engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
     repo = backend_of(ref.engine.backend).render(ref, engine, tmp_path / "repo", TRITON, None)
     config = parse(repo, "tensorrt_llm")

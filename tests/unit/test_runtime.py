@@ -89,8 +89,14 @@ def test_pidfiles_of_another_pid_namespace_are_never_signalled(tmp_path):
     (tmp_path / "run").mkdir()
     victim = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        info = {"pid": victim.pid, "pgid": victim.pid, "label": "in a container", "owner_pid": 999999,
-                "owner_start": "1", "pid_namespace": "4026599999"}  # fmt: skip
+        info = {
+            "pid": victim.pid,
+            "pgid": victim.pid,
+            "label": "in a container",
+            "owner_pid": 999999,
+            "owner_start": "1",
+            "pid_namespace": "4026599999",
+        }
         (tmp_path / "run" / f"4026599999-{victim.pid}.json").write_text(json.dumps(info))
         assert reap_orphans(tmp_path / "run", Progress(lambda _: None)) == 0
         assert victim.poll() is None and (tmp_path / "run" / f"4026599999-{victim.pid}.json").exists()

@@ -23,9 +23,18 @@ ENGINE_DIR = "/engines/tiny"  # where a container would mount the engine
 EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 # what the plugin's python pre/postprocessing models return (reference_backend/models/{pre,post}processing)
 PREPROCESSING_OUTPUTS = {
-    "INPUT_ID", "REQUEST_INPUT_LEN", "DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN", "BAD_WORDS_IDS", "STOP_WORDS_IDS",
-    "EMBEDDING_BIAS", "REQUEST_OUTPUT_LEN", "OUT_END_ID", "OUT_PAD_ID", "OUT_PROMPT_TABLE_EXTRA_IDS",
-}  # fmt: skip
+    "INPUT_ID",
+    "REQUEST_INPUT_LEN",
+    "DECODER_INPUT_ID",
+    "REQUEST_DECODER_INPUT_LEN",
+    "BAD_WORDS_IDS",
+    "STOP_WORDS_IDS",
+    "EMBEDDING_BIAS",
+    "REQUEST_OUTPUT_LEN",
+    "OUT_END_ID",
+    "OUT_PAD_ID",
+    "OUT_PROMPT_TABLE_EXTRA_IDS",
+}
 POSTPROCESSING_OUTPUTS = {"OUTPUT"}
 
 
@@ -152,11 +161,24 @@ def test_triton_2_45_tensorrtllm_backend_v0_9(tmp_path):
     assert inputs["lora_task_id"].optional and dtype(inputs["lora_task_id"]) == "TYPE_UINT64"
     assert not inputs["request_output_len"].HasField("reshape")
     assert {"min_length", "random_seed", "stop", "streaming"} <= set(inputs)
-    for later in ("num_return_sequences", "decoder_input_ids", "prompt_table_extra_ids", "exclude_input_in_output",
-                  "draft_acceptance_threshold", "min_tokens", "seed"):  # fmt: skip
+    for later in (
+        "num_return_sequences",
+        "decoder_input_ids",
+        "prompt_table_extra_ids",
+        "exclude_input_in_output",
+        "draft_acceptance_threshold",
+        "min_tokens",
+        "seed",
+    ):
         assert later not in inputs
-    assert set(outputs) == {"output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "context_logits",
-                            "generation_logits"}  # fmt: skip
+    assert set(outputs) == {
+        "output_ids",
+        "sequence_length",
+        "cum_log_probs",
+        "output_log_probs",
+        "context_logits",
+        "generation_logits",
+    }
     # log probs and logits reach the ensemble straight from tensorrt_llm (upstream: through postprocessing)
     step = {s.model_name: s for s in configs["ensemble"].ensemble_scheduling.step}
     assert step["tensorrt_llm"].output_map["cum_log_probs"] == "cum_log_probs"

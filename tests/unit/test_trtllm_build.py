@@ -34,13 +34,26 @@ def test_the_build_container_mounts_the_checkpoint_read_only_and_names_the_token
     monkeypatch.setenv("HF_TOKEN", "hf_planted_secret")
     spec = container_executor(tag).spec(Path("/ckpt"), Path("/cache/engines/.build-1"), Path("/cache/engines/.w"), "b1")
     assert spec.docker_run_argv() == [
-        "docker", "run", "--detach", "--name", "b1", "--shm-size=2g",
-        "--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864", "--gpus", "all",
-        "--volume=/ckpt:/checkpoint:ro", "--volume=/cache/engines/.w:/work:rw",
-        "--volume=/cache/engines/.build-1:/engine:rw", "--env=HF_TOKEN",
-        "--label=io.github.pytest-triton-llm=build", "--label=io.github.pytest-triton-llm.owner=host:1:2",
-        f"nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3", "sleep", "infinity",
-    ]  # fmt: skip
+        "docker",
+        "run",
+        "--detach",
+        "--name",
+        "b1",
+        "--shm-size=2g",
+        "--ulimit=memlock=-1:-1",
+        "--ulimit=stack=67108864:67108864",
+        "--gpus",
+        "all",
+        "--volume=/ckpt:/checkpoint:ro",
+        "--volume=/cache/engines/.w:/work:rw",
+        "--volume=/cache/engines/.build-1:/engine:rw",
+        "--env=HF_TOKEN",
+        "--label=io.github.pytest-triton-llm=build",
+        "--label=io.github.pytest-triton-llm.owner=host:1:2",
+        f"nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3",
+        "sleep",
+        "infinity",
+    ]
     assert spec.sdk_kwargs()["environment"] == {"HF_TOKEN": "hf_planted_secret"}  # the value goes by the API only
 
 
@@ -55,33 +68,95 @@ def test_the_build_container_takes_chosen_gpus_and_a_mounted_examples_checkout()
 def local_commands(tag, tmp_path):
     entry = load_compat().entry(tag)
     executor = LocalExecutor(entry, entry.tensorrt_llm, tmp_path / "examples")
-    engine = Engine(backend="tensorrtllm", source=Source(path="/models/llama", file="m.safetensors", sha256="0" * 64),
-                    dtype="float16", max_batch_size=8, max_input_len=2048, max_output_len=512)  # fmt: skip
+    engine = Engine(
+        backend="tensorrtllm",
+        source=Source(path="/models/llama", file="m.safetensors", sha256="0" * 64),
+        dtype="float16",
+        max_batch_size=8,
+        max_input_len=2048,
+        max_output_len=512,
+    )
     with executor.session(Path("/models/llama"), tmp_path / "out", tmp_path / "work") as (paths, _, where):
         assert where == f"local subprocesses of {sys.executable} (tensorrt_llm {entry.tensorrt_llm})"
         return build_commands(engine, entry, paths)
 
 
 def test_tensorrt_llm_0_7_builds_locally_with_build_py_into_the_engine_directory(tmp_path):
-    assert local_commands("24.01", tmp_path) == [[
-        sys.executable, f"{tmp_path}/examples/llama/build.py", "--model_dir", "/models/llama", "--dtype", "float16",
-        "--use_gpt_attention_plugin", "float16", "--use_gemm_plugin", "float16",
-        "--remove_input_padding", "--paged_kv_cache", "--enable_context_fmha", "--use_inflight_batching",
-        "--max_batch_size", "8", "--max_input_len", "2048", "--max_output_len", "512",
-        "--world_size", "1", "--tp_size", "1", "--pp_size", "1", "--output_dir", f"{tmp_path}/out",
-    ]]  # fmt: skip
+    assert local_commands("24.01", tmp_path) == [
+        [
+            sys.executable,
+            f"{tmp_path}/examples/llama/build.py",
+            "--model_dir",
+            "/models/llama",
+            "--dtype",
+            "float16",
+            "--use_gpt_attention_plugin",
+            "float16",
+            "--use_gemm_plugin",
+            "float16",
+            "--remove_input_padding",
+            "--paged_kv_cache",
+            "--enable_context_fmha",
+            "--use_inflight_batching",
+            "--max_batch_size",
+            "8",
+            "--max_input_len",
+            "2048",
+            "--max_output_len",
+            "512",
+            "--world_size",
+            "1",
+            "--tp_size",
+            "1",
+            "--pp_size",
+            "1",
+            "--output_dir",
+            f"{tmp_path}/out",
+        ]
+    ]
 
 
 @pytest.mark.parametrize(("tag", "llama"), [("24.09", "llama"), (NEWEST, "models/core/llama")])
 def test_tensorrt_llm_0_13_and_the_newest_convert_then_trtllm_build_locally(tag, llama, tmp_path):
     assert local_commands(tag, tmp_path) == [
-        [sys.executable, f"{tmp_path}/examples/{llama}/convert_checkpoint.py", "--model_dir", "/models/llama",
-         "--output_dir", f"{tmp_path}/work", "--dtype", "float16", "--tp_size", "1", "--pp_size", "1"],
-        ["trtllm-build", "--checkpoint_dir", f"{tmp_path}/work", "--output_dir", f"{tmp_path}/out",
-         "--max_batch_size", "8", "--max_input_len", "2048", "--max_seq_len", "2560",
-         "--gpt_attention_plugin", "float16", "--gemm_plugin", "float16", "--remove_input_padding", "enable",
-         "--context_fmha", "enable", "--kv_cache_type", "paged"],
-    ]  # fmt: skip
+        [
+            sys.executable,
+            f"{tmp_path}/examples/{llama}/convert_checkpoint.py",
+            "--model_dir",
+            "/models/llama",
+            "--output_dir",
+            f"{tmp_path}/work",
+            "--dtype",
+            "float16",
+            "--tp_size",
+            "1",
+            "--pp_size",
+            "1",
+        ],
+        [
+            "trtllm-build",
+            "--checkpoint_dir",
+            f"{tmp_path}/work",
+            "--output_dir",
+            f"{tmp_path}/out",
+            "--max_batch_size",
+            "8",
+            "--max_input_len",
+            "2048",
+            "--max_seq_len",
+            "2560",
+            "--gpt_attention_plugin",
+            "float16",
+            "--gemm_plugin",
+            "float16",
+            "--remove_input_padding",
+            "enable",
+            "--context_fmha",
+            "enable",
+            "--kv_cache_type",
+            "paged",
+        ],
+    ]
 
 
 def test_examples_are_found_where_given_or_named_in_the_error(tmp_path):
@@ -113,8 +188,10 @@ def fake_toolchain(tmp_path: Path, fail: str | None = None) -> Path:
 def build_local(cache, engine, entry, tensorrt_llm: str, examples):
     """The tensorrtllm backend's build as a local runtime offers it, with `tensorrt_llm` "installed" (a fake dist)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
-                      lambda: (tensorrt_llm, str(examples.parent / "tensorrt_llm")))  # fmt: skip
+        patch.setattr(
+            "pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
+            lambda: (tensorrt_llm, str(examples.parent / "tensorrt_llm")),
+        )
         site = BuildSite(entry=entry, examples=str(examples))
         return TensorrtllmBackend().build(cache, "llama", engine, False, lambda: site)
 
@@ -130,8 +207,7 @@ def toolchain(tmp_path, monkeypatch):
     (checkpoint / "tokenizer_config.json").write_text('{"tokenizer_class": "GPT2Tokenizer"}')
     (checkpoint / "config.json").write_text('{"model_type": "llama"}')
     source = Source(path=str(checkpoint), file="model.safetensors", sha256=hashlib.sha256(b"weights").hexdigest())
-    engine = Engine(backend="tensorrtllm", source=source, dtype="float16", max_batch_size=4, max_input_len=256,
-                    max_output_len=64)  # fmt: skip
+    engine = Engine(backend="tensorrtllm", source=source, dtype="float16", max_batch_size=4, max_input_len=256, max_output_len=64)
     return examples, engine
 
 
@@ -142,15 +218,22 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
     entry = load_compat().entry("24.09")
     built = build_local(cache, engine, entry, "0.13.0", examples)
     assert (built.path / "rank0.engine").read_text() == "engine\n"
-    assert built.manifest["builder"] == {"backend": "tensorrtllm", "builder_version": 2, "executor": "local",
-                                         "tensorrt_llm": "0.13.0", "compute_capability": "9.0"}  # fmt: skip
+    assert built.manifest["builder"] == {
+        "backend": "tensorrtllm",
+        "builder_version": 2,
+        "executor": "local",
+        "tensorrt_llm": "0.13.0",
+        "compute_capability": "9.0",
+    }
     # the checkpoint's tokenizer travels in the engine, beside (not over) the engine's own config.json
     assert built.manifest["tokenizer"] == "tokenizer" and built.tokenizer_path == built.path / "tokenizer"
     assert sorted(p.name for p in built.tokenizer_path.iterdir()) == ["config.json", "tokenizer_config.json"]
     assert "tokenizer/tokenizer_config.json" in built.manifest["files"]  # part of the digest
     assert (built.path / "config.json").read_text() == "{}\n"
     assert [c.split()[1 if c.startswith(sys.executable) else 0] for c in built.manifest["commands"]] == [
-        f"{examples}/llama/convert_checkpoint.py", "trtllm-build"]  # fmt: skip
+        f"{examples}/llama/convert_checkpoint.py",
+        "trtllm-build",
+    ]
     log = (built.path / "build.log").read_text()
     assert log.startswith(f"# local subprocesses of {sys.executable}") and "[TRT-LLM] building into" in log
     assert any("engine llama: [1/2] convert_checkpoint.py: done in" in line for line in said)

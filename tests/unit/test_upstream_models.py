@@ -20,8 +20,9 @@ from pytest_triton_llm.repository.stand_in import STAND_IN_PARAMETER
 
 ROOT = Path(__file__).resolve().parents[2]
 V0_14 = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"  # third-party test data, unmodified
-pytestmark = pytest.mark.skipif(not V0_14.is_dir(), reason="../shared/upstream (third-party test data) is not beside "
-                                                          "the checkout")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not V0_14.is_dir(), reason="../shared/upstream (third-party test data) is not beside the checkout"
+)
 ORIGIN = "upstream triton-inference-server/tensorrtllm_backend v0.14.0 (9958c21167e1)"
 
 
@@ -39,7 +40,10 @@ def test_a_checkout_given_by_trtllm_models_is_checked_and_copied_and_says_where_
     origin = code["tensorrt_llm_bls"](tmp_path / "bls")
     assert origin == f"{ORIGIN}, from --trtllm-models {V0_14}"
     assert sorted(p.relative_to(tmp_path / "bls").as_posix() for p in (tmp_path / "bls").rglob("*.py")) == [
-        "lib/decode.py", "lib/triton_decoder.py", "model.py"]  # fmt: skip
+        "lib/decode.py",
+        "lib/triton_decoder.py",
+        "model.py",
+    ]
     upstream_file = V0_14 / "all_models" / "inflight_batcher_llm" / "tensorrt_llm_bls" / "1" / "model.py"
     assert (tmp_path / "bls" / "model.py").read_bytes() == upstream_file.read_bytes()
 
@@ -87,29 +91,37 @@ def test_a_host_without_github_is_told_how_to_give_the_files_in_one_line(tmp_pat
     message = str(caught.value)
     assert "\n" not in message and message.endswith(
         "git clone --depth 1 --branch v0.14.0 https://github.com/triton-inference-server/tensorrtllm_backend.git and pass "
-        "--trtllm-models with its path")  # fmt: skip
+        "--trtllm-models with its path"
+    )
     assert not (tmp_path / "cache" / "upstream").exists() or not any((tmp_path / "cache" / "upstream").iterdir())
 
 
 def test_an_image_that_ships_the_models_gets_links_resolved_inside_its_container(tmp_path):
     code = upstream.model_code("1.2.1", tmp_path / "cache", Progress(), image_dir="/app/all_models/inflight_batcher_llm")
     origin = code["tensorrt_llm_bls"](tmp_path / "bls")
-    assert origin.startswith("the image's /app/all_models/inflight_batcher_llm/tensorrt_llm_bls (upstream "
-                             "NVIDIA/TensorRT-LLM")  # fmt: skip
+    assert origin.startswith("the image's /app/all_models/inflight_batcher_llm/tensorrt_llm_bls (upstream NVIDIA/TensorRT-LLM")
     assert (tmp_path / "bls" / "lib" / "decode.py").readlink() == Path(
-        "/app/all_models/inflight_batcher_llm/tensorrt_llm_bls/1/lib/decode.py")  # fmt: skip
+        "/app/all_models/inflight_batcher_llm/tensorrt_llm_bls/1/lib/decode.py"
+    )
 
 
 def test_a_rendered_tensorrtllm_repository_serves_upstreams_models_and_says_so(tmp_path):
     options = Deployment(batching="inflight", decoupled=True)
-    engine = Engine(backend="tensorrtllm", source=Source(file="w.safetensors", sha256="0" * 64, path="/ckpt"),
-                    dtype="float16", max_batch_size=8, max_input_len=256, max_output_len=64,
-                    deployments={"i": options})  # fmt: skip
+    engine = Engine(
+        backend="tensorrtllm",
+        source=Source(file="w.safetensors", sha256="0" * 64, path="/ckpt"),
+        dtype="float16",
+        max_batch_size=8,
+        max_input_len=256,
+        max_output_len=64,
+        deployments={"i": options},
+    )
     ref = DeploymentRef("tiny", engine, "i", options)
     built = BuiltEngine("tiny", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
     site = RenderSite(trtllm_models=str(V0_14))
     repo = backend_of("tensorrtllm").render(ref, built, tmp_path / "repo", "2.51.0", None, site)
-    assert rendered_code(repo) == dict.fromkeys(("preprocessing", "postprocessing", "tensorrt_llm_bls"),
-                                                f"{ORIGIN}, from --trtllm-models {V0_14}")  # fmt: skip
+    assert rendered_code(repo) == dict.fromkeys(
+        ("preprocessing", "postprocessing", "tensorrt_llm_bls"), f"{ORIGIN}, from --trtllm-models {V0_14}"
+    )
     assert not any(STAND_IN_PARAMETER in p.read_text() for p in repo.glob("*/config.pbtxt"))
     assert not list((repo / "tensorrt_llm" / "1").glob("*.py"))  # the C++ backend: no python code at all

@@ -77,8 +77,9 @@ def test_without_a_gpu_engine_only_the_tensorrtllm_model_is_served_by_the_stand_
     assert trt.parameters["gpt_model_path"].string_value == str(tmp_path / "engine")
     assert trt.parameters["gpt_model_type"].string_value == "inflight_fused_batching"
     values = placeholder_values(ref_of(tmp_path), str(tmp_path / "engine"), str(tmp_path / "engine"))
-    upstream = text_format.Parse(fill_like_upstream((MODELS / "tensorrt_llm" / "config.pbtxt").read_text(), values),
-                                 model_config_pb2.ModelConfig())  # fmt: skip
+    upstream = text_format.Parse(
+        fill_like_upstream((MODELS / "tensorrt_llm" / "config.pbtxt").read_text(), values), model_config_pb2.ModelConfig()
+    )
     upstream.backend = "python"
     upstream.parameters[STAND_IN_PARAMETER].string_value = stand_in_version()  # how a server tells the stand-in
     assert trt == upstream  # the rest of its config is kept
@@ -105,6 +106,9 @@ def test_the_deployments_fill_table_wins_and_an_unfilled_placeholder_that_breaks
     (custom / "echo" / "config.pbtxt").write_text('name: "echo"\nbackend: "python"\nmax_batch_size: ${my_batch}\n')
     ref = ref_of(tmp_path, repository=custom)
     built = BuiltEngine("tiny", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
-    with pytest.raises(TemplateError, match=r"echo/config.pbtxt: .*unfilled: my_batch \(give them in "
-                                            r"\[engines.tiny.deployments.upstream.fill\]\)"):  # fmt: skip
+    with pytest.raises(
+        TemplateError,
+        match=r"echo/config.pbtxt: .*unfilled: my_batch \(give them in "
+        r"\[engines.tiny.deployments.upstream.fill\]\)",
+    ):
         backend_of("reference").render(ref, built, tmp_path / "repo2", "2.51.0", None)

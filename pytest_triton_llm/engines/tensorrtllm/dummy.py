@@ -17,8 +17,17 @@ from ...lock import Dummy, Engine
 MODEL_CONFIG = "config.json"  # under the build's work directory; trtllm-build needs the ".json" suffix
 # model types whose config LLaMAConfig.from_hugging_face reads (MODEL_MAP: LlamaForCausalLM, MistralForCausalLM)
 LLAMA_TYPES = ("llama", "mistral")
-_REQUIRED = ("architectures", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-             "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps")  # fmt: skip
+_REQUIRED = (
+    "architectures",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "hidden_act",
+    "rms_norm_eps",
+)
 
 
 def dummy_of(engine: Engine) -> Dummy:
@@ -33,13 +42,16 @@ def pretrained_config(engine: Engine) -> dict:
     dummy = dummy_of(engine)
     hf = dummy.hf_config()
     if hf.get("model_type") not in LLAMA_TYPES:
-        raise ValueError(f"field 'source.dummy.config': a dummy tensorrtllm engine is built from a llama-architecture "
-                         f"config (model_type {' or '.join(LLAMA_TYPES)}); {dummy.config} has "
-                         f"{hf.get('model_type')!r}")  # fmt: skip
+        raise ValueError(
+            f"field 'source.dummy.config': a dummy tensorrtllm engine is built from a llama-architecture "
+            f"config (model_type {' or '.join(LLAMA_TYPES)}); {dummy.config} has "
+            f"{hf.get('model_type')!r}"
+        )
     missing = [key for key in _REQUIRED if key not in hf]
     if missing:
-        raise ValueError(f"field 'source.dummy.config': {dummy.config} has no '{missing[0]}' (TensorRT-LLM's "
-                         "PretrainedConfig needs it)")  # fmt: skip
+        raise ValueError(
+            f"field 'source.dummy.config': {dummy.config} has no '{missing[0]}' (TensorRT-LLM's PretrainedConfig needs it)"
+        )
     heads = hf["num_attention_heads"]
     # transformers 5 keeps rope_theta under rope_parameters; configs on the Hub have it at the top
     rope_theta = hf.get("rope_theta", (hf.get("rope_parameters") or {}).get("rope_theta", 10000.0))

@@ -69,8 +69,9 @@ class LocalExecutor:
 
     @contextmanager
     def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run, str]]:
-        paths = BuildPaths(examples=str(self.examples), checkpoint=str(checkpoint), work=str(work),
-                           output=str(output), python=sys.executable)  # fmt: skip
+        paths = BuildPaths(
+            examples=str(self.examples), checkpoint=str(checkpoint), work=str(work), output=str(output), python=sys.executable
+        )
         yield paths, run_local, f"local subprocesses of {sys.executable} (tensorrt_llm {self.tensorrt_llm})"
 
 
@@ -145,10 +146,15 @@ class ContainerExecutor:
         if self.examples is not None:
             mounts.append((str(self.examples), self.EXAMPLES_MOUNT, "ro"))
         return ContainerSpec(
-            image=self.image, command=["sleep", "infinity"], name=name, mounts=tuple(mounts),
-            secret_env=secrets_set(dict(os.environ)), labels=self.labels, gpus=self.gpus or "all",
+            image=self.image,
+            command=["sleep", "infinity"],
+            name=name,
+            mounts=tuple(mounts),
+            secret_env=secrets_set(dict(os.environ)),
+            labels=self.labels,
+            gpus=self.gpus or "all",
             ulimits=(("memlock", -1, -1), ("stack", 67108864, 67108864)),
-        )  # fmt: skip
+        )
 
     @contextmanager
     def session(self, checkpoint: Path, output: Path, work: Path) -> Iterator[tuple[BuildPaths, Run, str]]:

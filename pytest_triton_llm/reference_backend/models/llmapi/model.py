@@ -39,8 +39,13 @@ LORA_CKPT_SOURCES = ("hf", "nemo")  # upstream helpers._LORA_CKPT_SOURCES
 # tensorrt_llm LoraConfig.lora_target_modules when model.yaml names none: every projection of a llama block
 LORA_MODULES = ["attn_q", "attn_k", "attn_v", "attn_dense", "mlp_h_to_4h", "mlp_4h_to_h", "mlp_gate"]
 # the faults of the shared engine (generation.py) and of prefix_cache.py that live in this model
-ENGINE_FAULTS = ("temperature_zero_not_greedy", "penalties_ignored", "kv_reuse_changes_outputs", "kv_reuse_without_speedup",
-                 "llmapi_adapter_leaks_onto_the_batch")
+ENGINE_FAULTS = (
+    "temperature_zero_not_greedy",
+    "penalties_ignored",
+    "kv_reuse_changes_outputs",
+    "kv_reuse_without_speedup",
+    "llmapi_adapter_leaks_onto_the_batch",
+)
 
 
 def _model_yaml() -> dict:
@@ -87,21 +92,27 @@ class TritonPythonModel:
         self.tokenizer = load_tokenizer(args_yaml.get("tokenizer") or checkpoint)
         max_seq_len = int(args_yaml.get("max_seq_len") or 2048)
         # the PyTorch path checks a prompt against max_num_tokens and what max_seq_len leaves, not max_input_len
-        build_config = {"max_batch_size": int(args_yaml.get("max_batch_size") or 8), "max_seq_len": max_seq_len,
-                        "max_input_len": max_seq_len, "max_output_len": max_seq_len}  # fmt: skip
+        build_config = {
+            "max_batch_size": int(args_yaml.get("max_batch_size") or 8),
+            "max_seq_len": max_seq_len,
+            "max_input_len": max_seq_len,
+            "max_output_len": max_seq_len,
+        }
         self.max_num_tokens = int(args_yaml.get("max_num_tokens") or 8192)  # the LLM API's default
         lora = args_yaml.get("lora_config")
         if lora:
             modules = list(lora.get("lora_target_modules") or LORA_MODULES)
-            build_config["lora_config"] = {"max_lora_rank": int(lora.get("max_lora_rank") or 64),
-                                           "lora_target_modules": modules}  # fmt: skip
+            build_config["lora_config"] = {"max_lora_rank": int(lora.get("max_lora_rank") or 64), "lora_target_modules": modules}
         dtype = DTYPES.get(str(args_yaml.get("dtype", "auto")), "float32")
         kv = args_yaml.get("kv_cache_config") or {}
         engine_fault = self.fault.among(ENGINE_FAULTS)
-        self.prefix = PrefixCache(int(kv.get("tokens_per_block", TOKENS_PER_BLOCK)), max_blocks=4096,
-                                  enabled=bool(kv.get("enable_block_reuse", True)), fault=engine_fault)  # fmt: skip
-        load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config},
-                       fault=engine_fault)  # fmt: skip
+        self.prefix = PrefixCache(
+            int(kv.get("tokens_per_block", TOKENS_PER_BLOCK)),
+            max_blocks=4096,
+            enabled=bool(kv.get("enable_block_reuse", True)),
+            fault=engine_fault,
+        )
+        load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config}, fault=engine_fault)
         self.scheduler = PrefixCachingScheduler(load, self.prefix)
         self.engine = self.scheduler.engine
         pb_utils.Logger.log_info(f"reference llmapi stand-in: {checkpoint} on {self.engine.describe()}")
@@ -153,14 +164,18 @@ class TritonPythonModel:
             stops = []
         ids = self.tokenizer.encode(prompt)
         if len(ids) > self.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch, no chunked prefill)
-            raise ValueError(f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
-                             f"({self.max_num_tokens})")  # fmt: skip
+            raise ValueError(
+                f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
+                f"({self.max_num_tokens})"
+            )
         room = self.engine.build_config["max_seq_len"] - len(ids)
         if room <= 0 and self.fault("llmapi_over_long_prompt_kills_the_engine"):  # the ValueError escapes the worker
             os._exit(1)
         if room <= 0:  # the executor worker's deduced default_max_tokens (TensorRT-LLM 1.x)
-            raise ValueError(f"`default_max_tokens` ({room}) must be greater than 0: the prompt's {len(ids)} tokens leave "
-                             f"nothing of max_seq_len ({self.engine.build_config['max_seq_len']})")  # fmt: skip
+            raise ValueError(
+                f"`default_max_tokens` ({room}) must be greater than 0: the prompt's {len(ids)} tokens leave "
+                f"nothing of max_seq_len ({self.engine.build_config['max_seq_len']})"
+            )
         max_tokens = _scalar(request, "sampling_param_max_tokens")
         if self.fault("llmapi_reads_optional_inputs_unconditionally"):  # an absent input read as if it were there
             max_tokens = int(max_tokens)
@@ -176,27 +191,37 @@ class TritonPythonModel:
         if self.fault("llmapi_hostile_request_kills_model") and (sampling.temperature < 0 or sampling.top_p > 1):
             os._exit(1)  # an out-of-range sampling parameter takes the worker down instead of failing the request
         generation = GenerationRequest(
-            input_ids=ids, max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens),
-            end_id=self.tokenizer.eos_token_id, sampling=sampling,
+            input_ids=ids,
+            max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens),
+            end_id=self.tokenizer.eos_token_id,
+            sampling=sampling,
             # TensorRT-LLM matches stop strings on the text; here on tokens, as the word alone or after a space
             stop_words=[self.tokenizer.encode(v, add_special_tokens=False) for s in stops for v in (s, f" {s}")],
             return_log_probs=bool(_scalar(request, "return_cumulative_logprob")),
             lora=self._lora(request),
-        )  # fmt: skip
+        )
         if generation.max_new_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {generation.max_new_tokens}")
         self.engine.validate(generation)
         exclude = bool(_scalar(request, "sampling_param_exclude_input_from_output") or False)
         if self.fault("llmapi_exclude_input_ignored"):  # the prompt comes back whatever the request asked
             exclude = False
-        wanted = {name: bool(_scalar(request, name)) for name in
-                  ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")}  # fmt: skip
+        wanted = {
+            name: bool(_scalar(request, name))
+            for name in ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")
+        }
         if self.fault("llmapi_optional_outputs_always_sent"):  # every output in every response, asked for or not
             wanted = dict.fromkeys(wanted, True)
         perf = bool(_scalar(request, "sampling_param_return_perf_metrics"))
         respond = partial(self._respond, sender, ids, stops, exclude, wanted, perf)
-        return TimedJob(Sequence(generation), request.request_id() or f"llmapi-{next(self._ids)}", respond,
-                        streaming=streaming, is_cancelled=request.is_cancelled, arrival_ns=arrival)  # fmt: skip
+        return TimedJob(
+            Sequence(generation),
+            request.request_id() or f"llmapi-{next(self._ids)}",
+            respond,
+            streaming=streaming,
+            is_cancelled=request.is_cancelled,
+            arrival_ns=arrival,
+        )
 
     def _lora(self, request):
         """The request's adapter: None without LoRA inputs, else the one cached under lora_id (read from lora_path
@@ -228,12 +253,25 @@ class TritonPythonModel:
         return lora.resolve(task_id, weights, config)
 
     # -- responses -------------------------------------------------------------------------
-    def _respond(self, sender, prompt_ids, stops, exclude, wanted, perf, job: TimedJob, tokens, log_probs, final: bool,
-                 error: str | None = None) -> None:  # fmt: skip
+    def _respond(
+        self,
+        sender,
+        prompt_ids,
+        stops,
+        exclude,
+        wanted,
+        perf,
+        job: TimedJob,
+        tokens,
+        log_probs,
+        final: bool,
+        error: str | None = None,
+    ) -> None:
         try:
             if error is not None:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"Error generating request: {error}")),
-                            flags=FINAL)  # fmt: skip
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(f"Error generating request: {error}")), flags=FINAL
+                )
             elif job.sequence.finish_reason == "cancelled" and final:
                 sender.send(_cancelled(), flags=FINAL)
             elif job.streaming or final:
@@ -266,9 +304,11 @@ class TritonPythonModel:
         if finish == "length" and self.fault("llmapi_finish_reason_never_length"):
             finish = "stop"
         cum_log_prob = f"[{seq.cum_log_prob}]" if self.fault("llmapi_numeric_outputs_not_numbers") else seq.cum_log_prob
-        values = {"return_finish_reason": ("finish_reason", finish),
-                  "return_stop_reason": ("stop_reason", stop_reason),
-                  "return_cumulative_logprob": ("cumulative_logprob", cum_log_prob)}  # fmt: skip
+        values = {
+            "return_finish_reason": ("finish_reason", finish),
+            "return_stop_reason": ("stop_reason", stop_reason),
+            "return_cumulative_logprob": ("cumulative_logprob", cum_log_prob),
+        }
         for key, (name, value) in values.items():
             if wanted[key]:
                 tensors.append(pb_utils.Tensor(name, _strings([value])))

@@ -122,9 +122,15 @@ class PrefixCachingScheduler(InflightScheduler):
                 cache.update(keys, values, layer)
             ids = torch.tensor([prompt[start:]], dtype=torch.long)
             mask = torch.ones((1, len(prompt)), dtype=torch.long)
-            out = self.engine.forward([job.sequence.request.lora], input_ids=ids, attention_mask=mask,
-                                      position_ids=torch.arange(start, len(prompt)).unsqueeze(0),
-                                      past_key_values=cache if blocks else None, use_cache=True, logits_to_keep=1)  # fmt: skip
+            out = self.engine.forward(
+                [job.sequence.request.lora],
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=torch.arange(start, len(prompt)).unsqueeze(0),
+                past_key_values=cache if blocks else None,
+                use_cache=True,
+                logits_to_keep=1,
+            )
             self.prefix.keep(prompt, salt, out.past_key_values, len(blocks))
             self.engine.select([job.sequence], out.logits[:, -1, :])
             job.first_token_ns = time.monotonic_ns()

@@ -41,8 +41,10 @@ class TritonPythonModel:
     def _one(self, request):
         query = pb_utils.get_input_tensor_by_name(request, "QUERY").as_numpy()
         batch = query.shape[0]
-        ids = [self.tokenizer.encode(_text(q.reshape(-1)[0], "text_input"), add_special_tokens=self.add_special_tokens)
-               for q in query]  # fmt: skip
+        ids = [
+            self.tokenizer.encode(_text(q.reshape(-1)[0], "text_input"), add_special_tokens=self.add_special_tokens)
+            for q in query
+        ]
         if self.fault("bos_doubled") and self.tokenizer.bos_token_id is not None:  # a BOS before the prompt's own
             ids = [[self.tokenizer.bos_token_id, *i] for i in ids]
         width = max(len(i) for i in ids)  # 0 for an empty text that the tokenizer adds nothing to, as upstream sends it

@@ -104,8 +104,9 @@ class ReferenceEngine:
     device = torch.device("cpu")  # set by __init__ from what torch sees
     fault = staticmethod(no_fault)  # which known upstream bug it reproduces (the module docstring)
 
-    def __init__(self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None, config: dict | None = None,
-                 fault=no_fault):  # fmt: skip
+    def __init__(
+        self, engine_dir: str | os.PathLike, lora_cache_bytes: int | None = None, config: dict | None = None, fault=no_fault
+    ):
         """`config` ({"dtype", "build_config"}) for a plain Hugging Face checkpoint; else the engine's engine.json."""
         self.fault = fault
         from transformers import AutoModelForCausalLM
@@ -150,10 +151,13 @@ class ReferenceEngine:
         if n_out <= 0:
             raise assertion("mMaxNewTokens > 0")
         s = request.sampling
-        for ok, expression in ((s.top_k >= 0, "topK.value() >= 0"), (s.top_p <= 1.0, "topP.value() <= 1.f"),
-                               (s.temperature >= 0.0, "temperature.value() >= 0.f"),
-                               (s.repetition_penalty > 0.0, "repetitionpenalty.value() > 0.f"),
-                               (s.min_length >= 0, "minTokens.value() >= 0")):  # fmt: skip
+        for ok, expression in (
+            (s.top_k >= 0, "topK.value() >= 0"),
+            (s.top_p <= 1.0, "topP.value() <= 1.f"),
+            (s.temperature >= 0.0, "temperature.value() >= 0.f"),
+            (s.repetition_penalty > 0.0, "repetitionpenalty.value() > 0.f"),
+            (s.min_length >= 0, "minTokens.value() >= 0"),
+        ):
             if not ok:
                 raise assertion(expression)
         if n_in > bc["max_input_len"]:
@@ -179,9 +183,8 @@ class ReferenceEngine:
             noise = torch.randn(logits.shape, generator=torch.Generator().manual_seed(1244))
             logits = logits + PERTURBATION * noise.to(logits.device)
         simple = [
-            i for i, s in enumerate(sequences)
-            if not s.finished and s.request.sampling.greedy and not self._needs_processing(s)
-        ]  # fmt: skip
+            i for i, s in enumerate(sequences) if not s.finished and s.request.sampling.greedy and not self._needs_processing(s)
+        ]
         if simple:
             rows = logits[simple]
             if self.fault("greedy_not_deterministic"):  # unseeded noise: near ties go either way, run to run
@@ -200,10 +203,12 @@ class ReferenceEngine:
     def _needs_processing(self, seq: Sequence) -> bool:
         r = seq.request
         return bool(
-            r.bad_words or r.sampling.penalized or (r.embedding_bias is not None and r.embedding_bias.size)
+            r.bad_words
+            or r.sampling.penalized
+            or (r.embedding_bias is not None and r.embedding_bias.size)
             or len(seq.tokens) < r.sampling.min_length
             or (r.sampling.temperature == 0 and self.fault("temperature_zero_not_greedy"))
-        )  # fmt: skip
+        )
 
     def _process(self, seq: Sequence, row: torch.Tensor) -> torch.Tensor:
         r, s = seq.request, seq.request.sampling
@@ -281,15 +286,22 @@ class ReferenceEngine:
     def prefill_each(self, requests: list[GenerationRequest]):
         """(last logits [B, V], KV cache left-padded to one width, attention mask, next positions) of the requests'
         context phases, each run alone."""
-        outs = [self.forward([r.lora], input_ids=torch.tensor([r.input_ids]), use_cache=True, logits_to_keep=1)
-                for r in requests]  # fmt: skip
+        outs = [self.forward([r.lora], input_ids=torch.tensor([r.input_ids]), use_cache=True, logits_to_keep=1) for r in requests]
         width = max(len(r.input_ids) for r in requests)
         cache = outs[0].past_key_values
         for n, layer in enumerate(cache.layers):
-            layer.keys = torch.cat([F.pad(o.past_key_values.layers[n].keys, (0, 0, width - len(r.input_ids), 0))
-                                    for o, r in zip(outs, requests, strict=True)])  # fmt: skip
-            layer.values = torch.cat([F.pad(o.past_key_values.layers[n].values, (0, 0, width - len(r.input_ids), 0))
-                                      for o, r in zip(outs, requests, strict=True)])  # fmt: skip
+            layer.keys = torch.cat(
+                [
+                    F.pad(o.past_key_values.layers[n].keys, (0, 0, width - len(r.input_ids), 0))
+                    for o, r in zip(outs, requests, strict=True)
+                ]
+            )
+            layer.values = torch.cat(
+                [
+                    F.pad(o.past_key_values.layers[n].values, (0, 0, width - len(r.input_ids), 0))
+                    for o, r in zip(outs, requests, strict=True)
+                ]
+            )
         mask = torch.zeros((len(requests), width), dtype=torch.long)
         for i, r in enumerate(requests):
             mask[i, width - len(r.input_ids) :] = 1
@@ -316,8 +328,9 @@ class ReferenceEngine:
                 ids[i, width - len(r.input_ids) :] = torch.tensor(r.input_ids)
                 mask[i, width - len(r.input_ids) :] = 1
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            out = self.forward(adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                               logits_to_keep=1)  # fmt: skip
+            out = self.forward(
+                adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+            )
             logits, cache = out.logits[:, -1, :], out.past_key_values
         self.select(sequences, logits)
         on_step(sequences, True)

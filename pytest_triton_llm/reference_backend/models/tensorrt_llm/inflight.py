@@ -205,11 +205,16 @@ class InflightScheduler:
             self._decode()
             self._drop_finished(cancel_check=False)
         holding = [*self._batch.jobs, *self._orphans]  # requests that hold a slot and KV cache
-        self.on_stats({
-            "active": len(holding), "scheduled": len(admitted) + running, "context": len(admitted),
-            "context_tokens": sum(len(j.sequence.request.input_ids) for j in admitted), "generation": generating,
-            "sequence_lengths": [len(j.sequence.request.input_ids) + len(j.sequence.tokens) for j in holding],
-        })  # fmt: skip
+        self.on_stats(
+            {
+                "active": len(holding),
+                "scheduled": len(admitted) + running,
+                "context": len(admitted),
+                "context_tokens": sum(len(j.sequence.request.input_ids) for j in admitted),
+                "generation": generating,
+                "sequence_lengths": [len(j.sequence.request.input_ids) + len(j.sequence.tokens) for j in holding],
+            }
+        )
 
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:

@@ -9,35 +9,81 @@ from __future__ import annotations
 
 from tensor_contract import RENAMED, RequestError
 
-HONOURED = frozenset({
-    "input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "stop_words_list", "bad_words_list",
-    "embedding_bias", "temperature", "runtime_top_k", "runtime_top_p", "repetition_penalty", "presence_penalty",
-    "frequency_penalty", "min_length", "random_seed", *RENAMED.values(), "return_log_probs", "exclude_input_in_output",
-    "streaming", "stop", "lora_task_id", "lora_weights", "lora_config", "beam_width", "num_return_sequences",
-    "return_context_logits", "return_generation_logits",
-    "runtime_top_p_min",  # bounds the top-p decay only, which the stand-in refuses
-})  # fmt: skip
+HONOURED = frozenset(
+    {
+        "input_ids",
+        "input_lengths",
+        "request_output_len",
+        "end_id",
+        "pad_id",
+        "stop_words_list",
+        "bad_words_list",
+        "embedding_bias",
+        "temperature",
+        "runtime_top_k",
+        "runtime_top_p",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "min_length",
+        "random_seed",
+        *RENAMED.values(),
+        "return_log_probs",
+        "exclude_input_in_output",
+        "streaming",
+        "stop",
+        "lora_task_id",
+        "lora_weights",
+        "lora_config",
+        "beam_width",
+        "num_return_sequences",
+        "return_context_logits",
+        "return_generation_logits",
+        "runtime_top_p_min",  # bounds the top-p decay only, which the stand-in refuses
+    }
+)
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
 # (the ensemble always sends preprocessing's DECODER_INPUT_ID)
-IGNORED_AS_TENSORRT_LLM = frozenset({"len_penalty", "early_stopping", "beam_search_diversity_rate", "decoder_input_ids",
-                                     "decoder_input_lengths"})  # fmt: skip
+IGNORED_AS_TENSORRT_LLM = frozenset(
+    {"len_penalty", "early_stopping", "beam_search_diversity_rate", "decoder_input_ids", "decoder_input_lengths"}
+)
 # input -> the neutral value a client may send (None: any value is refused)
 REFUSED = {
-    "runtime_top_p_decay": 1.0, "runtime_top_p_reset_ids": -1,
-    "return_kv_cache_reuse_stats": False, "return_perf_metrics": False,
-    "return_num_input_tokens": False, "return_num_output_tokens": False,
-    "draft_input_ids": None, "draft_logits": None, "draft_acceptance_threshold": None,
-    "prompt_embedding_table": None, "prompt_table_extra_ids": None, "prompt_vocab_size": None,
-    "encoder_input_features": None, "encoder_output_lengths": None, "cross_attention_mask": None,
-    "skip_cross_attn_blocks": None, "mrope_rotary_cos_sin": None, "mrope_position_deltas": None,
-    "context_phase_params": None, "guided_decoding_guide_type": None, "guided_decoding_guide": None,
-    "lookahead_window_size": None, "lookahead_ngram_size": None, "lookahead_verification_set_size": None,
-    "retention_token_range_starts": None, "retention_token_range_ends": None,
-    "retention_token_range_priorities": None, "retention_token_range_durations_ms": None,
-    "retention_decode_priority": None, "retention_decode_duration_ms": None,
-}  # fmt: skip
-WHY_REFUSED = "the reference backend has no speculative decoding, prompt tables, encoders, guided decoding, KV-cache " \
-              "retention, perf metrics or token-count outputs"  # fmt: skip
+    "runtime_top_p_decay": 1.0,
+    "runtime_top_p_reset_ids": -1,
+    "return_kv_cache_reuse_stats": False,
+    "return_perf_metrics": False,
+    "return_num_input_tokens": False,
+    "return_num_output_tokens": False,
+    "draft_input_ids": None,
+    "draft_logits": None,
+    "draft_acceptance_threshold": None,
+    "prompt_embedding_table": None,
+    "prompt_table_extra_ids": None,
+    "prompt_vocab_size": None,
+    "encoder_input_features": None,
+    "encoder_output_lengths": None,
+    "cross_attention_mask": None,
+    "skip_cross_attn_blocks": None,
+    "mrope_rotary_cos_sin": None,
+    "mrope_position_deltas": None,
+    "context_phase_params": None,
+    "guided_decoding_guide_type": None,
+    "guided_decoding_guide": None,
+    "lookahead_window_size": None,
+    "lookahead_ngram_size": None,
+    "lookahead_verification_set_size": None,
+    "retention_token_range_starts": None,
+    "retention_token_range_ends": None,
+    "retention_token_range_priorities": None,
+    "retention_token_range_durations_ms": None,
+    "retention_decode_priority": None,
+    "retention_decode_duration_ms": None,
+}
+WHY_REFUSED = (
+    "the reference backend has no speculative decoding, prompt tables, encoders, guided decoding, KV-cache "
+    "retention, perf metrics or token-count outputs"
+)
 
 
 def check(tensors: dict) -> None:

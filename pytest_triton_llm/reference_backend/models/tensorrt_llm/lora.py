@@ -23,13 +23,24 @@ from tensor_contract import RequestError
 
 # TensorRT-LLM module id -> (block, projection) in a llama-style Hugging Face model
 MODULE_PATHS = {
-    1: ("self_attn", "q_proj"), 2: ("self_attn", "k_proj"), 3: ("self_attn", "v_proj"), 4: ("self_attn", "o_proj"),
-    5: ("mlp", "gate_proj"), 6: ("mlp", "down_proj"), 7: ("mlp", "up_proj"),
-}  # fmt: skip
+    1: ("self_attn", "q_proj"),
+    2: ("self_attn", "k_proj"),
+    3: ("self_attn", "v_proj"),
+    4: ("self_attn", "o_proj"),
+    5: ("mlp", "gate_proj"),
+    6: ("mlp", "down_proj"),
+    7: ("mlp", "up_proj"),
+}
 MODULE_IDS = {
-    "attn_qkv": 0, "attn_q": 1, "attn_k": 2, "attn_v": 3, "attn_dense": 4, "mlp_h_to_4h": 5, "mlp_4h_to_h": 6,
+    "attn_qkv": 0,
+    "attn_q": 1,
+    "attn_k": 2,
+    "attn_v": 3,
+    "attn_dense": 4,
+    "mlp_h_to_4h": 5,
+    "mlp_4h_to_h": 6,
     "mlp_gate": 7,
-}  # fmt: skip
+}
 
 
 @dataclass(eq=False)

@@ -25,19 +25,38 @@ import triton_python_backend_utils as pb_utils
 TOKENS_PER_BLOCK = 64  # TensorRT-LLM's default tokens_per_block for the paged KV cache
 
 FAMILIES = {
-    "request": ("nv_trt_llm_request_metrics", "TRT LLM request metrics", "request_type",
-                ("active", "max", "scheduled", "context")),
-    "runtime_memory": ("nv_trt_llm_runtime_memory_metrics", "TRT LLM runtime memory metrics", "memory_type",
-                       ("cpu", "gpu", "pinned")),
-    "kv_cache": ("nv_trt_llm_kv_cache_block_metrics", "TRT LLM KV cache block metrics", "kv_cache_block_type",
-                 ("max", "free", "used", "tokens_per", "reused")),
-    "v1": ("nv_trt_llm_v1_metrics", "TRT LLM v1-specific metrics", "v1_specific_metric",
-           ("total_context_tokens", "total_generation_tokens", "empty_generation_slots")),
-    "inflight": ("nv_trt_llm_inflight_batcher_metrics", "TRT LLM inflight_batcher-specific metrics",
-                 "inflight_batcher_specific_metric",
-                 ("total_context_tokens", "generation_requests", "micro_batch_id", "paused_requests")),
+    "request": (
+        "nv_trt_llm_request_metrics",
+        "TRT LLM request metrics",
+        "request_type",
+        ("active", "max", "scheduled", "context"),
+    ),
+    "runtime_memory": (
+        "nv_trt_llm_runtime_memory_metrics",
+        "TRT LLM runtime memory metrics",
+        "memory_type",
+        ("cpu", "gpu", "pinned"),
+    ),
+    "kv_cache": (
+        "nv_trt_llm_kv_cache_block_metrics",
+        "TRT LLM KV cache block metrics",
+        "kv_cache_block_type",
+        ("max", "free", "used", "tokens_per", "reused"),
+    ),
+    "v1": (
+        "nv_trt_llm_v1_metrics",
+        "TRT LLM v1-specific metrics",
+        "v1_specific_metric",
+        ("total_context_tokens", "total_generation_tokens", "empty_generation_slots"),
+    ),
+    "inflight": (
+        "nv_trt_llm_inflight_batcher_metrics",
+        "TRT LLM inflight_batcher-specific metrics",
+        "inflight_batcher_specific_metric",
+        ("total_context_tokens", "generation_requests", "micro_batch_id", "paused_requests"),
+    ),
     "general": ("nv_trt_llm_general_metrics", "General TRT LLM metrics", "general_type", ("timestamp", "iteration_counter")),
-}  # fmt: skip
+}
 
 
 def _blocks(tokens: int) -> int:
@@ -53,8 +72,16 @@ def _rss_bytes() -> int:
 
 
 class TrtllmMetrics:
-    def __init__(self, model_name: str, version: str, v1: bool, max_batch_size: int, max_seq_len: int, gpu_bytes=None,
-                 fault=lambda name: False):  # fmt: skip
+    def __init__(
+        self,
+        model_name: str,
+        version: str,
+        v1: bool,
+        max_batch_size: int,
+        max_seq_len: int,
+        gpu_bytes=None,
+        fault=lambda name: False,
+    ):
         self.kind = "v1" if v1 else "inflight"
         self.max_batch_size = max_batch_size
         self.max_blocks = max_batch_size * _blocks(max_seq_len)
@@ -73,25 +100,44 @@ class TrtllmMetrics:
                 self._gauges[(key, value)] = family.Metric(labels={**labels, category: value})
         self.iteration(active=0, scheduled=0, context=0, context_tokens=0, generation=0, sequence_lengths=[])
 
-    def iteration(self, *, active: int, scheduled: int, context: int, context_tokens: int, generation: int,
-                  sequence_lengths: list[int], empty_slots: int = 0) -> None:  # fmt: skip
+    def iteration(
+        self,
+        *,
+        active: int,
+        scheduled: int,
+        context: int,
+        context_tokens: int,
+        generation: int,
+        sequence_lengths: list[int],
+        empty_slots: int = 0,
+    ) -> None:
         """One engine iteration: `scheduled` requests ran, `context` of them in their context phase (together
         `context_tokens` prompt tokens), `generation` produced a token; `sequence_lengths` of every sequence
         holding KV cache; V1: `empty_slots` finished rows its static batch still carries."""
         self.iterations += 1
         used = sum(_blocks(n) for n in sequence_lengths)
         values = {
-            ("request", "active"): active, ("request", "max"): self.max_batch_size,
-            ("request", "scheduled"): scheduled, ("request", "context"): context,
-            ("runtime_memory", "cpu"): _rss_bytes(), ("runtime_memory", "gpu"): self.gpu_bytes(),
+            ("request", "active"): active,
+            ("request", "max"): self.max_batch_size,
+            ("request", "scheduled"): scheduled,
+            ("request", "context"): context,
+            ("runtime_memory", "cpu"): _rss_bytes(),
+            ("runtime_memory", "gpu"): self.gpu_bytes(),
             ("runtime_memory", "pinned"): 0,
-            ("kv_cache", "max"): self.max_blocks, ("kv_cache", "free"): max(0, self.max_blocks - used),
-            ("kv_cache", "used"): used, ("kv_cache", "tokens_per"): TOKENS_PER_BLOCK, ("kv_cache", "reused"): 0,
-            ("v1", "total_context_tokens"): context_tokens, ("v1", "total_generation_tokens"): generation,
+            ("kv_cache", "max"): self.max_blocks,
+            ("kv_cache", "free"): max(0, self.max_blocks - used),
+            ("kv_cache", "used"): used,
+            ("kv_cache", "tokens_per"): TOKENS_PER_BLOCK,
+            ("kv_cache", "reused"): 0,
+            ("v1", "total_context_tokens"): context_tokens,
+            ("v1", "total_generation_tokens"): generation,
             ("v1", "empty_generation_slots"): empty_slots,
-            ("inflight", "total_context_tokens"): context_tokens, ("inflight", "generation_requests"): generation,
-            ("inflight", "micro_batch_id"): 0, ("inflight", "paused_requests"): 0,
-            ("general", "timestamp"): int(time.time() * 1e6), ("general", "iteration_counter"): self.iterations,
-        }  # fmt: skip
+            ("inflight", "total_context_tokens"): context_tokens,
+            ("inflight", "generation_requests"): generation,
+            ("inflight", "micro_batch_id"): 0,
+            ("inflight", "paused_requests"): 0,
+            ("general", "timestamp"): int(time.time() * 1e6),
+            ("general", "iteration_counter"): self.iterations,
+        }
         for key, gauge in self._gauges.items():
             gauge.set(values[key])

@@ -40,15 +40,33 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # the faults that live in this model but show in its engine (generation.py, inflight.py, lora.py: shared with the
 # llmapi stand-in, which hands it its own) or its outputs (output_faults.py)
 ENGINE_FAULTS = (
-    "end_id_ignored", "end_id_pads_output", "max_tokens_off_by_one", "stop_words_one_token_late",
-    "greedy_not_deterministic", "seed_follows_batch_slot", "logits_perturbed", "lora_task_id_alone_not_found",
-    "lora_unknown_id_serves_another_adapter", "lora_one_adapter_for_whole_batch", "outputs_swapped_under_concurrency",
-    "inflight_serializes_requests", "stop_signal_ignored", "cancelled_request_keeps_its_slot",
-    "first_streamed_token_twice", "end_token_streamed_twice", "ttft_plus_30_percent", "throughput_minus_20_percent",
-    "output_log_probs_all_zero", "cum_log_probs_zero", "log_probs_all_zero", "output_log_probs_dtype_differs",
-    "sequence_length_ignores_end_id", "stream_held_until_the_end", "repetition_penalty_ignored",
+    "end_id_ignored",
+    "end_id_pads_output",
+    "max_tokens_off_by_one",
+    "stop_words_one_token_late",
+    "greedy_not_deterministic",
+    "seed_follows_batch_slot",
+    "logits_perturbed",
+    "lora_task_id_alone_not_found",
+    "lora_unknown_id_serves_another_adapter",
+    "lora_one_adapter_for_whole_batch",
+    "outputs_swapped_under_concurrency",
+    "inflight_serializes_requests",
+    "stop_signal_ignored",
+    "cancelled_request_keeps_its_slot",
+    "first_streamed_token_twice",
+    "end_token_streamed_twice",
+    "ttft_plus_30_percent",
+    "throughput_minus_20_percent",
+    "output_log_probs_all_zero",
+    "cum_log_probs_zero",
+    "log_probs_all_zero",
+    "output_log_probs_dtype_differs",
+    "sequence_length_ignores_end_id",
+    "stream_held_until_the_end",
+    "repetition_penalty_ignored",
     "lora_unbuilt_module_silently_dropped",
-)  # fmt: skip
+)
 LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
 
 
@@ -108,14 +126,22 @@ class TritonPythonModel:
         self.leaked: list[bytes] = []  # rss_grows_with_stop_words
         cache_bytes = params.get("lora_cache_host_memory_bytes")
         self.engine_fault = self.fault.among(ENGINE_FAULTS)
-        load = partial(ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None,
-                       fault=self.engine_fault)  # fmt: skip
+        load = partial(
+            ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None, fault=self.engine_fault
+        )
         self.scheduler = InflightScheduler(load, self._iteration) if self.inflight else None
         self.engine = self.scheduler.engine if self.inflight else load()
         pb_utils.Logger.log_info(f"reference tensorrt_llm stand-in: {params['gpt_model_path']} on {self.engine.describe()}")
         config = self.engine.build_config
-        self.metrics = TrtllmMetrics(args["model_name"], args["model_version"], not self.inflight, config["max_batch_size"],
-                                     config["max_seq_len"], self.engine.gpu_bytes, self.fault)  # fmt: skip
+        self.metrics = TrtllmMetrics(
+            args["model_name"],
+            args["model_version"],
+            not self.inflight,
+            config["max_batch_size"],
+            config["max_seq_len"],
+            self.engine.gpu_bytes,
+            self.fault,
+        )
         self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
 
     def _iteration(self, stats: dict) -> None:
@@ -198,7 +224,7 @@ class TritonPythonModel:
                     _scalar(tensors, "lora_task_id", row, None, int),
                     _row(tensors.get("lora_weights"), row),
                     _row(tensors.get("lora_config"), row),
-                ),  # fmt: skip
+                ),
             )
             self.engine.validate(gen)
             if gen.stop_words and self.fault("rss_grows_with_stop_words"):
@@ -235,8 +261,13 @@ class TritonPythonModel:
         if _scalar(tensors, "stop", 0, False, bool):  # upstream's stop signal: same request id, stop=true
             found = self.scheduler.request_stop(request.request_id())
             if not found and self.fault("stop_for_an_ended_request_is_an_error"):
-                sender.send(_error(f"[TensorRT-LLM][ERROR] Received stop request for requestId {request.request_id()} but "
-                                   "it's not active (might be completed already)."), flags=FINAL)  # fmt: skip
+                sender.send(
+                    _error(
+                        f"[TensorRT-LLM][ERROR] Received stop request for requestId {request.request_id()} but "
+                        "it's not active (might be completed already)."
+                    ),
+                    flags=FINAL,
+                )
                 return
             sender.send(flags=FINAL)
             return
@@ -248,11 +279,13 @@ class TritonPythonModel:
         group = _Rows(len(rows))
         for index, row in enumerate(rows):
             emit = partial(self._emit, sender, exclude, group, index if len(rows) > 1 else None)
-            self.scheduler.submit(Job(Sequence(row), request.request_id(), emit, streaming=streaming,
-                                      is_cancelled=request.is_cancelled))  # fmt: skip
+            self.scheduler.submit(
+                Job(Sequence(row), request.request_id(), emit, streaming=streaming, is_cancelled=request.is_cancelled)
+            )
 
-    def _emit(self, sender, exclude: bool, group: _Rows, batch_index, job: Job, tokens, log_probs, final: bool,
-              error: str | None = None) -> None:  # fmt: skip
+    def _emit(
+        self, sender, exclude: bool, group: _Rows, batch_index, job: Job, tokens, log_probs, final: bool, error: str | None = None
+    ) -> None:
         flags = FINAL if final and group.finish() else 0
         try:
             if error is not None:
@@ -293,8 +326,9 @@ class TritonPythonModel:
             except RequestError as exc:
                 responses[index] = _error(self._message(exc))
                 continue
-            self.scheduler.submit(Job(Sequence(rows[0]), request.request_id(), partial(collect, index, exclude),
-                                      is_cancelled=request.is_cancelled))  # fmt: skip
+            self.scheduler.submit(
+                Job(Sequence(rows[0]), request.request_id(), partial(collect, index, exclude), is_cancelled=request.is_cancelled)
+            )
         with done:
             done.wait_for(lambda: all(r is not None for r in responses))
         return responses
@@ -334,11 +368,14 @@ class TritonPythonModel:
         def step(sequences: list[Sequence], context: bool) -> None:
             now = sum(not s.finished for s in sequences)
             self.metrics.iteration(
-                active=size, scheduled=size, context=size if context else 0,
+                active=size,
+                scheduled=size,
+                context=size if context else 0,
                 context_tokens=sum(len(s.request.input_ids) for s in sequences) if context else 0,
-                generation=unfinished[0], empty_slots=size - now,
+                generation=unfinished[0],
+                empty_slots=size - now,
                 sequence_lengths=[len(s.request.input_ids) + len(s.tokens) for s in sequences],
-            )  # fmt: skip
+            )
             unfinished[0] = now
 
         return step

@@ -10,8 +10,7 @@ from output_faults import distort_length, distort_log_probs
 from tensor_contract import output_tensors
 
 
-def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None = None,
-                     fault=no_fault) -> dict[str, np.ndarray]:  # fmt: skip
+def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None = None, fault=no_fault) -> dict[str, np.ndarray]:
     """Everything the sequence generated, after its prompt unless `exclude_input`."""
     ids = seq.tokens if exclude_input else seq.request.input_ids + seq.tokens
     log_probs = seq.log_probs if seq.request.return_log_probs else None
@@ -19,8 +18,9 @@ def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None
     return distort_length(fault, distort_log_probs(fault, outputs), seq, exclude_input)
 
 
-def streamed_outputs(seq: Sequence, tokens: list[int], log_probs: list[float],
-                     batch_index: int | None = None, fault=no_fault) -> dict[str, np.ndarray]:  # fmt: skip
+def streamed_outputs(
+    seq: Sequence, tokens: list[int], log_probs: list[float], batch_index: int | None = None, fault=no_fault
+) -> dict[str, np.ndarray]:
     """A streaming step: only the new tokens (never the prompt), as TensorRT-LLM streams them."""
     outputs = output_tensors(tokens, log_probs if seq.request.return_log_probs else None, seq.cum_log_prob, batch_index)
     return distort_log_probs(fault, outputs)

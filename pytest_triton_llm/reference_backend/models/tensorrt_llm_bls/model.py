@@ -23,32 +23,62 @@ from triton_io import flag, model_parameters
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # BLS input -> preprocessing input
 TO_PREPROCESSING = {
-    "text_input": "QUERY", "decoder_text_input": "DECODER_QUERY", "max_tokens": "REQUEST_OUTPUT_LEN",
-    "bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "embedding_bias_words": "EMBEDDING_BIAS_WORDS",
-    "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS", "end_id": "END_ID", "pad_id": "PAD_ID",
+    "text_input": "QUERY",
+    "decoder_text_input": "DECODER_QUERY",
+    "max_tokens": "REQUEST_OUTPUT_LEN",
+    "bad_words": "BAD_WORDS_DICT",
+    "stop_words": "STOP_WORDS_DICT",
+    "embedding_bias_words": "EMBEDDING_BIAS_WORDS",
+    "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS",
+    "end_id": "END_ID",
+    "pad_id": "PAD_ID",
     "prompt_table_extra_id": "PROMPT_TABLE_EXTRA_ID",
-}  # fmt: skip
+}
 # preprocessing output -> tensorrt_llm input
 PREPROCESSED = {
-    "INPUT_ID": "input_ids", "DECODER_INPUT_ID": "decoder_input_ids", "REQUEST_INPUT_LEN": "input_lengths",
-    "REQUEST_OUTPUT_LEN": "request_output_len", "BAD_WORDS_IDS": "bad_words_list", "STOP_WORDS_IDS": "stop_words_list",
-    "EMBEDDING_BIAS": "embedding_bias", "OUT_END_ID": "end_id", "OUT_PAD_ID": "pad_id",
+    "INPUT_ID": "input_ids",
+    "DECODER_INPUT_ID": "decoder_input_ids",
+    "REQUEST_INPUT_LEN": "input_lengths",
+    "REQUEST_OUTPUT_LEN": "request_output_len",
+    "BAD_WORDS_IDS": "bad_words_list",
+    "STOP_WORDS_IDS": "stop_words_list",
+    "EMBEDDING_BIAS": "embedding_bias",
+    "OUT_END_ID": "end_id",
+    "OUT_PAD_ID": "pad_id",
     "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
-}  # fmt: skip
+}
 # BLS input -> tensorrt_llm input, passed on as sent (sampling names of both eras, LoRA, output switches)
 TO_TENSORRT_LLM = {
-    "beam_width": "beam_width", "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
-    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty", "min_length": "min_length",
-    "min_tokens": "min_tokens", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
-    "random_seed": "random_seed", "seed": "seed", "return_log_probs": "return_log_probs",
-    "return_context_logits": "return_context_logits", "return_generation_logits": "return_generation_logits",
-    "num_return_sequences": "num_return_sequences", "stream": "streaming", "exclude_input_in_output": "exclude_input_in_output",
-    "prompt_embedding_table": "prompt_embedding_table", "prompt_vocab_size": "prompt_vocab_size",
-    "lora_task_id": "lora_task_id", "lora_weights": "lora_weights", "lora_config": "lora_config",
-    "return_perf_metrics": "return_perf_metrics", "return_kv_cache_reuse_stats": "return_kv_cache_reuse_stats",
-    "return_num_input_tokens": "return_num_input_tokens", "return_num_output_tokens": "return_num_output_tokens",
-    "guided_decoding_guide_type": "guided_decoding_guide_type", "guided_decoding_guide": "guided_decoding_guide",
-}  # fmt: skip
+    "beam_width": "beam_width",
+    "top_k": "runtime_top_k",
+    "top_p": "runtime_top_p",
+    "temperature": "temperature",
+    "length_penalty": "len_penalty",
+    "repetition_penalty": "repetition_penalty",
+    "min_length": "min_length",
+    "min_tokens": "min_tokens",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "random_seed": "random_seed",
+    "seed": "seed",
+    "return_log_probs": "return_log_probs",
+    "return_context_logits": "return_context_logits",
+    "return_generation_logits": "return_generation_logits",
+    "num_return_sequences": "num_return_sequences",
+    "stream": "streaming",
+    "exclude_input_in_output": "exclude_input_in_output",
+    "prompt_embedding_table": "prompt_embedding_table",
+    "prompt_vocab_size": "prompt_vocab_size",
+    "lora_task_id": "lora_task_id",
+    "lora_weights": "lora_weights",
+    "lora_config": "lora_config",
+    "return_perf_metrics": "return_perf_metrics",
+    "return_kv_cache_reuse_stats": "return_kv_cache_reuse_stats",
+    "return_num_input_tokens": "return_num_input_tokens",
+    "return_num_output_tokens": "return_num_output_tokens",
+    "guided_decoding_guide_type": "guided_decoding_guide_type",
+    "guided_decoding_guide": "guided_decoding_guide",
+}
 # inputs of models this BLS does not run (a draft model, a multimodal encoder): refused unless neutral
 NOT_RUN = {"num_draft_tokens": 0, "use_draft_logits": False, "image_input": None}
 # tensorrt_llm outputs answered as they come, next to text_output
@@ -68,10 +98,12 @@ class TritonPythonModel:
         fault = Faults(params, "tensorrt_llm_bls")
         # BLS inputs a known upstream bug leaves out of the tensorrt_llm request
         self.not_forwarded = (
-            ("top_k", "top_p", "temperature") if fault("bls_ignores_sampling")
-            else ("temperature",) if fault("bls_drops_temperature")
+            ("top_k", "top_p", "temperature")
+            if fault("bls_ignores_sampling")
+            else ("temperature",)
+            if fault("bls_drops_temperature")
             else ()
-        )  # fmt: skip
+        )
 
     def execute(self, requests):
         if not self.decoupled:
@@ -95,8 +127,11 @@ class TritonPythonModel:
             if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
                 raise BlsError(f"input {name!r} needs a model this BLS does not run (draft model, multimodal encoder)")
         pre = [pb_utils.Tensor(target, tensors[name]) for name, target in TO_PREPROCESSING.items() if name in tensors]
-        core = {target: tensors[name] for name, target in TO_TENSORRT_LLM.items()
-                if name in tensors and name not in self.not_forwarded}  # fmt: skip
+        core = {
+            target: tensors[name]
+            for name, target in TO_TENSORRT_LLM.items()
+            if name in tensors and name not in self.not_forwarded
+        }
         for name in ("return_context_logits", "return_generation_logits"):  # always sent, as upstream's BLS does
             core.setdefault(name, np.zeros((batch, 1), dtype=bool))
         return pre, core
@@ -106,8 +141,9 @@ class TritonPythonModel:
         preprocessed = self._call("preprocessing", pre, list(PREPROCESSED))
         inputs = [pb_utils.Tensor(PREPROCESSED[name], value) for name, value in preprocessed.items()]
         inputs += [pb_utils.Tensor(name, value) for name, value in core.items()]
-        return pb_utils.InferenceRequest(model_name=self.llm, inputs=inputs,
-                                         requested_output_names=["output_ids", "sequence_length", *PASSED_ON])  # fmt: skip
+        return pb_utils.InferenceRequest(
+            model_name=self.llm, inputs=inputs, requested_output_names=["output_ids", "sequence_length", *PASSED_ON]
+        )
 
     @staticmethod
     def _call(model: str, inputs: list, outputs: list[str]) -> dict[str, np.ndarray]:
@@ -121,8 +157,9 @@ class TritonPythonModel:
         """A BLS response: the detokenized output_ids (or `tokens`, accumulated) and the outputs passed on."""
         ids = llm_outputs["output_ids"] if tokens is None else tokens
         lengths = llm_outputs["sequence_length"] if tokens is None else np.full(ids.shape[:2], ids.shape[2], np.int32)
-        text = self._call("postprocessing", [pb_utils.Tensor("TOKENS_BATCH", ids), pb_utils.Tensor("SEQUENCE_LENGTH", lengths)],
-                          ["OUTPUT"])["OUTPUT"]  # fmt: skip
+        text = self._call(
+            "postprocessing", [pb_utils.Tensor("TOKENS_BATCH", ids), pb_utils.Tensor("SEQUENCE_LENGTH", lengths)], ["OUTPUT"]
+        )["OUTPUT"]
         tensors = [pb_utils.Tensor("text_output", text)]
         tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in PASSED_ON if name in llm_outputs]
         return pb_utils.InferenceResponse(output_tensors=tensors)

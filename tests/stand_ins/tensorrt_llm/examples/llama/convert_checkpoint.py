@@ -1,4 +1,5 @@
 """Stand-in examples/llama/convert_checkpoint.py: the Hugging Face checkpoint copied as the "TensorRT-LLM checkpoint"."""
+
 import argparse
 import json
 import shutil
