@@ -105,7 +105,7 @@ def _lora_task(served) -> str:
 # case -> (expected: ERROR, ANSWER, Undocumented, or a function of the served deployment giving one, send). Sources:
 # Triton core (input count, dtype, shape, unknown model, the generate endpoint's JSON), tensorrtllm_backend's
 # inflight_batcher_llm/src (utils.cc) and TensorRT-LLM's executor (requestImpl.h validate, samplingConfig.cpp checks,
-# llmRequest.cpp validate); README "Fidelity to upstream" names them.
+# llmRequest.cpp validate); docs/architecture.md, "Fidelity to upstream", names them.
 CASES = {
     "missing text_input": (ERROR, lambda s: ensemble(s, {"max_tokens": (8, "INT32")})),
     "missing max_tokens": (ERROR, lambda s: ensemble(s, {"text_input": (b"hi", "BYTES")})),

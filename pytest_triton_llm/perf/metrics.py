@@ -25,7 +25,7 @@ def stats_ms(values_s: list[float]) -> dict | None:
 
 
 def summarize(records: list[RequestRecord], duration_s: float) -> dict:
-    """The report's perf entry for a load point (keys documented in README)."""
+    """The report's perf entry for a load point (keys documented in docs/reports.md, "Report schema")."""
     ok = [r for r in records if r.error is None and r.done is not None]
     streamed = [r for r in ok if r.streamed and r.token_times]
     itl = [b - a for r in streamed for a, b in zip(r.token_times, r.token_times[1:], strict=False)]

@@ -2,7 +2,7 @@
 model does with it: honoured (model.py reads it), accepted because TensorRT-LLM itself ignores it where the stand-in
 serves (beam-search settings at beam width 1, decoder inputs of a decoder-only model), or refused with an error that
 names it unless it carries its neutral value. An input in none of these lists is refused too: nothing is ignored
-silently. README.md's "What the reference stand-in refuses" lists the refused ones.
+silently. docs/architecture.md, "Fidelity to upstream", lists the refused ones.
 """
 
 from __future__ import annotations
