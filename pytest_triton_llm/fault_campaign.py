@@ -35,6 +35,7 @@ from typing import Protocol
 
 from .faults import CATALOG, Fault, load_catalog
 from .files import write_json
+from .runtimes.server import cores_shared_by
 from .schema import SchemaError, load_toml
 
 REASONS = CATALOG.parent / "fault_reasons.toml"
@@ -236,8 +237,7 @@ def run_env(alone: bool, jobs: int) -> dict[str, str]:
     against each other (runtimes/server.py cpu_share: -n 2 ran 2.6x slower before it gave each worker its share)."""
     if "OMP_NUM_THREADS" in os.environ:
         return {}
-    cores = len(os.sched_getaffinity(0))
-    return {"OMP_NUM_THREADS": str(cores if alone or jobs == 1 else max(1, cores // jobs))}
+    return {"OMP_NUM_THREADS": str(cores_shared_by(1 if alone else jobs))}
 
 
 class PytestProcess:

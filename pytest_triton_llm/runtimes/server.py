@@ -169,5 +169,9 @@ def cpu_share(base: dict[str, str]) -> int:
     """CPU threads for one server's compute: the cores split over pytest-xdist workers, each of which
     serves at once. Oversubscribed OpenMP pools spin against each other (-n 2 on 2 cores ran 2.6x
     slower than -n 1 before this)."""
-    workers = int(base.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return max(1, len(os.sched_getaffinity(0)) // max(1, workers))
+    return cores_shared_by(int(base.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def cores_shared_by(sharers: int) -> int:
+    """One of `sharers` processes' share of the cores this process may run on (at least one)."""
+    return max(1, len(os.sched_getaffinity(0)) // max(1, sharers))
