@@ -645,6 +645,8 @@ def test_a_run_whose_server_the_host_broke_at_start_runs_once_more_and_keeps_its
 
 def test_a_run_the_host_breaks_twice_is_a_harness_error(tmp_path):
     faults = catalog(tmp_path, {"name": "drops_space"})
-    assert run_campaign(tmp_path, faults, StartsThenBreaks("drops_space", times=2)) == 1
+    stack = StartsThenBreaks("drops_space", times=2)
+    assert run_campaign(tmp_path, faults, stack) == 1
+    assert [options(a).get("--stand-in-fault") for a in stack.argvs if "--collect-only" not in a].count("drops_space") == 2
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
     assert (outcome["name"], outcome["verdict"]) == ("drops_space", "harness error")
