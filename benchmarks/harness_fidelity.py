@@ -11,6 +11,15 @@ own request count checks what each client claims.
     .venv/bin/python benchmarks/harness_fidelity.py --aiperf .venv-aiperf/bin/aiperf
     .venv/bin/python benchmarks/harness_fidelity.py --smoke          # seconds; aiperf only with --aiperf
 
+The streamed-responses ceiling: benchmarks/_stream_server.py (P processes on one port, doing no work) streams
+--stream-tokens responses per request to --streams concurrent requests, sent by the load engine with each
+--workers count of load processes (each with --channels connections); the responses/s reached, what Triton-like
+counts the server kept, and the CPU each side used (cores busy: which side was the limit). Then one paced run at
+--paced-rate responses/s with the most workers: the client's own delay per response (its receive time minus the
+server's send stamp, one CLOCK_MONOTONIC) and what it adds to ITL p99 (client gaps vs the server's gaps).
+
+    .venv/bin/python benchmarks/harness_fidelity.py --stream-only --workers 1 2 4 8   # no tritonserver needed
+
 Writes a table to stdout and the figures to benchmarks/results/harness_fidelity.json (an earlier file there is
 kept aside); --smoke writes to a scratch file outside the repository unless --out is given. Exit 1 when a client
 lost requests, saw errors, or the server counted other than what was sent.
@@ -28,11 +37,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 from _common import ROOT, BenchmarkFailed, aiperf_version, check_aiperf, local_runtime, results_path, run_aiperf, write_results
 
 sys.path.insert(0, str(ROOT))
 
 from pytest_triton_llm.cache import EngineCache  # noqa: E402
+from _stream_server import StreamServer  # noqa: E402
+from pytest_triton_llm.endpoints import Endpoints  # noqa: E402
 from pytest_triton_llm.engines import backend_of  # noqa: E402
 from pytest_triton_llm.load import Target, run_load  # noqa: E402
 from pytest_triton_llm.lock import load_lock  # noqa: E402
@@ -45,7 +57,7 @@ from pytest_triton_llm.terminal import table  # noqa: E402
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
 TEMPLATE = '{"text_input": {{ text|tojson }}, "max_tokens": {{ max_tokens or 8 }}}'
 REPOSITORY = ROOT / "benchmarks" / "echo_repository"
-SMOKE = {"concurrency": [1, 8], "requests": 50}
+SMOKE = {"concurrency": [1, 8], "requests": 50, "workers": [1, 2], "streams": 8, "stream_tokens": 100}
 
 
 def served_requests(server) -> int:
@@ -112,6 +124,133 @@ def aiperf(executable: str, server, tokenizer: Path, concurrency: int, requests:
     }
 
 
+def _cpu_seconds(pids: list[int]) -> list[float]:
+    """CPU seconds (user + system) each process has used so far (Linux /proc; [] elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = []
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return []
+        seconds.append((int(fields[11]) + int(fields[12])) / ticks)  # utime, stime
+    return seconds
+
+
+def stream_point(server, workers: int, channels: int, streams: int, tokens: int, interval_us: int = 0) -> dict:
+    """One closed-loop load point against the stream server: `streams` requests in flight, 4 per stream in all."""
+    target = Target(Endpoints(http="-", grpc=server.address, metrics="-"), channels=channels)
+    request = {"request_output_len": (tokens, "INT32"), "interval_us": (interval_us, "INT32"), "streaming": (True, "BOOL")}
+    work = [request] * (streams * 4)
+    counted_before, server_cpu_before = server.counted(), _cpu_seconds(server.pids)
+    records, seconds = run_load(target, work, work[:streams], concurrency=streams, workers=workers)
+    client_cpu = records.client_cpu_s
+    server_cpu = [b - a for a, b in zip(server_cpu_before, _cpu_seconds(server.pids), strict=True)]
+    counted = tuple(b - a for a, b in zip(counted_before, server.counted(), strict=True))
+    responses = sum(r.tokens for r in records)
+    delays = [t - s for r in records for t, s in zip(r.token_times, r.server_sent, strict=False)]
+    client_gaps = [b - a for r in records for a, b in zip(r.token_times, r.token_times[1:], strict=False)]
+    server_gaps = [b - a for r in records for a, b in zip(r.server_sent, r.server_sent[1:], strict=False)]
+
+    def ms(values: list[float], q: float) -> float | None:
+        return round(float(np.percentile(np.asarray(values) * 1000, q)), 3) if values else None
+
+    return {
+        "workers": workers,
+        "channels": channels,
+        "streams": streams,
+        "tokens_per_request": tokens,
+        "interval_us": interval_us,
+        "requests": len([r for r in records if r.error is None]),
+        "errors": sum(1 for r in records if r.error),
+        "error_samples": sorted({r.error for r in records if r.error})[:3],
+        "responses": responses,
+        "seconds": round(seconds, 3),
+        "responses_per_s": round(responses / seconds) if seconds else 0,
+        # the server's own counts: measured + warm-up requests, and their responses
+        "server_counted": {"requests": counted[0], "responses": counted[1]},
+        "sent": {"requests": len(work) + streams, "responses": (len(work) + streams) * tokens},
+        "client_cores_busy": round(client_cpu / seconds, 2) if seconds else None,
+        "server_cores_busy": round(sum(server_cpu) / seconds, 2) if seconds and server_cpu else None,
+        "server_busiest_process": round(max(server_cpu) / seconds, 2) if seconds and server_cpu else None,
+        "client_delay_ms": {"p50": ms(delays, 50), "p99": ms(delays, 99), "max": ms(delays, 100)},
+        "itl_p99_ms": {"client": ms(client_gaps, 99), "server": ms(server_gaps, 99)},
+    }
+
+
+def stream_problems(result: dict) -> list[str]:
+    name = f"stream ceiling, {result['workers']} workers"
+    problems = [f"{name}: {result['errors']} errors {result['error_samples']}"] if result["errors"] else []
+    if result["server_counted"] != result["sent"]:
+        problems.append(f"{name}: the server counted {result['server_counted']}, the client sent {result['sent']}")
+    if result["responses"] != result["requests"] * result["tokens_per_request"]:
+        problems.append(f"{name}: {result['responses']} responses received for {result['requests']} requests")
+    return problems
+
+
+def stream_ceiling(args, progress) -> tuple[list[dict], dict | None, list[str]]:
+    """The ceiling per worker count, then the client's delay at --paced-rate with the most workers."""
+    rows, problems = [], []
+    processes = args.server_processes or max(1, (os.cpu_count() or 2) - max(args.workers))
+    with StreamServer(processes) as server:
+        for workers in args.workers:
+            progress.say(
+                f"stream ceiling: {workers} load process(es), {args.streams} streams x {args.stream_tokens} responses ..."
+            )
+            result = stream_point(server, workers, args.channels, args.streams, args.stream_tokens)
+            result["server_processes"] = processes
+            problems += stream_problems(result)
+            rows.append(result)
+        paced = None
+        if args.paced_rate:
+            interval_us = round(args.streams * 1e6 / args.paced_rate)  # each stream sends every interval
+            progress.say(
+                f"paced: {args.paced_rate} responses/s ({args.streams} streams, one response every {interval_us} us) ..."
+            )
+            paced = stream_point(server, max(args.workers), args.channels, args.streams, args.stream_tokens, interval_us)
+            paced["server_processes"] = processes
+            paced["target_responses_per_s"] = args.paced_rate
+            problems += stream_problems(paced)
+    return rows, paced, problems
+
+
+def print_stream(rows: list[dict], paced: dict | None) -> None:
+    print(
+        "\n".join(
+            table(
+                [
+                    "workers",
+                    "channels",
+                    "responses/s",
+                    "client cores busy",
+                    "server cores busy",
+                    "busiest server process",
+                    "errors",
+                ],
+                [
+                    [
+                        r["workers"],
+                        r["channels"],
+                        r["responses_per_s"],
+                        r["client_cores_busy"],
+                        r["server_cores_busy"],
+                        r["server_busiest_process"],
+                        r["errors"],
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+    )
+    if paced:
+        print(
+            f"paced at {paced['target_responses_per_s']}/s with {paced['workers']} workers: "
+            f"reached {paced['responses_per_s']}/s; "
+            f"client delay p50 {paced['client_delay_ms']['p50']} ms, p99 {paced['client_delay_ms']['p99']} ms; "
+            f"ITL p99 {paced['itl_p99_ms']['client']} ms at the client vs {paced['itl_p99_ms']['server']} ms at the server"
+        )
+
+
 def check(result: dict, requests: int) -> list[str]:
     """What is wrong with one client's load point: errors, requests it lost, or a server count that disagrees."""
     name = f"{result['client']} ({result['protocol']}), concurrency {result['concurrency']}"
@@ -144,14 +283,60 @@ def main(argv: list[str] | None = None) -> int:
         f"{SMOKE['requests']} requests; results to a scratch file unless --out",
     )
     parser.add_argument("--engines-cache", default="~/.cache/pytest-triton-llm")
+    stream = parser.add_argument_group("the streamed-responses ceiling (benchmarks/_stream_server.py)")
+    stream.add_argument("--stream-only", action="store_true", help="measure only the ceiling (no tritonserver, no aiperf)")
+    stream.add_argument("--no-stream", action="store_true", help="skip the ceiling")
+    stream.add_argument("--workers", type=int, nargs="+", help="load process counts (default 1 2, and 4 8 with enough cores)")
+    stream.add_argument("--channels", type=int, default=2, help="gRPC connections per load process (default 2)")
+    stream.add_argument(
+        "--server-processes", type=int, help="stream server processes (default: the cores the most workers leave)"
+    )
+    stream.add_argument("--streams", type=int, help="requests in flight (default 64)")
+    stream.add_argument("--stream-tokens", type=int, help="responses per request (default 500)")
+    stream.add_argument(
+        "--paced-rate", type=int, help="the paced run's responses/s (default 50000 with 8 or more cores, else none)"
+    )
     parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/harness_fidelity.json)")
     args = parser.parse_args(argv)
     check_aiperf(parser, args.aiperf)
     concurrencies = args.concurrency or (SMOKE["concurrency"] if args.smoke else [8, 32, 64])
     requests = args.requests or (SMOKE["requests"] if args.smoke else 2000)
     out = results_path("harness_fidelity", args.smoke, args.out)
+    cores = os.cpu_count() or 2
+    args.workers = args.workers or (SMOKE["workers"] if args.smoke else [w for w in (1, 2, 4, 8, 12) if w < cores] or [1])
+    args.streams = args.streams or (SMOKE["streams"] if args.smoke else 64)
+    args.stream_tokens = args.stream_tokens or (SMOKE["stream_tokens"] if args.smoke else 500)
+    if args.paced_rate is None and cores >= 8 and not args.smoke:
+        args.paced_rate = 50000
+    if args.stream_only and args.no_stream:
+        parser.error("--stream-only and --no-stream: pick one")
 
     progress = Progress()
+    document: dict = {"smoke": args.smoke, "machine": {"cpus": cores, "platform": platform.platform()}}
+    problems: list[str] = []
+    if not args.stream_only:
+        document.update(echo_fidelity(args, concurrencies, requests, progress))
+        problems += document["problems"]
+    if not args.no_stream:
+        rows, paced, stream_problems_found = stream_ceiling(args, progress)
+        print_stream(rows, paced)
+        document["stream"] = {
+            "server": "benchmarks/_stream_server.py (grpc.aio, KServe ModelStreamInfer on tritonclient's stubs)",
+            "ceiling": rows,
+            "max_responses_per_s": max((r["responses_per_s"] for r in rows), default=0),
+            "paced": paced,
+            "problems": stream_problems_found,
+        }
+        problems += stream_problems_found
+    document["problems"] = problems
+    write_results(out, document, args.smoke, print)
+    if problems:
+        raise BenchmarkFailed("; ".join(problems))
+    return 0
+
+
+def echo_fidelity(args, concurrencies: list[int], requests: int, progress) -> dict:
+    """Each client's request-rate ceiling against tritonserver's echo model (aiperf's beside ours, when given)."""
     cache = EngineCache(args.engines_cache, progress)
     clients = [
         ("pytest-triton-llm loadgen", "http generate", lambda c: ours(server, "generate", c, requests)),
@@ -197,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
         finally:
             server.stop()
-    best = {}
+    best: dict[str, float] = {}
     for r in results:
         key = f"{r['client']} ({r['protocol']})"
         best[key] = max(best.get(key, 0.0), r["rps"])
@@ -205,24 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     if aiperf_name is None:
         print("aiperf: not run (no --aiperf PATH)")
     print("\nhighest request rate per client: " + "; ".join(f"{k}: {v:.0f} req/s" for k, v in best.items()))
-    write_results(
-        out,
-        {
-            "smoke": args.smoke,
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-            "server": f"tritonserver {server.version} ({runtime.describe()}), model echo (python backend)",
-            "aiperf": aiperf_name or "not run",
-            "requests": requests,
-            "results": results,
-            "max_rps": best,
-            "problems": problems,
-        },
-        args.smoke,
-        print,
-    )
-    if problems:
-        raise BenchmarkFailed("; ".join(problems))
-    return 0
+    return {
+        "server": f"tritonserver {server.version} ({runtime.describe()}), model echo (python backend)",
+        "aiperf": aiperf_name or "not run",
+        "requests": requests,
+        "results": results,
+        "max_rps": best,
+        "problems": problems,
+    }
 
 
 if __name__ == "__main__":

@@ -33,10 +33,13 @@ class Target:
     endpoints: Endpoints  # the server (addresses, TLS, headers)
     model: str = "tensorrt_llm"
     protocol: str = "grpc"  # grpc | infer | generate | generate_stream
+    channels: int = 1  # gRPC: connections per load process, requests dealt to them in turn
 
     def __post_init__(self):
         if self.protocol not in ("grpc", *HTTP_PROTOCOLS):
             raise ValueError(f"protocol must be grpc or one of {HTTP_PROTOCOLS}, not {self.protocol!r}")
+        if self.channels < 1:
+            raise ValueError(f"channels must be >= 1, not {self.channels}")
 
 
 @dataclass
@@ -49,6 +52,8 @@ class RequestRecord:
     done: float | None = None
     error: str | None = None
     responses: list[dict] = field(default_factory=list)  # each response's outputs, when kept
+    worker: int = 0  # the load process that sent it
+    server_sent: list[float] = field(default_factory=list)  # a stamping server's send times (CLOCK_MONOTONIC s)
 
     @property
     def latency_s(self) -> float:
@@ -64,6 +69,15 @@ class RequestRecord:
             self.token_times.append(now)
         if keep and outputs:
             self.responses.append(outputs)
+
+
+class LoadRecords(list):
+    """A load point's RequestRecords, with what sending them cost: the CPU seconds the load processes used during
+    the measured part (their event loops and gRPC's threads), to tell a client-bound measurement."""
+
+    def __init__(self, records=(), client_cpu_s: float = 0.0, workers: int = 1):
+        super().__init__(records)
+        self.client_cpu_s, self.workers = client_cpu_s, workers
 
 
 def _streamed(inputs: Inputs) -> bool:
@@ -107,16 +121,21 @@ class _GrpcSender:
         from tritonclient.grpc import service_pb2, service_pb2_grpc
 
         self.target, self.keep, self.pb = target, keep, service_pb2
-        options = [("grpc.max_receive_message_length", -1)]
+        # a pool of its own per channel: channels to one address otherwise share one connection
+        options = [("grpc.max_receive_message_length", -1), ("grpc.use_local_subchannel_pool", 1)]
         endpoints = target.endpoints
+        credentials = None
         if endpoints.grpc_tls:
             certificates = Path(endpoints.ca_file).read_bytes() if endpoints.ca_file else None
             credentials = grpc.ssl_channel_credentials(root_certificates=certificates)
-            self.channel = grpc.aio.secure_channel(endpoints.grpc, credentials, options=options)
-        else:
-            self.channel = grpc.aio.insecure_channel(endpoints.grpc, options=options)
+        self.channels = [
+            grpc.aio.secure_channel(endpoints.grpc, credentials, options=options)
+            if credentials is not None
+            else grpc.aio.insecure_channel(endpoints.grpc, options=options)
+            for _ in range(target.channels)
+        ]
         self.metadata = endpoints.grpc_metadata()
-        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+        self.stubs = [service_pb2_grpc.GRPCInferenceServiceStub(channel) for channel in self.channels]
 
     def _message(self, index: int, inputs: Inputs):
         message = self.pb.ModelInferRequest(model_name=self.target.model, id=f"load-{index}")
@@ -135,16 +154,20 @@ class _GrpcSender:
             yield self._message(index, inputs)
 
         try:
-            async for response in self.stub.ModelStreamInfer(requests(), metadata=self.metadata):
+            stub = self.stubs[index % len(self.stubs)]
+            async for response in stub.ModelStreamInfer(requests(), metadata=self.metadata):
                 if response.error_message:
                     record.error = response.error_message
                     break
                 infer = response.infer_response
+                # without keep only sequence_length is read (the token count): a streamed response costs less
                 outputs = {
-                    o.name: _decode(o.datatype, o.shape, raw)
+                    o.name: _decode(o.datatype, o.shape, raw) if self.keep or o.name == "sequence_length" else None
                     for o, raw in zip(infer.outputs, infer.raw_output_contents, strict=True)
                 }
                 record.add(outputs, self.keep)
+                if "sent_ns" in infer.parameters:  # a server that stamps its responses (the benchmarks' stream server)
+                    record.server_sent.append(infer.parameters["sent_ns"].int64_param / 1e9)
                 if infer.parameters["triton_final_response"].bool_param:
                     break
         except Exception as exc:  # transport errors count as failed requests
@@ -153,7 +176,8 @@ class _GrpcSender:
         return record
 
     async def close(self) -> None:
-        await self.channel.close()
+        for channel in self.channels:
+            await channel.close()
 
 
 def json_body(inputs: Inputs) -> dict:
@@ -220,52 +244,203 @@ class _HttpSender:
         await self.session.close()
 
 
+class _Queue:
+    """The requests of a load point, handed out in order, each to one client (of one process: an iterator)."""
+
+    def __init__(self, count: int):
+        self.count, self.next = count, 0
+
+    def take(self) -> int | None:
+        if self.next >= self.count:
+            return None
+        self.next += 1
+        return self.next - 1
+
+
+class _SharedQueue(_Queue):
+    """The same over several processes: one counter in shared memory."""
+
+    def __init__(self, count: int, counter):
+        self.count, self.counter = count, counter
+
+    def take(self) -> int | None:
+        with self.counter.get_lock():
+            index = self.counter.value
+            if index >= self.count:
+                return None
+            self.counter.value = index + 1
+        return index
+
+
 async def _closed_loop(
-    send, requests: Sequence[Inputs], concurrency: int, deadline: float | None, stagger_s: float
+    send,
+    requests: Sequence[Inputs],
+    concurrency: int,
+    deadline: float | None,
+    stagger_s: float,
+    queue: _Queue | None = None,
+    clients: Sequence[int] | None = None,
 ) -> list[RequestRecord]:
-    pending = iter(enumerate(requests))
+    """`concurrency` clients, each sends its next request when answered; `clients`: the numbers of the clients this
+    process runs (client i starts i * stagger_s late), `queue`: the requests' hand-out, shared by the processes."""
+    queue = queue or _Queue(len(requests))
     records: list[RequestRecord] = []
 
     async def client(number: int):
         await asyncio.sleep(number * stagger_s)  # a ramp: clients do not start in lockstep
-        for index, inputs in pending:  # the shared iterator hands each request to one client
+        while (index := queue.take()) is not None:
             if deadline is not None and time.perf_counter() >= deadline:
                 return
-            records.append(await send(index, inputs))
+            records.append(await send(index, requests[index]))
 
-    await asyncio.gather(*(client(i) for i in range(concurrency)))
+    await asyncio.gather(*(client(i) for i in (range(concurrency) if clients is None else clients)))
     return records
 
 
-async def _open_loop(
-    send, requests: Sequence[Inputs], rate: float, arrival: str, seed: int, deadline: float | None
-) -> list[RequestRecord]:
+def arrival_offsets(count: int, rate: float, arrival: str, seed: int) -> list[float]:
+    """Seconds after the start at which each of `count` open-loop requests is sent: Poisson or constant arrivals."""
     rng = np.random.default_rng(seed)
-    tasks, next_at = [], time.perf_counter()
-    for index, inputs in enumerate(requests):
-        next_at += rng.exponential(1.0 / rate) if arrival == "poisson" else 1.0 / rate
-        if deadline is not None and next_at >= deadline:
+    gaps = rng.exponential(1.0 / rate, count) if arrival == "poisson" else np.full(count, 1.0 / rate)
+    return np.cumsum(gaps).tolist()
+
+
+async def _open_loop(
+    send, requests: Sequence[Inputs], schedule: Sequence[tuple[int, float]], start: float, deadline: float | None
+) -> list[RequestRecord]:
+    """Send request i at start + its offset, for each (i, offset) of `schedule`, whether or not earlier ones were answered."""
+    tasks = []
+    for index, offset in schedule:
+        if deadline is not None and start + offset >= deadline:
             break
-        await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-        tasks.append(asyncio.create_task(send(index, inputs)))
+        await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
+        tasks.append(asyncio.create_task(send(index, requests[index])))
     return list(await asyncio.gather(*tasks))
 
 
-async def _run(target, requests, warmup, concurrency, request_rate, arrival, seed, duration_s, stagger_s, keep):
-    sender = _GrpcSender(target, keep) if target.protocol == "grpc" else _HttpSender(target, keep)
+@dataclass(frozen=True)
+class _Plan:
+    """One load point as one process runs it: which requests and clients are its own."""
+
+    target: Target
+    requests: Sequence[Inputs]
+    warmup: Sequence[Inputs]
+    concurrency: int | None  # closed loop: all processes' clients together
+    clients: Sequence[int] | None  # closed loop: the numbers of this process's clients (None: all)
+    schedule: Sequence[tuple[int, float]]  # open loop: (request, offset) this process sends
+    duration_s: float | None
+    stagger_s: float
+    keep: bool
+
+
+async def _send_point(plan: _Plan, queue: _Queue | None = None, ready=None) -> tuple[LoadRecords, float]:
+    """Warm up, then run the load point from now, or (`ready` given) from the start the coordinator of the processes
+    names; -> (records with the CPU time spent sending them, start)."""
+    sender = _GrpcSender(plan.target, plan.keep) if plan.target.protocol == "grpc" else _HttpSender(plan.target, plan.keep)
     try:
-        if warmup:
-            await _closed_loop(sender.send, warmup, min(len(warmup), concurrency or 1), None, 0.0)
-        start = time.perf_counter()
-        deadline = start + duration_s if duration_s else None
-        if concurrency:
-            records = await _closed_loop(sender.send, requests, concurrency, deadline, stagger_s)
+        if plan.warmup:
+            clients = len(plan.clients) if plan.clients is not None else (plan.concurrency or 1)
+            await _closed_loop(sender.send, plan.warmup, max(1, min(len(plan.warmup), clients)), None, 0.0)
+        if ready is not None:
+            start = await asyncio.get_running_loop().run_in_executor(None, ready)
+            await asyncio.sleep(max(0.0, start - time.perf_counter()))
         else:
-            records = await _open_loop(sender.send, requests, request_rate, arrival, seed, deadline)
-        end = max((r.done for r in records), default=start)
-        return records, end - start
+            start = time.perf_counter()
+        deadline = start + plan.duration_s if plan.duration_s else None
+        cpu = time.process_time()
+        if plan.concurrency:
+            records = await _closed_loop(
+                sender.send, plan.requests, plan.concurrency, deadline, plan.stagger_s, queue, plan.clients
+            )
+        else:
+            records = await _open_loop(sender.send, plan.requests, plan.schedule, start, deadline)
+        return LoadRecords(records, time.process_time() - cpu), start
     finally:
         await sender.close()
+
+
+# perf_counter is one clock for every process of the host where it is CLOCK_MONOTONIC (Linux); elsewhere each
+# process's times are moved onto the coordinator's clock by the difference of their offsets to the wall clock
+_SHARED_CLOCK = time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
+
+
+def _clock_offset() -> float:
+    return 0.0 if _SHARED_CLOCK else time.time() - time.perf_counter()
+
+
+def _worker(plan: _Plan, counter, connection, number: int) -> None:
+    """A load process: its own event loop and channel; reports ready, runs from the coordinator's start, sends back
+    its records on the coordinator's clock."""
+    shift = 0.0  # this process's clock minus the coordinator's
+
+    def ready() -> float:
+        nonlocal shift
+        connection.send(("ready", None))
+        start, offset = connection.recv()
+        shift = offset - _clock_offset()
+        return start + shift
+
+    try:
+        records, _ = asyncio.run(_send_point(plan, _SharedQueue(len(plan.requests), counter), ready))
+        for record in records:
+            record.worker = number
+            if shift:
+                record.sent -= shift
+                record.done = None if record.done is None else record.done - shift
+                record.token_times = [t - shift for t in record.token_times]
+        connection.send(("records", (list(records), records.client_cpu_s)))
+    except BaseException as exc:  # said to the coordinator, which fails the load point with it
+        connection.send(("error", f"load process {number}: {type(exc).__name__}: {exc}"))
+    finally:
+        connection.close()
+
+
+class LoadProcessError(RuntimeError):
+    """A load process failed (not a request: the process itself)."""
+
+
+def _in_processes(plans: list[_Plan]) -> tuple[LoadRecords, float]:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # gRPC's state must not be forked
+    counter = context.Value("q", 0)
+    pipes, processes = [], []
+    for number, plan in enumerate(plans):
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_worker, args=(plan, counter, theirs, number), daemon=True)
+        process.start()
+        theirs.close()
+        pipes.append(ours)
+        processes.append(process)
+    try:
+
+        def receive(pipe, number: int, expected: str):
+            try:
+                kind, value = pipe.recv()
+            except EOFError:
+                raise LoadProcessError(
+                    f"load process {number} ended without a word (exit {processes[number].exitcode})"
+                ) from None
+            if kind == "error":
+                raise LoadProcessError(value)
+            assert kind == expected, f"load process {number} said {kind!r} where {expected!r} was due"
+            return value
+
+        for number, pipe in enumerate(pipes):
+            receive(pipe, number, "ready")
+        start = time.perf_counter() + 0.02  # all processes start at one instant, clear of the go's own delivery
+        for pipe in pipes:
+            pipe.send((start, _clock_offset()))
+        sent = [receive(pipe, number, "records") for number, pipe in enumerate(pipes)]
+    finally:
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+    records = LoadRecords(
+        sorted((r for own, _ in sent for r in own), key=lambda r: r.index), sum(cpu for _, cpu in sent), len(plans)
+    )
+    end = max((r.done for r in records if r.done is not None), default=start)
+    return records, end - start
 
 
 def run_load(
@@ -280,13 +455,38 @@ def run_load(
     duration_s: float | None = None,
     stagger_s: float = 0.0,
     keep_outputs: bool = False,
-) -> tuple[list[RequestRecord], float]:
+    workers: int = 1,
+) -> tuple[LoadRecords, float]:
     """Send `warmup` (unmeasured), then `requests` at one load point; -> (records, measured seconds).
 
     stagger_s: closed-loop client i sends its first request i * stagger_s after the start.
-    keep_outputs: records keep every response's outputs (for callers that read the answers)."""
+    keep_outputs: records keep every response's outputs (for callers that read the answers).
+    workers: processes that send (each its own event loop and channels); 1 sends from this process. Closed-loop
+    clients are dealt to them in turn and take requests from one shared queue; open-loop requests keep the one
+    arrival schedule, dealt in turn. Every record's times are on this process's perf_counter clock."""
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give exactly one of concurrency or request_rate")
-    return asyncio.run(
-        _run(target, requests, warmup, concurrency, request_rate, arrival, seed, duration_s, stagger_s, keep_outputs)
-    )
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, not {workers}")
+    schedule = [] if request_rate is None else list(enumerate(arrival_offsets(len(requests), request_rate, arrival, seed)))
+    count = min(workers, concurrency or workers, max(1, len(requests)))
+    if count == 1:
+        plan = _Plan(target, requests, warmup, concurrency, None, schedule, duration_s, stagger_s, keep_outputs)
+        records, start = asyncio.run(_send_point(plan))
+        end = max((r.done for r in records if r.done is not None), default=start)
+        return records, end - start
+    plans = [
+        _Plan(
+            target,
+            requests,
+            warmup[number::count],
+            concurrency,
+            None if concurrency is None else range(number, concurrency, count),
+            schedule[number::count],
+            duration_s,
+            stagger_s,
+            keep_outputs,
+        )
+        for number in range(count)
+    ]
+    return _in_processes(plans)

@@ -4,7 +4,7 @@ mixed output lengths for the batching suite."""
 import asyncio
 import time
 
-from pytest_triton_llm.load import RequestRecord, _closed_loop
+from pytest_triton_llm.load import RequestRecord, _closed_loop, arrival_offsets
 from pytest_triton_llm.perf.workload import mixed_lengths
 
 
@@ -50,3 +50,10 @@ def test_staggered_clients_send_their_first_requests_one_stagger_apart():
     asyncio.run(_closed_loop(server.send, [{"n": n} for n in range(4)], 4, None, 0.05))
     offsets = sorted(t - begin for t in server.starts)
     assert all(offset >= 0.05 * i for i, offset in enumerate(offsets)), offsets
+
+
+def test_arrival_offsets_are_seeded_increasing_and_constant_when_asked():
+    poisson = arrival_offsets(100, 50.0, "poisson", 1)
+    assert poisson == arrival_offsets(100, 50.0, "poisson", 1) != arrival_offsets(100, 50.0, "poisson", 2)
+    assert all(b > a for a, b in zip(poisson, poisson[1:], strict=False))
+    assert arrival_offsets(4, 2.0, "constant", 0) == [0.5, 1.0, 1.5, 2.0]
