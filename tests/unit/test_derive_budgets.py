@@ -2,6 +2,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_triton_llm.perf.budgets import find_budget, load_budgets
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "derive_budgets.py"
@@ -53,7 +55,56 @@ def test_derived_budgets_sit_the_slack_away_from_the_measured_means_and_judge_th
     assert find_budget(budgets, **ident, hardware_class="h200") is inflight
     assert find_budget(budgets, **ident, hardware_class="a100") is None
     assert all(row[3] == "ok" for row in inflight.check(POINT))
-    assert "3 run(s)" in budgets_file.read_text()
+    header = budgets_file.read_text().strip().splitlines()[0]
+    assert header.startswith("[[budget]]  # derived ") and header.endswith(
+        " from 1 session(s) of 3 run(s): output_tokens_per_s 1000; latency_ms.p99 1800; ttft_ms.p99 40; slack 2x from the worst"
+    )
+
+
+def session(throughput: float, latency: float, hardware_class: str = "h200") -> dict:
+    point = {
+        **POINT,
+        "hardware_class": hardware_class,
+        "repeats": {
+            "output_tokens_per_s": {"n": 3, "mean": throughput},
+            "latency_ms.p99": {"n": 3, "mean": latency},
+            "ttft_ms.p99": {"n": 3, "mean": 40.0},
+        },
+    }
+    return {"deployments": {"smollm2-135m:inflight": {"metrics": {"perf": {"concurrency=8": point}}}}}
+
+
+def test_budgets_of_several_sessions_take_the_slowest_session_and_state_the_spread(tmp_path, capsys):
+    paths = []
+    for name, report in (("a", session(1000.0, 1800.0)), ("b", session(700.0, 2400.0))):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(report))
+    assert derive.main([*map(str, paths), "--slack", "1.5"]) == 0
+    budgets_file = tmp_path / "budgets.toml"
+    budgets_file.write_text(capsys.readouterr().out)
+    [budget] = load_budgets(budgets_file)
+    assert (budget.min_output_tokens_per_s, budget.max_latency_p99_ms) == (466.7, 3600)
+    header = budgets_file.read_text().strip().splitlines()[0]
+    assert header.endswith(
+        " from 2 session(s) of 3+3 run(s): output_tokens_per_s 1000 / 700 (spread 1.43x); latency_ms.p99 1800 / 2400 "
+        "(spread 1.33x); ttft_ms.p99 40 / 40 (spread 1.00x); slack 1.5x from the worst"
+    )
+
+
+def test_reports_of_two_hardware_classes_are_refused(tmp_path, capsys):
+    paths = []
+    for name, report in (("a", session(1000.0, 1800.0)), ("b", session(700.0, 2400.0, "a100"))):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(report))
+    with pytest.raises(SystemExit) as exited:
+        derive.main(list(map(str, paths)))
+    assert exited.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("error: the reports measured a100, h200: derive one hardware class at a time")
+    )
 
 
 def test_a_report_without_perf_load_points_is_refused_with_what_to_run(tmp_path, capsys):
