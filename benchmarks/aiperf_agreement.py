@@ -43,9 +43,9 @@ pytest_triton_llm/load.py and pytest_triton_llm/perf/metrics.py):
 - ITL. aiperf: one value per request, (request latency - TTFT) / (output tokens - 1), i.e. the request's mean gap,
   and the percentiles are taken over requests (metrics/types/inter_token_latency_metric.py). Its per-gap figure is
   inter_chunk_latency, every gap of every request pooled (inter_chunk_latency_metric.py; percentiles from a
-  t-digest, metrics/list_metric_aggregation.py). Ours: every gap between token-carrying responses of every
-  streamed request pooled, percentiles over the gaps (perf/metrics.py summarize: itl_ms). Both are computed here
-  both ways from the per-request records ("like for like").
+  t-digest, metrics/list_metric_aggregation.py). Ours, since 2026-12: the same per request, (last token response -
+  first token response) / (tokens - 1) (perf/metrics.py summarize: itl_ms), and the pooled gaps as icl_ms (itl_ms
+  before). Both are computed here both ways from the per-request records ("like for like").
 - Output tokens. aiperf: client-side, each request's streamed texts joined and re-tokenized with --tokenizer
   (records/inference_result_parser.py _compute_client_side_token_counts / _compute_token_count; the server's usage
   only with --use-server-token-count, which Triton's generate endpoint does not send). Ours: the server's count,
@@ -189,7 +189,7 @@ def loadgen(served, path: str, prompts, warmup, concurrency: int, output_tokens:
         "throughput_rps": result["throughput_rps"],
         "ttft_p50": (result["ttft_ms"] or {}).get("p50"),
         "ttft_p99": (result["ttft_ms"] or {}).get("p99"),
-        "itl_p50": (result["itl_ms"] or {}).get("p50"),  # ours: pooled gaps
+        "itl_p50": (result["itl_ms"] or {}).get("p50"),  # ours: per request, as aiperf's
         "latency_mean_ms": (result["latency_ms"] or {}).get("mean"),
         # like for like with aiperf
         "output_tokens_retokenized": retokenized,
@@ -324,9 +324,9 @@ DEFINITIONS = {  # what differs, printed once above the explanations that use it
     "path": "path: the perf suite's load generator sends token ids straight to tensorrt_llm over gRPC, without the "
     "ensemble's preprocessing (tokenization) and postprocessing (detokenization) models and without HTTP/SSE; the "
     "definitions alone are compared in the loadgen (same path) column",
-    "itl": "ITL: aiperf's is one value per request, (request latency - TTFT) / (output tokens - 1), its p50 taken over "
-    "requests; ours pools every token gap of every request, p50 over the gaps (aiperf's pooled figure is its "
-    "inter_chunk_latency)",
+    "itl": "ITL: one value per request on both sides, (request latency - TTFT) / (output tokens - 1), p50 over "
+    "requests; aiperf counts the tokens by re-tokenizing the streamed text, ours takes the server's count; the pooled "
+    "gaps (aiperf's inter_chunk_latency, our icl_ms) are compared beside it",
     "ttft": "TTFT: aiperf starts its clock right before aiohttp sends (its per-request session already set up) and "
     "stops it when the first chunk with non-empty text arrives, before parsing it; ours starts when the request "
     "record is made (before encoding the body or opening the gRPC stream) and stops after parsing the first "

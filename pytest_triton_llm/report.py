@@ -82,6 +82,12 @@ class RunReport:
         """{deployment: {load point: perf entry}} for every deployment the perf suite measured."""
         return {d: info["metrics"]["perf"] for d, info in self.deployments.items() if "perf" in info.get("metrics", {})}
 
+    def perf_sweeps(self) -> dict:
+        """{deployment: its --perf-sweep result} for every deployment the perf suite swept."""
+        return {
+            d: info["metrics"]["perf_sweep"] for d, info in self.deployments.items() if "perf_sweep" in info.get("metrics", {})
+        }
+
     def add_deployment(self, deployment_id: str, info: dict) -> None:
         self.deployments.setdefault(deployment_id, {}).update(info)
 

@@ -240,6 +240,7 @@ class TritonLLMSession:
             self.options.report,
             self.progress,
             dummy_deployments(self.report.deployments),
+            self.report.perf_sweeps(),
         )
         if plots:
             self.report.record_run("plots", plots)

@@ -6,6 +6,7 @@ from typing import Sequence
 
 from .lock import DUMMY, DUMMY_LABEL
 from .perf.budgets import match_label
+from .perf.mlperf import verdict_line
 from .perf_judged import judged_by
 from .perf.publish import dummy_deployments
 
@@ -41,6 +42,7 @@ def summary_lines(state, config) -> list[str]:
     lines = fault + table(["deployment", "engine", "server", "ready in", "server log"], rows)
     lines += code_lines(records)
     lines += perf_lines(state.report.perf_results(), dummy_deployments(state.report.deployments))
+    lines += sweep_lines(state.report.perf_sweeps())
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     startup = state.startup_s if state.startup_s is not None else state.report.worker_times.get("startup_s")
@@ -107,6 +109,7 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
         *table(headers, rows),
         *repeat_lines(entries),
         *goodput_lines(entries),
+        *mlperf_lines(entries),
         "",
         *table(["deployment", "load point", "hardware", "budget", "baseline"], verdicts),
         *(f"perf budgets: {f}" for f in files),
@@ -149,6 +152,41 @@ def goodput_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
         for d, name, g in judged
     ]
     return ["", *table(["deployment", "load point", "SLOs", "within", "fraction", "goodput req/s"], rows)]
+
+
+def mlperf_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
+    """With --perf-mlperf: per load point VALID or INVALID under the benchmark's limits, and why."""
+    judged = [(d, name, p["mlperf"]) for d, name, p in entries if p.get("mlperf")]
+    if not judged:
+        return []
+    rows = [[d, name, m["benchmark"], _num(m["ttft_p99_ms"]), _num(m["tpot_p99_ms"]), verdict_line(m)] for d, name, m in judged]
+    return ["", *table(["deployment", "load point", "MLPerf", "TTFT p99 ms", "TPOT p99 ms", "verdict"], rows)]
+
+
+def sweep_lines(sweeps: dict) -> list[str]:
+    """With --perf-sweep: per deployment its steps, where it stopped and the knee."""
+    lines = []
+    for deployment, sweep in sweeps.items():
+        rows = [
+            [
+                s["concurrency"],
+                s["output_tokens_per_s"] if s["ci95"] is None else f"{s['output_tokens_per_s']:g} {s['ci95']}",
+                "-" if s.get("gain") is None else f"{s['gain_pct']:+.1f}%",
+                _pair(s["latency_ms"]),
+                "-" if not s.get("goodput") else f"{s['goodput']['goodput_rps']:g} ({s['goodput']['fraction']:.0%})",
+                "knee" if s["concurrency"] == sweep["knee"] else "",
+            ]
+            for s in sweep["steps"]
+        ]
+        headers = ["concurrency", "tok/s", "gain", "latency p50/p99 ms", "goodput req/s (within)", ""]
+        knee = f"knee at concurrency={sweep['knee']}" if sweep["knee"] is not None else "no knee"
+        lines += ["", f"perf sweep {deployment} (workload {sweep['workload']}): {knee}, {sweep['knee_why']}; {sweep['stopped']}"]
+        lines += table(headers, rows)
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def _spread(s: dict | None) -> str:

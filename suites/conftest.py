@@ -101,6 +101,16 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("load_point", points, ids=[name for name, _ in points])
 
 
+def pytest_collection_modifyitems(config, items):
+    """The perf suite's saturation sweep runs only when asked for (--perf-sweep): deselected, not skipped, without."""
+    if perf_settings(config).sweep:
+        return
+    swept = [item for item in items if getattr(item, "originalname", None) == "test_saturation_sweep"]
+    if swept:
+        config.hook.pytest_deselected(items=swept)
+        items[:] = [item for item in items if item not in swept]
+
+
 @pytest.fixture(scope="session")
 def perf_workload(triton_llm_perf_options):
     """(name, workload): --perf-workload of --perf-workloads's file, else of fixtures/perf_workloads.toml."""

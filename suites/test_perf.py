@@ -24,12 +24,21 @@ from pytest_triton_llm.perf.budgets import find_budget
 from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
 from pytest_triton_llm.hardware import hardware_class
-from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
+from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
+from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy, spread
+from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 from pytest_triton_llm.terminal import table
 
 pytestmark = pytest.mark.perf
+# the report's word on which definition each metric follows (the terminal summary prints the summary line)
+PERF_DEFINITIONS = {
+    "summary": "itl_ms is aiperf's ITL (per request), icl_ms aiperf's ICL (pooled gaps, itl_ms before 2026-12), "
+    "tpot_ms MLPerf's TPOT; definitions and sources in the report and docs/verdicts.md",
+    **DEFINITIONS,
+}
 
 
 def test_load_point(
@@ -66,10 +75,14 @@ def test_load_point(
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
         for served in sides if repeat % 2 else sides[::-1]:  # A B B A ...: neither side always goes first
+            offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
             with triton_llm_progress.step(
                 f"perf: {served.id} {point_name}{label} ({len(requests)} requests, workload {workload_name})"
             ):
                 records, seconds = run_load(*loads[served.id], seed=workload.seed, **point)
+            if options.records:
+                identity = dict(deployment=served.id, load_point=point_name, workload=workload_name, repeat=repeat)
+                write_records(options.records, records, offset_ns, **identity)
             if served is reference:
                 reference_runs.append(summarize(records, seconds))
                 continue
@@ -82,6 +95,9 @@ def test_load_point(
         result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
     if options.slos:
         result["goodput"] = judge_goodput(records_all, options.slos, seconds_all)
+    if options.mlperf:  # VALID or INVALID under the benchmark's limits, over every run's requests
+        result["mlperf"] = judge_mlperf(*options.mlperf, records_all)
+    triton_llm_report.record_run("perf_definitions", PERF_DEFINITIONS)
     # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
     identity = dict(
         engine=triton_llm.ref.engine_name,
@@ -109,7 +125,7 @@ def test_load_point(
     triton_llm_report.record_perf(triton_llm.id, point_name, result)
     for key in ("throughput_rps", "output_tokens_per_s"):
         record_property(f"perf.{point_name}.{key}", result[key])
-    for key in ("latency_ms", "ttft_ms", "itl_ms"):
+    for key in ("latency_ms", "ttft_ms", "itl_ms", "icl_ms", "tpot_ms"):
         if result[key]:
             record_property(f"perf.{point_name}.{key}.p99", result[key]["p99"])
     if "goodput" in result:  # --perf-slo: the share of requests within every SLO, and their rate
@@ -194,3 +210,56 @@ def test_load_point(
             problems += [f"regression at {point_name}: {r}" for r in regressions]
     if problems:
         pytest.fail(f"{triton_llm.id} {point_name}: " + "\n".join(problems), pytrace=False)
+
+
+def test_saturation_sweep(
+    triton_llm, perf_workload, triton_llm_report, triton_llm_perf_options, triton_llm_progress, record_property
+):
+    """--perf-sweep (collected only with it): concurrency 1, 2, 4, ... on the --perf-workload's lengths until output
+    throughput stalls or an SLO breaks; the knee goes to the report (perf_sweep), the summary and the plot."""
+    options = triton_llm_perf_options
+    workload_name, workload = perf_workload
+    engine = triton_llm.ref.engine
+    vocab = range(100, triton_llm.tokenizer.vocab_size)
+    client, streaming = triton_llm.client, triton_llm.client.decoupled
+    sweep = Sweep(options.sweep_max, bool(options.slos))
+    for concurrency in concurrencies(options.sweep_max):
+        count = max(workload.requests, 2 * concurrency)  # every client sends at least twice: more than the ramp
+        requests = synthetic_requests(workload, count, vocab, engine.max_input_len, engine.max_output_len)
+        warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, 1)
+        load = (
+            Target(triton_llm.server.endpoints),
+            encode(requests, client, workload.fixed_output, streaming),
+            encode(warmup, client, workload.fixed_output, streaming),
+        )
+        runs, records_all, seconds_all = [], [], 0.0
+        for repeat in range(1, options.repeats + 1):
+            offset_ns = epoch_offset_ns()
+            with triton_llm_progress.step(f"perf sweep: {triton_llm.id} concurrency={concurrency} run {repeat}"):
+                records, seconds = run_load(*load, seed=workload.seed, concurrency=concurrency)
+            if options.records:
+                point = f"sweep:concurrency={concurrency}"
+                write_records(
+                    options.records,
+                    records,
+                    offset_ns,
+                    deployment=triton_llm.id,
+                    load_point=point,
+                    workload=workload_name,
+                    repeat=repeat,
+                )
+            runs.append(summarize(records, seconds))
+            records_all += records
+            seconds_all += seconds
+        failed = [r for r in runs if r["errors"]]
+        assert not failed, (
+            f"concurrency={concurrency}: {sum(r['errors'] for r in failed)} requests failed: {failed[0]['error_samples']}"
+        )
+        goodput = judge_goodput(records_all, options.slos, seconds_all) if options.slos else None
+        extra = {"mlperf": judge_mlperf(*options.mlperf, records_all)} if options.mlperf else {}
+        if sweep.add(concurrency, runs, goodput, requests=count, **extra):
+            break
+    result = {"workload": workload_name, "max_concurrency": options.sweep_max, **sweep.result()}
+    triton_llm_report.record(triton_llm.id, "perf_sweep", result)
+    record_property("perf.sweep.knee_concurrency", result["knee"])
+    assert result["knee"] is not None, f"{triton_llm.id}: no knee: {result['knee_why']} ({result['stopped']})"

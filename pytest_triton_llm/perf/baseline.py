@@ -5,6 +5,8 @@ on both sides: significantly more, by a Welch test; against a reference measured
 by a paired test of the rounds' ratios).
 METRIC is a top-level key (throughput_rps, output_tokens_per_s) or stat.key (latency_ms.p99,
 ttft_ms.p50, itl_ms.mean, ...): higher is better for throughputs, lower for times.
+A baseline saved before itl_ms meant aiperf's ITL (per request) held the pooled gaps under that name: it is read with
+them as icl_ms (migrate_point), and a rule on itl_ms finds nothing there to compare with and says so.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..errors import TritonLLMError
 KIND = "pytest-triton-llm perf baseline"
 SCHEMA = 1
 HIGHER_IS_BETTER = ("throughput_rps", "output_tokens_per_s")
-TIMES = ("latency_ms", "ttft_ms", "itl_ms")
+TIMES = ("latency_ms", "ttft_ms", "itl_ms", "icl_ms", "tpot_ms")
 
 
 class BaselineError(TritonLLMError, ValueError):
@@ -41,7 +43,7 @@ class FailRule:
         if not sep or not valid:
             raise BaselineError(
                 f"--perf-compare-fail {text!r}: expected METRIC:PCT with METRIC one of "
-                f"{', '.join(HIGHER_IS_BETTER)} or latency_ms|ttft_ms|itl_ms.mean|p50|p90|p99"
+                f"{', '.join(HIGHER_IS_BETTER)} or {'|'.join(TIMES)}.mean|p50|p90|p99"
             )
         try:
             return cls(metric, float(pct))
@@ -81,6 +83,8 @@ class FailRule:
                 f"detectable {w.detectable_regression_pct:.1f}%)"
             )
         before, now = self.value(baseline), self.value(current)
+        if before is None and now is not None:  # e.g. itl_ms of a baseline saved when it meant the pooled gaps
+            return f"{self.metric}: the baseline has no value to compare {now:g} with"
         if before is None or now is None or before == 0:
             return None
         higher_better = self.metric in HIGHER_IS_BETTER
@@ -145,8 +149,27 @@ def comparable(before: dict, now: dict) -> tuple[str | None, list[str]]:
     return ("; ".join(refused) or None), said
 
 
+def migrate_point(entry: dict) -> dict:
+    """A load point (of a baseline or a report) written before itl_ms meant aiperf's ITL, in place: one without icl_ms
+    held the pooled gaps as itl_ms, now icl_ms; it has no aiperf ITL. Its runs, its repeats' spread and a reference's
+    median run the same."""
+    if "itl_ms" not in entry or "icl_ms" in entry:  # written with both names, or never streamed a token
+        return entry
+    for point in (entry, *entry.get("runs", ()), (entry.get("compared") or {}).get("reference") or {}):
+        if "itl_ms" in point and "icl_ms" not in point:
+            point["icl_ms"] = point.pop("itl_ms")
+    spread = entry.get("repeats") or {}
+    for key in [k for k in spread if k.startswith("itl_ms.")]:
+        spread["icl_ms." + key.partition(".")[2]] = spread.pop(key)
+    return entry
+
+
 def load_baseline(path: str | Path) -> dict:
-    return read_document(path, KIND, SCHEMA, "--perf-compare", "--perf-save", BaselineError)
+    data = read_document(path, KIND, SCHEMA, "--perf-compare", "--perf-save", BaselineError)
+    for points in (data.get("deployments") or {}).values():
+        for entry in points.values():
+            migrate_point(entry)
+    return data
 
 
 def save_baseline(path: str | Path, results: dict, run: dict) -> Path | None:

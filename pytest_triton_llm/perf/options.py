@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ..files import fixtures_dir
 from ..schema import SchemaError
 from ..usage import OptionError
 from .baseline import FailRule, load_baseline
 from ..significance import Slo
 from .budgets import Budget, load_budgets
+from .mlperf import Benchmark, load_benchmarks
 from .repeats import parse_slos
 from .workload import Workload, load_workloads
 
@@ -53,9 +55,10 @@ def add_options(group) -> None:
         metavar="METRIC[.STAT]:LIMIT",
         action="append",
         default=[],
-        help="a per-request SLO for goodput (aiperf's --goodput): ttft_ms:500, latency_ms:8000, itl_ms.p50:50 (a "
-        "request's own inter-token gaps); the report gives the share of requests within every SLO and goodput in "
-        "req/s (repeatable)",
+        help="a per-request SLO for goodput (aiperf's --goodput): ttft_ms:500, latency_ms:8000, tpot_ms:100 (MLPerf's "
+        "TPOT), itl_ms:50 (the request's aiperf ITL, its mean gap) or itl_ms.p99:80 (that statistic of the request's "
+        "own inter-token gaps); the report gives the share of requests within every SLO and goodput in req/s "
+        "(repeatable)",
     )
     group.addoption(
         "--perf-require-budget",
@@ -85,6 +88,35 @@ def add_options(group) -> None:
         "reference, this side, ...), and judge --perf-compare-fail on the rounds' ratios by a paired test: what "
         "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
     )
+    group.addoption(
+        "--perf-records",
+        metavar="PATH",
+        help="write one JSON line per request (deployment, load point, repeat, send, first token and every token "
+        "time in ns since the epoch, tokens, error), as aiperf's profile_export.jsonl; PATH must not exist",
+    )
+    group.addoption(
+        "--perf-mlperf",
+        metavar="BENCHMARK",
+        help="say per load point whether it is VALID under that MLPerf benchmark's p99 TTFT/TPOT limits and "
+        "output-length rules (fixtures/mlperf.toml: llama3.1-8b, llama3.1-8b-interactive, llama2-70b, ...)",
+    )
+    group.addoption(
+        "--perf-sweep",
+        action="store_true",
+        help="per deployment, raise concurrency 1, 2, 4, ... (the --perf-workload's lengths) until output "
+        "throughput gains less than 5%% on the step before (with --perf-repeats judged on the step's interval) or "
+        "--perf-slo breaks, and report the knee (the highest goodput within the SLOs; without SLOs the last step "
+        "before the stall); --perf-workload sweep is a short one for CPUs",
+    )
+    group.addoption(
+        "--perf-sweep-max",
+        metavar="N",
+        type=int,
+        help=f"--perf-sweep's highest concurrency (default: {SWEEP_MAX})",
+    )
+
+
+SWEEP_MAX = 64
 
 
 def _read(path: str | None, option: str, load: Callable[[Path], object]):
@@ -113,6 +145,10 @@ class PerfOptions:
     require_budget: bool = False
     strict: bool = False
     against: str | None = None  # --perf-against: the lock deployment measured beside each load point
+    records: str | None = None  # --perf-records: the JSON-lines file of every request
+    mlperf: tuple[str, Benchmark] | None = None  # --perf-mlperf: the benchmark's name and constraints
+    sweep: bool = False
+    sweep_max: int = SWEEP_MAX
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -143,6 +179,20 @@ class PerfOptions:
             raise OptionError(f"--perf-slo: {exc}") from None
         budgets = _read(opt.perf_budgets, "--perf-budgets", load_budgets)
         workloads = _read(opt.perf_workloads, "--perf-workloads", load_workloads)
+        # a pytest-xdist worker starts after the controller checked, and its siblings may have begun the file
+        if opt.perf_records and Path(opt.perf_records).exists() and getattr(config, "workerinput", None) is None:
+            raise OptionError(
+                f"--perf-records {opt.perf_records}: the file exists; name a new one (a run never "
+                "appends to or replaces an earlier run's records)"
+            )
+        mlperf = None
+        if opt.perf_mlperf:
+            benchmarks = load_benchmarks(fixtures_dir() / "mlperf.toml")
+            if opt.perf_mlperf not in benchmarks:
+                raise OptionError(f"--perf-mlperf {opt.perf_mlperf}: known benchmarks are {', '.join(sorted(benchmarks))}")
+            mlperf = (opt.perf_mlperf, benchmarks[opt.perf_mlperf])
+        if opt.perf_sweep_max is not None and (not opt.perf_sweep or opt.perf_sweep_max < 1):
+            raise OptionError(f"--perf-sweep-max {opt.perf_sweep_max}: needs --perf-sweep and a concurrency >= 1")
         return cls(
             opt.perf_workload,
             opt.perf_save,
@@ -158,6 +208,10 @@ class PerfOptions:
             opt.perf_require_budget,
             opt.perf_strict,
             opt.perf_against,
+            opt.perf_records,
+            mlperf,
+            opt.perf_sweep,
+            opt.perf_sweep_max or SWEEP_MAX,
         )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:

@@ -16,20 +16,27 @@ def dummy_deployments(records: dict) -> frozenset[str]:
 
 
 def publish(
-    results: dict, run: dict, save: str | None, report: str | None, progress: Progress, dummy: frozenset[str] = frozenset()
+    results: dict,
+    run: dict,
+    save: str | None,
+    report: str | None,
+    progress: Progress,
+    dummy: frozenset[str] = frozenset(),
+    sweeps: dict | None = None,
 ) -> list[str]:
     """results: {deployment: {load point: perf entry}}; `dummy`: deployments of dummy-weight engines (marked in the
-    plot); returns the plots written (next to the report)."""
-    if not results:
+    plot); `sweeps`: {deployment: its --perf-sweep result} (drawn, the knee marked); returns the plots written (next to
+    the report)."""
+    if not results and not sweeps:
         return []
-    if save:
+    if save and results:
         kept = save_baseline(save, results, run)
         note = f" (the previous file is kept as {kept})" if kept else ""
         progress.say(f"perf: baseline saved to {save}{note}")
     if not report:
         return []
     try:
-        png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"), dummy)
+        png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"), dummy, sweeps or {})
     except Exception as exc:  # a missing plot must not cost the report
         progress.say(f"WARNING: perf plot not written: {type(exc).__name__}: {exc}")
         return []

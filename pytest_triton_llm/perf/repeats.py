@@ -11,7 +11,7 @@ import numpy as np
 
 from ..load import RequestRecord
 from ..significance import Slo, goodput, mean_ci, parse_slo
-from .metrics import metric_value
+from .metrics import itl_s, metric_value, tpot_s, ttft_s
 
 
 class PerfNoisy(UserWarning):
@@ -29,6 +29,9 @@ METRICS = (
     "ttft_ms.p99",
     "itl_ms.p50",
     "itl_ms.p99",
+    "icl_ms.p50",
+    "icl_ms.p99",
+    "tpot_ms.p99",
 )
 
 
@@ -68,11 +71,11 @@ def _round(value: float | None) -> float | None:
 
 
 # -- goodput ---------------------------------------------------------------------------------------------------
-PER_REQUEST = ("ttft_ms", "itl_ms", "latency_ms")
+PER_REQUEST = ("ttft_ms", "itl_ms", "tpot_ms", "latency_ms")
 
 
 def parse_slos(specs: list[str]) -> tuple[Slo, ...]:
-    """--perf-slo METRIC[.STAT]:LIMIT values; METRIC one of ttft_ms, itl_ms, latency_ms (per request)."""
+    """--perf-slo METRIC[.STAT]:LIMIT values; METRIC one of ttft_ms, itl_ms, tpot_ms, latency_ms (per request)."""
     slos = tuple(parse_slo(spec) for spec in specs)
     for slo in slos:
         if slo.metric not in PER_REQUEST:
@@ -81,8 +84,9 @@ def parse_slos(specs: list[str]) -> tuple[Slo, ...]:
 
 
 def request_metrics(record: RequestRecord, slos: tuple[Slo, ...]) -> dict[str, float | None]:
-    """One request's figures as the SLOs name them. TTFT and latency are one value per request (a statistic in the
-    SLO is ignored for them); ITL is the request's own gaps, reduced by the SLO's statistic (mean by default)."""
+    """One request's figures as the SLOs name them. TTFT, TPOT (MLPerf's) and latency are one value per request (a
+    statistic in the SLO is ignored for them); itl_ms is the request's aiperf ITL, (last token - first token) /
+    (tokens - 1), or with a statistic (itl_ms.p50) that statistic of its own gaps between token responses."""
     gaps = [1000 * (b - a) for a, b in zip(record.token_times, record.token_times[1:], strict=False)]
     values: dict[str, float | None] = {}
     for slo in slos:
@@ -90,10 +94,18 @@ def request_metrics(record: RequestRecord, slos: tuple[Slo, ...]) -> dict[str, f
         if slo.metric == "latency_ms":
             values[key] = 1000 * record.latency_s
         elif slo.metric == "ttft_ms":
-            values[key] = 1000 * (record.token_times[0] - record.sent) if record.streamed and record.token_times else None
+            values[key] = _ms(ttft_s(record))
+        elif slo.metric == "tpot_ms":
+            values[key] = _ms(tpot_s(record))
+        elif slo.statistic is None:
+            values[key] = _ms(itl_s(record))
         else:
             values[key] = _reduce(gaps, slo.statistic) if gaps else None
     return values
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1000 * seconds
 
 
 def judge_goodput(records: list[RequestRecord], slos: tuple[Slo, ...], duration_s: float) -> dict:

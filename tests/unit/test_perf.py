@@ -11,7 +11,7 @@ from pytest_triton_llm.load import RequestRecord
 from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import judge_goodput, noisy, parse_slos, spread
-from pytest_triton_llm.perf.options import PerfOptions
+from pytest_triton_llm.perf.options import PerfOptions, add_options
 from pytest_triton_llm.perf.plot import plot_latency_vs_throughput
 from pytest_triton_llm.perf.workload import Lengths, Workload, load_workloads, synthetic_requests
 from pytest_triton_llm.schema import SchemaError
@@ -49,17 +49,101 @@ def test_synthetic_requests_follow_the_distributions_and_limits():
 
 
 def test_summary_has_the_reports_keys_and_llm_latencies():
-    streamed = RequestRecord(0, sent=0.0, token_times=[0.1, 0.2, 0.4], tokens=3, done=0.4, streamed=True)
+    streamed = RequestRecord(0, sent=0.0, token_times=[0.1, 0.2, 0.4], tokens=3, done=0.5, streamed=True)
     other = RequestRecord(1, sent=1.0, token_times=[1.1, 1.3], tokens=2, done=1.3, streamed=True)
     failed = RequestRecord(2, sent=0.0, done=0.1, error="boom")
     result = summarize([streamed, other, failed], duration_s=2.0)
     assert result["requests"] == 2 and result["errors"] == 1 and result["error_samples"] == ["boom"]
     assert result["throughput_rps"] == 1.0 and result["output_tokens_per_s"] == 2.5
     assert result["ttft_ms"]["p50"] == pytest.approx(100.0)
-    assert result["itl_ms"]["mean"] == pytest.approx((100 + 200 + 200) / 3, rel=1e-3)
     assert set(result["latency_ms"]) == {"mean", "p50", "p90", "p99"}
     unstreamed = summarize([RequestRecord(0, sent=0.0, token_times=[1.0], tokens=8, done=1.0)], 1.0)
-    assert unstreamed["ttft_ms"] is None and unstreamed["itl_ms"] is None
+    assert [unstreamed[k] for k in ("ttft_ms", "itl_ms", "icl_ms", "tpot_ms")] == [None, None, None, None]
+
+
+def test_itl_is_aiperfs_per_request_mean_gap_and_icl_pools_every_gap():
+    # gaps of 100 and 200 ms in one request, 200 ms in the other
+    records = [
+        RequestRecord(0, sent=0.0, token_times=[0.1, 0.2, 0.4], tokens=3, done=0.5, streamed=True),
+        RequestRecord(1, sent=1.0, token_times=[1.1, 1.3], tokens=2, done=1.3, streamed=True),
+    ]
+    result = summarize(records, duration_s=2.0)
+    assert result["itl_ms"]["mean"] == pytest.approx((150 + 200) / 2)  # (0.4 - 0.1) / 2 and (1.3 - 1.1) / 1
+    assert result["icl_ms"]["mean"] == pytest.approx((100 + 200 + 200) / 3, abs=0.01)
+    assert result["output_token_throughput_per_user"]["mean"] == pytest.approx((1 / 0.15 + 1 / 0.2) / 2, abs=0.01)
+
+
+def test_tpot_is_mlperfs_latency_minus_ttft_over_tokens_minus_one_up_to_the_requests_end():
+    # the first request's last response (Triton's empty final one) comes 100 ms after its last token
+    records = [
+        RequestRecord(0, sent=0.0, token_times=[0.1, 0.2, 0.4], tokens=3, done=0.5, streamed=True),
+        RequestRecord(1, sent=1.0, token_times=[1.1, 1.3], tokens=2, done=1.3, streamed=True),
+    ]
+    assert summarize(records, 2.0)["tpot_ms"]["mean"] == pytest.approx(((0.5 - 0.1) / 2 * 1000 + 200) / 2)
+
+
+def test_requests_of_one_token_have_a_ttft_but_no_itl_or_tpot():
+    one = RequestRecord(0, sent=0.0, token_times=[0.3], tokens=1, done=0.3, streamed=True)
+    result = summarize([one], 1.0)
+    assert result["ttft_ms"]["mean"] == pytest.approx(300.0)
+    assert [result[k] for k in ("itl_ms", "icl_ms", "tpot_ms", "output_token_throughput_per_user")] == [None] * 4
+
+
+def test_output_token_throughput_runs_from_the_first_send_to_the_last_token_response():
+    records = [
+        RequestRecord(0, sent=0.5, token_times=[0.6, 0.7], tokens=2, done=0.8, streamed=True),
+        RequestRecord(1, sent=1.0, token_times=[1.5, 2.5], tokens=2, done=2.6, streamed=True),
+    ]
+    result = summarize(records, duration_s=3.0)  # the load generator's window began 0.5 s before the first send
+    assert result["benchmark_duration_s"] == 2.0 and result["output_token_throughput"] == 2.0
+    assert result["output_tokens_per_s"] == pytest.approx(4 / 3.0, abs=0.01)
+
+
+def test_every_summary_metric_has_a_definition_naming_its_source():
+    from pytest_triton_llm.perf.metrics import DEFINITIONS
+
+    record = RequestRecord(0, sent=0.0, token_times=[0.1, 0.2], tokens=2, done=0.2, streamed=True)
+    measured = set(summarize([record], 1.0)) - {"requests", "errors", "output_tokens", "error_samples", "duration_s"}
+    assert measured - {"throughput_rps"} == set(DEFINITIONS)
+    for name in ("itl_ms", "icl_ms", "output_token_throughput"):
+        assert "https://github.com/ai-dynamo/aiperf/" in DEFINITIONS[name], name
+    assert "https://github.com/mlcommons/inference/" in DEFINITIONS["tpot_ms"]
+
+
+def test_a_baseline_saved_when_itl_ms_meant_the_pooled_gaps_reads_them_as_icl_ms(tmp_path):
+    old_point = {
+        "output_tokens_per_s": 40.0,
+        "itl_ms": {"mean": 30.0, "p50": 28.0, "p90": 35.0, "p99": 60.0},
+        "runs": [{"output_tokens_per_s": 40.0, "itl_ms": {"p99": 60.0}}, {"output_tokens_per_s": 41.0, "itl_ms": {"p99": 62.0}}],
+        "repeats": {"itl_ms.p99": {"mean": 61.0}, "output_tokens_per_s": {"mean": 40.5}},
+    }
+    path = tmp_path / "old.json"
+    path.write_text(
+        json.dumps(
+            {"schema": 1, "kind": "pytest-triton-llm perf baseline", "run": {}, "deployments": {"e:v": {"c=1": old_point}}}
+        )
+    )
+    point = load_baseline(path)["deployments"]["e:v"]["c=1"]
+    assert point["icl_ms"] == {"mean": 30.0, "p50": 28.0, "p90": 35.0, "p99": 60.0} and "itl_ms" not in point
+    assert [run["icl_ms"] for run in point["runs"]] == [{"p99": 60.0}, {"p99": 62.0}]
+    assert set(point["repeats"]) == {"icl_ms.p99", "output_tokens_per_s"}
+    now = {"itl_ms": {"p99": 31.0}, "icl_ms": {"p99": 66.0}}
+    # the pooled gaps are compared with the pooled gaps; aiperf's ITL has nothing to be compared with
+    assert FailRule.parse("icl_ms.p99:5").regression({"icl_ms": point["icl_ms"]}, now) == (
+        "icl_ms.p99 rose 10.0% (60 -> 66; allowed 5%)"
+    )
+    assert FailRule.parse("itl_ms.p99:5").regression(point, now) == "itl_ms.p99: the baseline has no value to compare 31 with"
+
+
+def test_a_baseline_saved_with_both_names_is_read_as_written(tmp_path):
+    point = {
+        "output_tokens_per_s": 40.0,
+        "itl_ms": {"p99": 31.0},
+        "icl_ms": {"p99": 60.0},
+        "repeats": {"itl_ms.p99": {"mean": 31.0}},
+    }
+    save_baseline(tmp_path / "b.json", {"e:v": {"c=1": point}}, {})
+    assert load_baseline(tmp_path / "b.json")["deployments"]["e:v"]["c=1"] == point
 
 
 def test_the_most_specific_budget_applies_and_misses_are_named():
@@ -118,20 +202,15 @@ def test_the_plot_is_a_png_over_the_concurrency_sweep(tmp_path):
 
 
 def perf_options(**given) -> PerfOptions:
-    """PerfOptions from the command line's values (those not given at their defaults)."""
-    defaults = dict(
-        perf_workload="default",
-        perf_workloads=None,
-        perf_budgets=None,
-        perf_save=None,
-        perf_compare=None,
-        perf_compare_fail=[],
-        perf_repeats=1,
-        perf_slo=[],
-        perf_require_budget=False,
-        perf_strict=False,
-        perf_against=None,
-    )
+    """PerfOptions from the command line's values (those not given at the defaults the options declare)."""
+    defaults: dict = {}
+
+    class Group:  # collects each --perf-* option's destination and default, as pytest's parser would
+        def addoption(self, name, **spec):
+            store_true = spec.get("action") == "store_true"
+            defaults[name.lstrip("-").replace("-", "_")] = spec.get("default", False if store_true else None)
+
+    add_options(Group())
     return PerfOptions.from_config(SimpleNamespace(option=SimpleNamespace(**{**defaults, **given})))
 
 
@@ -456,7 +535,7 @@ def test_goodput_counts_requests_within_every_slo_and_failed_ones_count_against_
         "fraction": 0.25,
         "goodput_rps": 0.5,
     }
-    with pytest.raises(ValueError, match="a per-request metric is one of ttft_ms, itl_ms, latency_ms"):
+    with pytest.raises(ValueError, match="a per-request metric is one of ttft_ms, itl_ms, tpot_ms, latency_ms"):
         parse_slos(["tokens_per_s:5"])
 
 
@@ -502,3 +581,274 @@ def test_the_summary_says_what_a_baseline_compare_decided_and_could_catch():
     assert compare_verdict(dict(JUDGED, compared=live)) == (
         "ok against e:v (reference) (6 interleaved rounds); output_tokens_per_s: catches 9%"
     )
+
+
+# -- --perf-records --------------------------------------------------------------------------------------------
+
+
+def test_records_are_one_json_line_a_request_with_times_in_ns_since_the_epoch(tmp_path):
+    from pytest_triton_llm.perf.records import HEADER, read_records, write_records
+
+    offset = 1_700_000_000_000_000_000  # ns since the epoch at perf_counter 0
+    done = RequestRecord(1, sent=2.0, streamed=True, token_times=[2.25, 2.5], tokens=2, done=2.75)
+    failed = RequestRecord(0, sent=1.0, done=1.5, error="boom")
+    path = tmp_path / "out" / "records.jsonl"
+    write_records(path, [done, failed], offset, deployment="e:v", load_point="concurrency=2", workload="w", repeat=1)
+    write_records(path, [done], offset + 7, deployment="e:v", load_point="concurrency=2", workload="w", repeat=2)
+    header, records = read_records(path)
+    assert header == HEADER
+    assert records[0] == {
+        "deployment": "e:v",
+        "load_point": "concurrency=2",
+        "workload": "w",
+        "repeat": 1,
+        "index": 0,
+        "send_ns": offset + 1_000_000_000,
+        "first_token_ns": None,
+        "token_ns": [],
+        "end_ns": offset + 1_500_000_000,
+        "tokens": 0,
+        "streamed": False,
+        "error": "boom",
+        "epoch_offset_ns": offset,
+    }
+    assert records[1]["token_ns"] == [offset + 2_250_000_000, offset + 2_500_000_000]
+    assert records[1]["first_token_ns"] == offset + 2_250_000_000 and records[1]["tokens"] == 2
+    assert (records[2]["repeat"], records[2]["send_ns"]) == (2, offset + 7 + 2_000_000_000)
+    assert len(path.read_text().splitlines()) == 4  # one header, then one line a request
+
+
+def test_perf_records_refuses_a_path_that_exists(tmp_path):
+    (tmp_path / "r.jsonl").write_text("a user's file\n")
+    with pytest.raises(OptionError) as caught:
+        perf_options(perf_records=str(tmp_path / "r.jsonl"))
+    assert str(caught.value) == (
+        f"--perf-records {tmp_path / 'r.jsonl'}: the file exists; name a new one (a run never appends to or replaces "
+        "an earlier run's records)"
+    )
+    assert (tmp_path / "r.jsonl").read_text() == "a user's file\n"
+    assert perf_options(perf_records=str(tmp_path / "new.jsonl")).records == str(tmp_path / "new.jsonl")
+
+
+# -- --perf-mlperf ---------------------------------------------------------------------------------------------
+
+
+def streamed(index: int, ttft: float, gap: float, tokens: int, end_after: float = 0.0) -> RequestRecord:
+    """A streamed request sent at 0: first token at `ttft`, then one every `gap` s; its end `end_after` the last."""
+    times = [ttft + i * gap for i in range(tokens)]
+    return RequestRecord(index, sent=0.0, streamed=True, token_times=times, tokens=tokens, done=times[-1] + end_after)
+
+
+def test_the_mlperf_benchmarks_are_mlperf_confs_limits():
+    from pytest_triton_llm.perf.mlperf import load_benchmarks
+
+    benchmarks = load_benchmarks(FIXTURES / "mlperf.toml")
+    limits = {name: (b.ttft_p99_ms, b.tpot_p99_ms) for name, b in benchmarks.items()}
+    assert limits == {
+        "llama3.1-8b": (2000.0, 100.0),
+        "llama3.1-8b-interactive": (500.0, 30.0),
+        "llama2-70b": (2000.0, 200.0),
+        "llama2-70b-interactive": (450.0, 40.0),
+    }
+    assert benchmarks["llama2-70b"].min_mean_output_tokens == pytest.approx(0.9 * 294.45)
+    assert {b.min_tokens_per_request for b in benchmarks.values()} == {2}
+
+
+def mlperf(name: str):
+    return perf_options(perf_mlperf=name).mlperf
+
+
+def test_a_load_point_within_the_limits_is_valid():
+    from pytest_triton_llm.perf.mlperf import judge
+
+    records = [streamed(i, ttft=0.5 + i / 100, gap=0.05, tokens=32) for i in range(50)]
+    entry = judge(*mlperf("llama3.1-8b"), records)
+    assert (entry["verdict"], entry["reasons"]) == ("VALID", [])
+    assert entry["ttft_p99_ms"] == pytest.approx(990.0) and entry["tpot_p99_ms"] == pytest.approx(50.0)
+
+
+def test_a_slow_first_token_at_the_99th_percentile_is_invalid():
+    from pytest_triton_llm.perf.mlperf import judge
+
+    # loadgen's p99 of 100 samples is the sorted value at index 99: one slow request decides it, none of 99 others
+    fast = [streamed(i, ttft=0.2, gap=0.02, tokens=16) for i in range(99)]
+    entry = judge(*mlperf("llama3.1-8b-interactive"), [*fast, streamed(99, ttft=0.6, gap=0.02, tokens=16)])
+    assert (entry["verdict"], entry["reasons"]) == ("INVALID", ["TTFT p99 600.0 ms > 500 ms"])
+    assert judge(*mlperf("llama3.1-8b-interactive"), fast)["verdict"] == "VALID"
+
+
+def test_a_slow_time_per_output_token_is_invalid_and_counts_the_requests_end():
+    from pytest_triton_llm.perf.mlperf import judge
+
+    # 90 ms between tokens, but the request ends 2 s after its last token: (latency - TTFT) / (tokens - 1) = 223 ms
+    records = [streamed(i, ttft=0.1, gap=0.09, tokens=10, end_after=1.2) for i in range(10)]
+    entry = judge(*mlperf("llama3.1-8b"), records)
+    assert (entry["verdict"], entry["reasons"]) == ("INVALID", ["TPOT p99 223.3 ms > 100 ms"])
+    assert judge(*mlperf("llama2-70b-interactive"), records)["reasons"][0] == "TPOT p99 223.3 ms > 40 ms"
+
+
+def test_outputs_shorter_than_mlperfs_rules_are_invalid():
+    from pytest_triton_llm.perf.mlperf import judge
+
+    one_token = [streamed(0, ttft=0.1, gap=0.01, tokens=1), *(streamed(i, ttft=0.1, gap=0.01, tokens=8) for i in range(1, 5))]
+    assert judge(*mlperf("llama3.1-8b"), one_token)["reasons"] == ["1 requests returned fewer than 2 tokens"]
+    # llama2-70b's accuracy run must average 90% of the reference's 294.45 tokens a sample
+    short = [streamed(i, ttft=0.1, gap=0.01, tokens=128) for i in range(5)]
+    assert judge(*mlperf("llama2-70b"), short)["reasons"] == ["mean output 128.0 tokens < 265.005 a request"]
+    assert judge(*mlperf("llama2-70b"), [streamed(i, ttft=0.1, gap=0.01, tokens=300) for i in range(5)])["verdict"] == "VALID"
+
+
+def test_failed_and_unstreamed_requests_make_a_load_point_invalid():
+    from pytest_triton_llm.perf.mlperf import judge
+
+    records = [streamed(0, ttft=0.1, gap=0.01, tokens=8), RequestRecord(1, sent=0.0, done=0.1, error="boom")]
+    assert judge(*mlperf("llama3.1-8b"), records)["reasons"] == ["1 of 2 requests failed"]
+    whole = [RequestRecord(0, sent=0.0, token_times=[0.5], tokens=8, done=0.5)]
+    assert judge(*mlperf("llama3.1-8b"), whole)["reasons"] == [
+        "TTFT not measured for every request (MLPerf's Server scenario times the first token)"
+    ]
+
+
+def test_an_unknown_mlperf_benchmark_is_one_usage_line_naming_the_known_ones():
+    with pytest.raises(OptionError) as caught:
+        perf_options(perf_mlperf="llama3-8b")
+    assert str(caught.value) == (
+        "--perf-mlperf llama3-8b: known benchmarks are llama2-70b, llama2-70b-interactive, llama3.1-8b, llama3.1-8b-interactive"
+    )
+
+
+def test_the_summary_says_valid_or_invalid_and_why_per_load_point():
+    from pytest_triton_llm.perf.mlperf import judge
+    from pytest_triton_llm.terminal import mlperf_lines
+
+    valid = judge(*mlperf("llama3.1-8b"), [streamed(i, ttft=0.5, gap=0.05, tokens=8) for i in range(4)])
+    invalid = judge(*mlperf("llama3.1-8b"), [streamed(i, ttft=2.5, gap=0.05, tokens=8) for i in range(4)])
+    lines = mlperf_lines([("e:v", "concurrency=1", {"mlperf": valid}), ("e:v", "concurrency=8", {"mlperf": invalid})])
+    assert [line.rstrip().split(None, 5) for line in lines[3:]] == [
+        ["e:v", "concurrency=1", "llama3.1-8b", "500", "50", "VALID"],
+        ["e:v", "concurrency=8", "llama3.1-8b", "2500", "50", "INVALID: TTFT p99 2500.0 ms > 2000 ms"],
+    ]
+
+
+# -- --perf-sweep ----------------------------------------------------------------------------------------------
+
+
+def sweep_runs(*tokens_per_s: float) -> list[dict]:
+    return [{"output_tokens_per_s": t, "throughput_rps": t / 16, "latency_ms": {"p50": 1.0, "p99": 2.0}} for t in tokens_per_s]
+
+
+def test_sweep_concurrencies_double_up_to_the_limit():
+    from pytest_triton_llm.perf.sweep import concurrencies
+
+    assert concurrencies(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert concurrencies(48) == [1, 2, 4, 8, 16, 32, 48]
+    assert concurrencies(1) == [1]
+
+
+def test_one_run_a_step_stops_when_the_point_estimate_gains_under_5_percent_and_the_knee_is_the_step_before():
+    from pytest_triton_llm.perf.sweep import Sweep
+
+    sweep = Sweep(64, slos=False)
+    assert [sweep.add(c, sweep_runs(t)) for c, t in ((1, 20.0), (2, 36.0), (4, 50.0))] == [None, None, None]
+    assert sweep.add(8, sweep_runs(52.0)) == "stalled at concurrency=8: +4.0% on concurrency=4 (one run a step: point estimate)"
+    result = sweep.result()
+    assert (result["knee"], result["knee_why"]) == (4, "the last step before the stall")
+    assert [s["gain_pct"] for s in result["steps"][1:]] == [80.0, 38.89, 4.0]
+
+
+def test_with_repeats_a_step_stalls_only_when_its_whole_interval_gains_under_5_percent():
+    from pytest_triton_llm.perf.sweep import Sweep
+
+    sweep = Sweep(64, slos=False)
+    sweep.add(1, sweep_runs(20.0, 21.0, 19.0))
+    # mean +2.5%, but the runs spread so far that the interval reaches past +5%: no evidence of a stall, go on
+    assert sweep.add(2, sweep_runs(15.5, 20.5, 25.5)) is None
+    stop = sweep.add(4, sweep_runs(20.4, 20.6, 20.5))
+    assert stop.startswith("stalled at concurrency=4: +0.0% on concurrency=2, 95% interval up to +")
+    assert sweep.result()["knee"] == 2
+
+
+def test_with_slos_the_sweep_stops_where_they_break_and_the_knee_is_the_highest_goodput_within_them():
+    from pytest_triton_llm.perf.sweep import Sweep
+
+    def good(rps, good, total=12):
+        return {"good": good, "total": total, "fraction": round(good / total, 4), "goodput_rps": rps}
+
+    sweep = Sweep(64, slos=True)
+    assert sweep.add(1, sweep_runs(20.0), good(0.5, 12)) is None
+    assert sweep.add(2, sweep_runs(40.0), good(1.2, 12)) is None
+    assert sweep.add(4, sweep_runs(60.0), good(0.9, 9)) == (
+        "SLOs broken at concurrency=4: 9/12 requests within every SLO (75.0% < 99%)"
+    )
+    result = sweep.result()
+    assert (result["knee"], result["knee_why"]) == (2, "the highest goodput (1.2 req/s) of the steps within the SLOs")
+    never = Sweep(64, slos=True)
+    never.add(1, sweep_runs(20.0), good(0.1, 2))
+    assert (never.result()["knee"], never.result()["knee_why"]) == (None, "no step met the SLOs")
+
+
+def test_a_sweep_that_never_stalls_stops_at_its_limit_with_the_last_step_as_knee():
+    from pytest_triton_llm.perf.sweep import Sweep
+
+    sweep = Sweep(4, slos=False)
+    assert [sweep.add(c, sweep_runs(10.0 * c)) for c in (1, 2, 4)] == [None, None, "reached --perf-sweep-max 4 without a stall"]
+    assert (sweep.result()["knee"], sweep.result()["knee_why"]) == (4, "the last step: throughput had not stalled")
+
+
+def test_perf_sweep_max_needs_the_sweep_and_a_positive_limit():
+    assert perf_options(perf_sweep=True).sweep_max == 64
+    assert perf_options(perf_sweep=True, perf_sweep_max=16).sweep_max == 16
+    for given in (dict(perf_sweep_max=16), dict(perf_sweep=True, perf_sweep_max=0)):
+        with pytest.raises(OptionError) as caught:
+            perf_options(**given)
+        assert str(caught.value) == f"--perf-sweep-max {given['perf_sweep_max']}: needs --perf-sweep and a concurrency >= 1"
+
+
+def sweep_result() -> dict:
+    from pytest_triton_llm.perf.sweep import Sweep
+
+    sweep = Sweep(64, slos=False)
+    for concurrency, tokens_per_s in ((1, 20.0), (2, 36.0), (4, 50.0), (8, 51.0)):
+        runs = [{"output_tokens_per_s": tokens_per_s, "latency_ms": {"p50": 100.0 * concurrency, "p99": 150.0 * concurrency}}]
+        sweep.add(concurrency, runs)
+    return {"workload": "sweep", "max_concurrency": 64, **sweep.result()}
+
+
+def test_the_plot_draws_a_sweep_and_marks_its_knee(tmp_path):
+    pytest.importorskip("matplotlib", reason="the reference extra (matplotlib) is not installed")
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    real_scatter = plt.Axes.scatter
+
+    def scatter(ax, *args, **kwargs):
+        drawn.append(kwargs.get("label"))
+        return real_scatter(ax, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt.Axes, "scatter", scatter)
+        png = plot_latency_vs_throughput({}, tmp_path / "r.perf.png", sweeps={"e:v": sweep_result()})
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn == ["e:v knee"]
+
+
+def test_the_summary_has_a_sweep_table_with_its_knee_and_why_it_stopped():
+    from pytest_triton_llm.terminal import sweep_lines
+
+    lines = sweep_lines({"e:v": sweep_result()})
+    assert lines[1] == (
+        "perf sweep e:v (workload sweep): knee at concurrency=4, the last step before the stall; stalled at "
+        "concurrency=8: +2.0% on concurrency=4 (one run a step: point estimate)"
+    )
+    rows = [line.split() for line in lines[4:]]
+    assert [row[0] for row in rows] == ["1", "2", "4", "8"]
+    assert rows[2] == ["4", "50.0", "+38.9%", "400", "/", "600", "-", "knee"]
+    assert sweep_lines({}) == []
+
+
+def test_without_a_statistic_an_itl_slo_is_the_requests_aiperf_itl_and_tpot_slos_are_mlperfs():
+    # gaps of 31.25 and 93.75 ms: ITL 62.5 ms; Triton's empty final response 125 ms after the last token: TPOT 125 ms
+    record = RequestRecord(0, sent=0.0, streamed=True, token_times=[0.125, 0.15625, 0.25], tokens=3, done=0.375)
+    specs = ("itl_ms:62.5", "itl_ms:62.4", "itl_ms.max:93.75", "itl_ms.max:93.7", "tpot_ms:125", "tpot_ms:124.9")
+    fractions = [judge_goodput([record], parse_slos([spec]), duration_s=1.0)["fraction"] for spec in specs]
+    assert fractions == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
