@@ -6,24 +6,38 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from typing import Callable
 
-_GAUGE = re.compile(r"^(nv_trt_llm_\w+)\{([^}]*)\} (\S+)$", re.M)
+# Prometheus text exposition: `name{label="value",...} value [timestamp]`, and `# TYPE name counter|gauge|...`
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{([^}]*)\})? (\S+)(?: -?\d+)?$", re.M)
+_TYPE = re.compile(r"^# TYPE (\S+) (\w+)$", re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _NOT_CATEGORY = ("model", "version")
 
 Gauges = dict  # (family, category value) -> value, e.g. ("nv_trt_llm_request_metrics", "scheduled") -> 8.0
 
 
+def samples(text: str, prefixes: tuple[str, ...] = ("nv_",)) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(family, labels, value) of every sample in a Prometheus text page whose name starts with one of `prefixes`."""
+    for name, labels, value in _SAMPLE.findall(text):
+        if name.startswith(prefixes):
+            yield name, dict(_LABEL.findall(labels)), float(value)
+
+
+def family_types(text: str) -> dict[str, str]:
+    """{family: counter | gauge | summary | histogram | untyped} from a page's `# TYPE` lines."""
+    return dict(_TYPE.findall(text))
+
+
 def trtllm_gauges(text: str, model: str = "tensorrt_llm") -> Gauges:
     """The nv_trt_llm_* gauges of `model` in a Prometheus text page."""
     gauges = {}
-    for family, labels, value in _GAUGE.findall(text):
-        pairs = dict(_LABEL.findall(labels))
-        if pairs.get("model", model) != model:
+    for family, pairs, value in samples(text, ("nv_trt_llm_",)):
+        if not pairs or pairs.get("model", model) != model:
             continue
         category = next((v for k, v in pairs.items() if k not in _NOT_CATEGORY), "")
-        gauges[(family, category)] = float(value)
+        gauges[(family, category)] = value
     return gauges
 
 

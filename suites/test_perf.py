@@ -26,6 +26,7 @@ from pytest_triton_llm.selection import has_dummy_weights
 from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
+from pytest_triton_llm.perf.monitor import monitor_load
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy, spread
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
@@ -71,26 +72,33 @@ def test_load_point(
         )
         for s in sides
     }
-    runs, reference_runs, records_all, seconds_all = [], [], [], 0.0
+    runs, reference_runs, records_all, seconds_all, series = [], [], [], 0.0, []
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
         for served in sides if repeat % 2 else sides[::-1]:  # A B B A ...: neither side always goes first
             offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
-            with triton_llm_progress.step(
-                f"perf: {served.id} {point_name}{label} ({len(requests)} requests, workload {workload_name})"
+            with (
+                triton_llm_progress.step(
+                    f"perf: {served.id} {point_name}{label} ({len(requests)} requests, workload {workload_name})"
+                ),
+                monitor_load(served, options.scrape_ms, triton_llm_report.run) as watch,  # both sides: same overhead
             ):
                 records, seconds = run_load(*loads[served.id], seed=workload.seed, **point)
             if options.records:
                 identity = dict(deployment=served.id, load_point=point_name, workload=workload_name, repeat=repeat)
                 write_records(options.records, records, offset_ns, **identity)
+            summary = watch.attach(summarize(records, seconds), records)  # + server_metrics, gpu_telemetry
             if served is reference:
-                reference_runs.append(summarize(records, seconds))
+                reference_runs.append(summary)
                 continue
-            runs.append(summarize(records, seconds))
+            runs.append(summary)
+            series.append(watch.series)
             records_all += records
             seconds_all += seconds
     # the run with the median throughput stands for the load point; every run's figures are kept beside it
     result = dict(median_run(runs))
+    if any(series):  # one per run: moved to <report>.series.json when the run ends
+        result["series"] = series
     if len(runs) > 1:
         result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
     if options.slos:

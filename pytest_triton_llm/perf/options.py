@@ -15,6 +15,7 @@ from .baseline import FailRule, load_baseline
 from ..significance import Slo
 from .budgets import Budget, load_budgets
 from .mlperf import Benchmark, load_benchmarks
+from .monitor import DEFAULT_SCRAPE_MS
 from .repeats import parse_slos
 from .workload import Workload, load_workloads
 
@@ -89,6 +90,15 @@ def add_options(group) -> None:
         "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
     )
     group.addoption(
+        "--perf-scrape-ms",
+        metavar="N",
+        type=int,
+        default=DEFAULT_SCRAPE_MS,
+        help="during each load point read the server's metrics page (nv_inference_*, nv_trt_llm_*) and, where a GPU "
+        "of this host serves, its power, memory, utilisation and SM clock, every N ms: figures per load point in the "
+        "report, time series in <report>.series.json, plotted beside latency; 0 reads neither (default: %(default)s)",
+    )
+    group.addoption(
         "--perf-records",
         metavar="PATH",
         help="write one JSON line per request (deployment, load point, repeat, send, first token and every token "
@@ -149,6 +159,7 @@ class PerfOptions:
     mlperf: tuple[str, Benchmark] | None = None  # --perf-mlperf: the benchmark's name and constraints
     sweep: bool = False
     sweep_max: int = SWEEP_MAX
+    scrape_ms: int = DEFAULT_SCRAPE_MS  # --perf-scrape-ms: server metrics and GPU telemetry every N ms, 0: off
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -191,6 +202,8 @@ class PerfOptions:
             if opt.perf_mlperf not in benchmarks:
                 raise OptionError(f"--perf-mlperf {opt.perf_mlperf}: known benchmarks are {', '.join(sorted(benchmarks))}")
             mlperf = (opt.perf_mlperf, benchmarks[opt.perf_mlperf])
+        if opt.perf_scrape_ms < 0:
+            raise OptionError(f"--perf-scrape-ms must be >= 0 (0: no sampling), got {opt.perf_scrape_ms}")
         if opt.perf_sweep_max is not None and (not opt.perf_sweep or opt.perf_sweep_max < 1):
             raise OptionError(f"--perf-sweep-max {opt.perf_sweep_max}: needs --perf-sweep and a concurrency >= 1")
         return cls(
@@ -212,6 +225,7 @@ class PerfOptions:
             mlperf,
             opt.perf_sweep,
             opt.perf_sweep_max or SWEEP_MAX,
+            scrape_ms=opt.perf_scrape_ms,
         )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:

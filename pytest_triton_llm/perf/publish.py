@@ -1,4 +1,4 @@
-"""What the perf suite leaves behind once a run ends: the --perf-save baseline and the latency/throughput plot."""
+"""What the perf suite leaves behind once a run ends: the --perf-save baseline, the plots and the time series file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from ..lock import DUMMY
 from ..progress import Progress
 from .baseline import save_baseline
 from .plot import plot_latency_vs_throughput
+from .series import take_series, write_series
+from .series_plot import plot_series
 
 
 def dummy_deployments(records: dict) -> frozenset[str]:
@@ -29,15 +31,23 @@ def publish(
     the report)."""
     if not results and not sweeps:
         return []
+    series = take_series(results)  # a baseline and the report keep figures; the time series go to a side file
     if save and results:
         kept = save_baseline(save, results, run)
         note = f" (the previous file is kept as {kept})" if kept else ""
         progress.say(f"perf: baseline saved to {save}{note}")
     if not report:
         return []
+    plots = []
     try:
         png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"), dummy, sweeps or {})
+        plots += [str(png)] if png is not None else []
     except Exception as exc:  # a missing plot must not cost the report
         progress.say(f"WARNING: perf plot not written: {type(exc).__name__}: {exc}")
-        return []
-    return [str(png)] if png is not None else []
+    if series:
+        write_series(series, results, report)
+        try:
+            plots += [str(png) for png in plot_series(series, results, report)]
+        except Exception as exc:  # as above
+            progress.say(f"WARNING: server metrics plot not written: {type(exc).__name__}: {exc}")
+    return plots
