@@ -19,6 +19,7 @@ from tritonclient.grpc import model_config_pb2
 
 from .compat import load_compat
 from .files import fixtures_dir
+from .lock import LAYOUTS
 from .schema import load_toml
 from .tensor_contract import RENAMED
 
@@ -65,8 +66,7 @@ def repository_inputs(repository: Path) -> Inputs:
 @lru_cache(maxsize=None)
 def family_dependent(layout: str) -> Inputs:
     """Per model, the inputs that some families of `layout` declare and others do not."""
-    prefix = "llmapi-" if layout == "llmapi" else "trtllm-"
-    families = [family_inputs(p.stem) for p in sorted(CONTRACTS.glob(f"{prefix}*.toml"))]
+    families = [family_inputs(p.stem) for p in sorted(CONTRACTS.glob(f"{LAYOUTS[layout].families}*.toml"))]
     models = {m for f in families for m in f}
     return {
         m: frozenset().union(*(f.get(m, frozenset()) for f in families))

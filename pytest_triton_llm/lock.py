@@ -134,6 +134,52 @@ Layout = Literal["inflight_batcher_llm", "llmapi"]
 
 
 @dataclass(frozen=True)
+class ServingLayout:
+    """What a layout (which of upstream's all_models/ serves a deployment) means to the harness. Its name is compared in
+    this module only: elsewhere a decision reads these fields (tests/unit/test_architecture.py keeps it so)."""
+
+    name: Layout
+    one_model: bool  # one python model takes text and returns text, as model.yaml says: no token-id model, ensemble or BLS
+    entry: str  # the model text requests go to, where a test names no other
+    served_by: str  # what answers as tensorrt_llm, in words (a deployment record's served_by)
+    families: str  # the prefix of its template families' names (fixtures/contracts/<family>.toml)
+    trtllm_metrics: bool  # its tensorrt_llm model publishes TensorRT-LLM's nv_trt_llm_* gauges
+    skip_without: str  # why a test that needs this layout is skipped on a deployment of the other
+    default_for: str | None = None  # the engine backend whose deployments it serves where they name no layout
+
+
+ENSEMBLE_LAYOUT = ServingLayout(
+    "inflight_batcher_llm",
+    one_model=False,
+    entry="ensemble",
+    served_by="C++ backend",
+    families="trtllm-",
+    trtllm_metrics=True,
+    skip_without="the llmapi model takes and returns text (one python model): it has no token-id tensorrt_llm model, "
+    "ensemble or BLS to check this on",
+)
+LLMAPI_LAYOUT = ServingLayout(
+    "llmapi",
+    one_model=True,
+    entry="tensorrt_llm",
+    served_by="llmapi model",
+    families="llmapi-",
+    trtllm_metrics=False,  # upstream's python model has no metrics reporter
+    skip_without="checks the llmapi model's own inputs and outputs, which the engine ensemble does not have",
+    default_for="llmapi",
+)
+LAYOUTS: dict[str, ServingLayout] = {layout.name: layout for layout in (ENSEMBLE_LAYOUT, LLMAPI_LAYOUT)}
+
+
+def layout_of(backend: str, layout: Layout | None) -> ServingLayout:
+    """A deployment's layout: the one it names, else the one its engine backend's deployments have by default (the
+    engine ensemble unless a layout says otherwise)."""
+    if layout is not None:
+        return LAYOUTS[layout]
+    return next((found for found in LAYOUTS.values() if found.default_for == backend), ENSEMBLE_LAYOUT)
+
+
+@dataclass(frozen=True)
 class Deployment:
     """Serving options applied to an engine: one model repository, one server."""
 
@@ -269,7 +315,7 @@ class Engine:
         for name, options in self.deployments.items():
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
-            llmapi = (options.layout or ("llmapi" if self.backend == "llmapi" else None)) == "llmapi"
+            llmapi = layout_of(self.backend, options.layout).one_model
             if llmapi and options.batching != "inflight":
                 raise ValueError(
                     f"field 'deployments.{name}.batching': the llmapi model batches in flight (TensorRT-LLM's "
@@ -326,9 +372,14 @@ class DeploymentRef:
         return f"{self.engine_name}:{self.name}"
 
     @property
-    def layout(self) -> str:
-        """Which of upstream's all_models/ serves it: inflight_batcher_llm (engine ensemble) or llmapi."""
-        return self.options.layout or ("llmapi" if self.engine.backend == "llmapi" else "inflight_batcher_llm")
+    def serving_layout(self) -> ServingLayout:
+        """Which of upstream's all_models/ serves it, and what that means to the harness."""
+        return layout_of(self.engine.backend, self.options.layout)
+
+    @property
+    def layout(self) -> Layout:
+        """Its layout's name: inflight_batcher_llm (engine ensemble) or llmapi."""
+        return self.serving_layout.name
 
     @property
     def capabilities(self) -> frozenset[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .lock import DeploymentRef, batching_pairs, migration_pairs
+from .lock import LAYOUTS, DeploymentRef, batching_pairs, migration_pairs
 from .repository import entry_models
 
 # a deployment (or pair), what the test needs and its entry model -> why it is skipped, or None
@@ -14,12 +14,6 @@ Lacking = Callable[..., "str | None"]
 # what a lock deployment is (lock.DeploymentRef.capabilities): a test that needs another is not generated for it; what
 # the served stack may lack (image features, the family's inputs) makes a skip with the reason
 DEPLOYMENT_CAPABILITIES = frozenset({"v1", "inflight", "streaming", "cancellation", "lora"})
-# a test that needs a layout (what a deployment's models take) is skipped, saying why, on deployments of the other
-LAYOUT_MISSING = {
-    "inflight_batcher_llm": "the llmapi model takes and returns text (one python model): it has no token-id "
-    "tensorrt_llm model, ensemble or BLS to check this on",
-    "llmapi": "checks the llmapi model's own inputs and outputs, which the engine ensemble does not have",
-}
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,8 @@ def choices(
     names = ", ".join(r.id for r in selected) or "none"
 
     def why(ref: DeploymentRef, entry: str = "ensemble") -> str | None:
-        layout = next((LAYOUT_MISSING[n] for n in sorted(needs & set(LAYOUT_MISSING)) if n not in ref.capabilities), None)
+        # a test that needs a layout (what a deployment's models take) is skipped, saying why, on deployments of another
+        layout = next((LAYOUTS[n].skip_without for n in sorted(needs & set(LAYOUTS)) if n not in ref.capabilities), None)
         return layout or lacking(ref, needs | {ref.options.batching}, entry)
 
     if fixture == "triton_llm":

@@ -54,7 +54,7 @@ def kv_cache_reuse(served) -> tuple[bool, str]:
       `fill`, a repository of one's own and the template all count); unset, the backend's own default: none on the
       reference stand-in (a python model that keeps no KV cache between requests), tensorrtllm_backend's by version.
     """
-    if served.ref.layout == "llmapi":
+    if served.ref.serving_layout.one_model:
         path = served.repository / "tensorrt_llm" / "1" / "model.yaml"
         if path.is_file():
             content, where = yaml.safe_load(path.read_text()), f"{path}"

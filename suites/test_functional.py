@@ -90,7 +90,7 @@ def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts, equal
     assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
     # the 8 really ran together: TensorRT-LLM's own gauge saw an iteration schedule more than one request (the C++
     # backend's; the llmapi model publishes no metrics: test_llmapi.py checks its batching by its timestamps)
-    if "inflight_batcher_llm" in triton_llm.ref.capabilities:
+    if triton_llm.ref.serving_layout.trtllm_metrics:
         assert (watch.most(*SCHEDULED) or 0) > 1, f"no iteration scheduled more than one request ({watch.samples} samples)"
 
 

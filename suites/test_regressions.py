@@ -58,7 +58,7 @@ def test_a_seed_samples_the_same_text_alone_and_among_8_concurrent_requests(trit
     verdict = compare_texts(alone, together, equality_rule, triton_llm.tokenizer)
     assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode, labels=[f"seed {s}" for s in SEEDS])
     # they really shared iterations: TensorRT-LLM's gauge (the C++ backend's; the llmapi model publishes no metrics)
-    if "inflight_batcher_llm" in triton_llm.ref.capabilities:
+    if triton_llm.ref.serving_layout.trtllm_metrics:
         assert (watch.most(*SCHEDULED) or 0) > 1, f"no iteration scheduled more than one request ({watch.samples} samples)"
 
 
@@ -370,7 +370,7 @@ def expected_metric_families(triton_version: str, batching: str) -> dict[str, se
 
 def test_tensorrt_llm_publishes_the_metric_families_of_its_version(triton_llm, prompts):
     """triton-inference-server/tensorrtllm_backend#479: missing nv_trt_llm_request_metrics from python backend."""
-    if triton_llm.ref.layout == "llmapi":
+    if not triton_llm.ref.serving_layout.trtllm_metrics:
         pytest.skip(
             "the llmapi model publishes no nv_trt_llm_* metrics (upstream's python model has no metrics "
             "reporter; test_llmapi.py reads its per-request perf outputs instead)"

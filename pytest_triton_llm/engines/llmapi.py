@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry, load_compat
-from ..lock import DeploymentRef, Engine
+from ..lock import DeploymentRef, Engine, layout_of
 from ..progress import human_bytes
 from ..repository.llmapi import check_arguments, link_image_model, render_llmapi_repository
 from .base import BuildError, NO_SITE, RenderSite, SiteFn
@@ -81,7 +81,7 @@ class LlmapiBackend:
                 "e.g. with TensorRT Model Optimizer, and point the source at the result)"
             )
         check_arguments(engine)
-        layouts = {n for n, d in engine.deployments.items() if d.layout not in (None, "llmapi")}
+        layouts = {n for n, d in engine.deployments.items() if not layout_of(engine.backend, d.layout).one_model}
         if layouts:
             raise ValueError(
                 f"field 'deployments.{sorted(layouts)[0]}.layout': an llmapi engine is served by the llmapi model only"

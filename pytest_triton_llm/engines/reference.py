@@ -48,7 +48,7 @@ class ReferenceBackend:
         site: RenderSite = NO_SITE,
     ) -> Path:
         marked = partial(stand_in_code.marked, fault=site.fault)
-        if ref.layout == "llmapi":  # the PyTorch path's one python model, the checkpoint loaded as converted
+        if ref.serving_layout.one_model:  # the PyTorch path's one python model, the checkpoint loaded as converted
             return render_llmapi_repository(ref, built, out, triton_version, engine_dir, stand_in_code.copy_llmapi, marked)
         if ref.options.repository is not None:  # the user's own, its tensorrtllm models served by the stand-in
             return render_user_repository(

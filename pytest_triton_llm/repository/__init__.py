@@ -40,8 +40,8 @@ def entry_models(ref: DeploymentRef) -> tuple[str, ...]:
     served = getattr(ref.engine, "entry_models", None)
     if served is not None:
         return served
-    if ref.layout == "llmapi":  # one python model, text in and text out
-        return ("tensorrt_llm",)
+    if ref.serving_layout.one_model:  # one python model, text in and text out
+        return (ref.serving_layout.entry,)
     if ref.options.repository is None:
         return tuple(m for m in ENTRY_MODELS if not ref.options.models or m in ref.options.models)
     served = [m for m in ENTRY_MODELS if not ref.options.models or m in ref.options.models]

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from ...cache import BuiltEngine, EngineCache
 from ...compat import ImageEntry, load_compat
-from ...lock import DeploymentRef, Engine
+from ...lock import DeploymentRef, Engine, layout_of
 from ...repository import render_repository, upstream
 from ...repository.user import render_user_repository
 from ..base import NO_SITE, RenderSite, SiteFn
@@ -26,7 +26,7 @@ class TensorrtllmBackend:
     def check_recipe(self, engine: Engine) -> None:
         """Every recipe field applies (what a TensorRT-LLM version cannot build is refused at build time); an engine
         is served by the engine ensemble only."""
-        llmapi = sorted(n for n, d in engine.deployments.items() if d.layout == "llmapi")
+        llmapi = sorted(n for n, d in engine.deployments.items() if layout_of(engine.backend, d.layout).one_model)
         if llmapi:
             raise ValueError(
                 f"field 'deployments.{llmapi[0]}.layout': the llmapi model loads a Hugging Face checkpoint, "
