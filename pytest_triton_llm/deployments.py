@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .cache import BuiltEngine, EngineCache
 from .client import LLMClient
-from .engines import backend_of
+from .engines import backend_of, served_by_stand_in
 from .engines.base import RenderSite
 from .faults import Fault, injected
 from .hf_tokenizer import load_tokenizer
@@ -31,10 +31,11 @@ class ServedDeployment:
     server: TritonServer
     repository: Path
     client: LLMClient
-    image: str  # what serves it: "local" or the image reference
+    image: str  # what serves it: images.NO_IMAGE or the image reference
     hardware: str  # the GPU name, or cpu
     entry: str = "ensemble"  # the entry model the client's text requests go to
     remote: bool = False  # served by a server of its own (--triton-url): it sees none of this machine's files
+    stand_in: bool = False  # the project's reference stand-in answers as its tensorrt_llm model (served_by_stand_in)
     _tokenizer: object = field(default=None, repr=False)
 
     @property
@@ -164,19 +165,20 @@ class DeploymentManager:
                     gpu=backend.needs_gpu and not swapped,
                 )
             )
-        entry = "tensorrt_llm" if ref.layout == "llmapi" else "ensemble"  # the model text requests go to
+        layout = ref.serving_layout
         served = ServedDeployment(
             ref,
             engine,
             server,
             repository,
-            LLMClient(server.endpoints, ensemble=entry),
+            LLMClient(server.endpoints, ensemble=layout.entry),
             runtime.reference,
             runtime.hardware,
-            entry,
+            layout.entry,
             remote=attached is not None,
+            stand_in=served_by_stand_in(ref, swapped),
         )
-        if ref.layout == "llmapi":
+        if layout.one_model:  # the model echoes the prompt unless its own option says otherwise
             served.client.exclude_input = ref.options.exclude_input_in_output
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
         self.progress.say(
@@ -190,7 +192,7 @@ class DeploymentManager:
             "backend": ref.engine.backend,
             **({"tensorrt_llm_model": "reference stand-in (--trtllm-stand-in)"} if swapped else {}),
             "model_code": model_code(repository),
-            "served_by": self._served_by(ref, repository, attached is not None),
+            "served_by": self._served_by(ref, served.stand_in),
             **self._fault_record(ref, repository, fault),
             **weights_record(ref),
             "batching": ref.options.batching,
@@ -221,7 +223,7 @@ class DeploymentManager:
         """--trtllm-stand-in: the tensorrt_llm model (the llmapi model's code, or the C++ backend's model) served by the
         reference stand-in, the rest as rendered; rendered.json's model_code says so."""
         name = fault.name if fault is not None else None
-        if ref.layout == "llmapi":
+        if ref.serving_layout.one_model:
             stand_in.copy_llmapi(repository / "tensorrt_llm" / "1")
             config = repository / "tensorrt_llm" / "config.pbtxt"
             config.write_text(stand_in.marked(config.read_text(), name))
@@ -236,13 +238,12 @@ class DeploymentManager:
             f"server {ref.id}: {', '.join(swapped) or 'no model'} served by the reference stand-in (--trtllm-stand-in)"
         )
 
-    def _served_by(self, ref: DeploymentRef, repository: Path, remote: bool) -> str:
+    def _served_by(self, ref: DeploymentRef, stand_in: bool) -> str:
         """What answered as tensorrt_llm: the project's stand-in, or TensorRT-LLM of the image's version, in words that
         keep a matrix of stand-in runs from reading as a TensorRT-LLM compatibility result."""
-        backend = backend_of(ref.engine.backend)
-        if model_code(repository).get("tensorrt_llm") == STAND_IN or (remote and backend.stand_in):
+        if stand_in:
             return STAND_IN
-        path = "llmapi model" if ref.layout == "llmapi" else "C++ backend"
+        path = ref.serving_layout.served_by
         entry = self.runtime.entry
         return f"TensorRT-LLM {entry.tensorrt_llm} ({path})" if entry is not None else f"TensorRT-LLM ({path}, version not known)"
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .errors import TritonLLMError
 
 NGC_TRTLLM = "nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3"
+NO_IMAGE = "local"  # what serves, in reports, where no image is named: a tritonserver of this host
 _SHORT = re.compile(r"^(\d{2}\.\d{2})-trtllm$")
 _NGC = re.compile(r"^nvcr\.io/nvidia/tritonserver:(\d{2}\.\d{2})-trtllm-python-py3$")
 _REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")  # docker's grammar, loosely: no spaces, lower-case repository

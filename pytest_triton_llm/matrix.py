@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from .errors import TritonLLMError
+from .images import NO_IMAGE
 from .lock import DUMMY, DUMMY_LABEL
 from .perf_judged import judged_by
 
@@ -50,10 +51,10 @@ def served_by(document: dict) -> str:
 
 
 def column(document: dict, path: Path) -> str:
-    """The image a report ran on (the runtime's name for the embedded server), or the file name."""
+    """The image a report ran on (images.NO_IMAGE for a tritonserver of the host's own), or the file name."""
     options = document.get("run", {}).get("options", {})
     image = options.get("image")
-    if image and image != "local":
+    if image and image != NO_IMAGE:
         return image.removeprefix("nvcr.io/nvidia/tritonserver:").removesuffix("-python-py3")
     versions = {d.get("server_version") for d in document.get("deployments", {}).values()} - {None}
     # pytest ran inside a serving image, on the image's own tritonserver (runtimes/discovery.py)

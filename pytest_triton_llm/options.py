@@ -196,10 +196,9 @@ def server_options(opt) -> ServerOptions:
 
 
 def runtime_name(server: ServerOptions) -> str:
-    """The registry name of the runtime these options choose."""
-    if server.remote is not None:
-        return "remote"
-    return server.runtime or ("container" if server.image else "local")
+    """The registry name of the runtime these options choose: --triton-runtime's, else the one they choose by default
+    (Runtime.default_for)."""
+    return server.runtime or next(name for name, runtime in RUNTIMES.items() if runtime.default_for(server))
 
 
 def _renamed_dest(old: str) -> str:
@@ -230,7 +229,7 @@ class Options:
                 raise OptionError(f"{old} is now called {new}")
         server = server_options(opt)
         if opt.triton_url:
-            if server.image is not None or opt.triton_runtime not in (None, "remote"):
+            if server.image is not None or (opt.triton_runtime is not None and not RUNTIMES[opt.triton_runtime].attaches):
                 raise OptionError("--triton-url tests a running server: give no --triton-image or --triton-runtime with it")
             remote = remote_options(
                 opt.triton_url,

@@ -14,6 +14,7 @@ from .errors import TritonLLMError
 from .lock import DUMMY_LABEL
 from .perf import options as perf_options
 from .progress import Progress
+from .runtimes import RUNTIMES
 from .selection import AtEntry, has_dummy_weights, marked_gpu_by_code, refs_of, untrained
 from .session import TritonLLMSession
 from .terminal import skip_reasons, summary_lines
@@ -31,7 +32,7 @@ MARKERS = {
     "invariants": "serving invariants on every deployment and entry model: streams agree with unary answers, counts are true",
     "regressions": "named checks for known upstream bugs (each test names its issue)",
     "gpu": "needs an NVIDIA GPU",
-    "container": "needs docker and a Triton image",
+    **{marker: why for runtime in RUNTIMES.values() for marker, why in runtime.markers.items()},
 }
 # parametrized from the lock
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair", "triton_llm_migration")
@@ -169,16 +170,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _deployment_marks(state: TritonLLMSession, choice) -> list:
-    """A parameter's skip (with its reason), and the `gpu` / `container` markers where its deployment runs on a GPU
-    (a real engine) or in containers: `-m "not gpu"` leaves those deployments out."""
+    """A parameter's skip (with its reason), the `gpu` marker where its deployment runs on a GPU (a real engine), and
+    the runtime's markers (`container` where the servers run in containers): `-m "not gpu"` leaves those out."""
     marks = [pytest.mark.skip(reason=choice.skip)] if choice.skip else []
     refs = refs_of(choice.value)
     if any(backend_of(r.engine.backend).needs_gpu and not state.is_stand_in(r) for r in refs):
         marks.append(pytest.mark.gpu)
         if not marks[:-1] and (no_gpu := state.gpu_missing()):  # a GPU engine on a host without one: skipped, not errored
             marks.append(pytest.mark.skip(reason=no_gpu))
-    if refs and state.options.runtime == "container":
-        marks.append(pytest.mark.container)
+    if refs:
+        marks += [getattr(pytest.mark, marker) for marker in state.runtime_class.markers]
     return marks
 
 
@@ -194,10 +195,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     own code (not through a GPU engine's deployment) are skipped, with the reason, where no GPU serves."""
     items.sort(key=lambda item: tuple(r.id for r in _refs(item)))
     state = config.stash[_SESSION]
-    if state.remote is not None and not state.remote.allow_load:
-        polite = pytest.mark.skip(
-            reason=f"stresses the server; {state.remote.url} is not this session's: pass --triton-allow-load to run it"
-        )
+    if (refused := state.load_refused()) is not None:
+        polite = pytest.mark.skip(reason=refused)
         for item in items:
             if item.get_closest_marker(LOAD) is not None:
                 item.add_marker(polite)

@@ -34,15 +34,16 @@ def _version(dist: str) -> str | None:
 
 
 class RunReport:
-    def __init__(self, options: dict, gpu: str | None = None):
-        """`gpu`: the nvidia-smi index the servers compute on (None: the first; "none": no GPU of this host)."""
+    def __init__(self, options: dict, gpu: str | None = None, computes_on: str | None = None):
+        """`gpu`: the nvidia-smi index the servers compute on (None: the first; "none": no GPU of this host);
+        `computes_on`: what they compute on as the runtime knows it (Runtime.hardware), by default `gpu`'s."""
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.run = {
             "plugin": _version("pytest-triton-llm"),
             "pytest": _version("pytest"),
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "hardware": hardware(gpu),
+            "hardware": computes_on if computes_on is not None else hardware(gpu),
             "gpu": gpu_details(gpu),  # index, name, memory_mib, compute_capability
             "started": self.started.isoformat(timespec="seconds"),
             "options": options,

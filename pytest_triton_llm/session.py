@@ -12,9 +12,9 @@ from .cache import EngineCache
 from .deployments import DeploymentManager, ServedDeployment
 from .capabilities import ServedInputs, family_inputs, repository_inputs
 from .compat import load_compat
-from .engines import backend_of, check_lock
+from .engines import backend_of, check_lock, served_by_stand_in
 from .faults import NOT_CLEAN, fault_named
-from .hardware import describe_hardware, hardware
+from .images import NO_IMAGE
 from .lock import DeploymentRef, Lock, load_lock
 from .options import DEFAULT_LOCK, Options
 from .perf.publish import dummy_deployments, publish
@@ -23,7 +23,7 @@ from .progress import Progress
 from .report import RunReport
 from .repository import template_family
 from .repository.llmapi import llmapi_family
-from .runtimes import RUNTIMES, Runtime, RuntimeUnavailable
+from .runtimes import RUNTIMES, Runtime, RuntimeUnavailable, no_gpu_here
 from .usage import OptionError
 
 
@@ -31,20 +31,22 @@ class TritonLLMSession:
     def __init__(self, options: Options, progress: Progress):
         self.options = options
         self.progress = progress
-        self.remote = options.server.remote  # --triton-url: deployments come from the server, the lock is optional
+        self.runtime_class = RUNTIMES[options.runtime]
+        # a runtime that attaches (--triton-url): deployments come from its server, the lock is optional
+        self.attaches = self.runtime_class.attaches
         # --stand-in-fault: a known upstream bug the stand-ins reproduce (checked by options: the name is known)
         self.fault = fault_named(options.server.stand_in_fault) if options.server.stand_in_fault else None
         self.lock = self._load_lock()
         # from the lock; with --triton-url, from the server once it has answered (--deployment names those)
         self.selected: list[DeploymentRef] = []
-        if self.lock is not None and self.remote is None:
+        if self.lock is not None and not self.attaches:
             self.selected = self.lock.select(list(options.deployments))
         self.cache = EngineCache(options.engines_cache, progress, verify=options.engines_verify)
         self.runtime: Runtime | None = None
         self.runtime_missing: str | None = None  # what the chosen runtime lacks here, said once a test needs it
-        if self.selected or self.remote is not None:
+        if self.selected or self.attaches:
             try:
-                self.runtime = RUNTIMES[options.runtime].create(options.server, self.cache.root, progress)
+                self.runtime = self.runtime_class.create(options.server, self.cache.root, progress)
                 served = self.runtime.deployments(self.lock, list(options.deployments))
                 self.selected = self.selected if served is None else served
             except RuntimeUnavailable as exc:
@@ -57,17 +59,16 @@ class TritonLLMSession:
                 "deployments": [r.id for r in self.selected],
                 "runtime": options.runtime,
                 "image": self.runtime.reference
-                if self.remote is not None and self.runtime
-                else (image.reference if image else "local"),
+                if self.runtime is not None and self.attaches
+                else (image.reference if image else NO_IMAGE),
             },
             self.runtime.gpu if self.runtime is not None else None,
+            self.runtime.hardware if self.runtime is not None else None,
         )
         if self.runtime is not None and (block := self.runtime.report_block()) is not None:
             self.report.record_run("server", block)
         if self.fault is not None:
             self.report.run["stand_in_fault"] = self.fault.record()
-        if self.remote is not None and self.runtime is not None:  # its hardware is the server's, not this host's
-            self.report.run.update(hardware=self.runtime.hardware, gpu=None)
         self.manager: DeploymentManager | None = None
         self._served_inputs: dict[str, ServedInputs | None] = {}
         self.started = time.monotonic()
@@ -83,7 +84,7 @@ class TritonLLMSession:
     @property
     def deployments_known(self) -> bool:
         """Deployments can be parametrized: from the lock, or (--triton-url) from the server."""
-        return self.lock is not None or self.remote is not None
+        return self.lock is not None or self.attaches
 
     def missing_lock_message(self) -> str:
         return f"no engines lock at {Path(DEFAULT_LOCK).resolve()}: run from the project root or pass --engines-lock PATH"
@@ -119,7 +120,7 @@ class TritonLLMSession:
         return self._served_inputs[ref.id]
 
     def _read_served_inputs(self, ref: DeploymentRef) -> ServedInputs | None:
-        if self.remote is not None:
+        if self.attaches:
             return self.runtime.served_inputs(ref) if self.runtime is not None else None
         if ref.options.repository is not None:
             return ServedInputs(repository_inputs(Path(ref.options.repository)), f"your repository {ref.options.repository}")
@@ -127,12 +128,17 @@ class TritonLLMSession:
         version = entry.triton if entry is not None else self.runtime.known_version() if self.runtime else None
         if version is None:
             return None
-        family = llmapi_family(version) if ref.layout == "llmapi" else template_family(version)
+        family = llmapi_family(version) if ref.serving_layout.one_model else template_family(version)
         return ServedInputs(family_inputs(family), f"template family {family} (Triton {version})")
 
     def is_stand_in(self, ref: DeploymentRef) -> bool:
-        """The reference backend, or (--trtllm-stand-in) any engine: the stand-in serves its tensorrt_llm model."""
-        return backend_of(ref.engine.backend).stand_in or self.options.server.trtllm_stand_in
+        """The reference backend, or (--trtllm-stand-in, in a repository rendered here) any engine: the stand-in serves
+        its tensorrt_llm model."""
+        return served_by_stand_in(ref, self.options.server.trtllm_stand_in and not self.attaches)
+
+    def load_refused(self) -> str | None:
+        """Why tests that stress the server (marker triton_llm_load) do not run on the chosen runtime's, or None."""
+        return self.runtime_class.refuses_load(self.options.server)
 
     def schedule_groups(self) -> dict[str, str]:
         return selection.schedule_groups(self.selected)
@@ -142,13 +148,10 @@ class TritonLLMSession:
         reap_orphans(self.cache.root / "run", self.progress)
 
     def gpu_missing(self) -> str | None:
-        """Why a test marked `gpu` cannot run here, or None: the servers of this host see no NVIDIA GPU."""
-        if self.remote is not None:
-            return None  # the remote server's GPUs are not this host's to count
-        gpu = self.runtime.gpu if self.runtime is not None else None
-        if gpu == "none":
-            return "needs an NVIDIA GPU: --triton-gpus none hides them"
-        return "needs an NVIDIA GPU: nvidia-smi lists none on this host" if hardware(gpu) == "cpu" else None
+        """Why a test marked `gpu` cannot run here, or None: the servers see no NVIDIA GPU."""
+        if self.runtime is not None:
+            return self.runtime.gpu_missing()
+        return None if self.attaches else no_gpu_here(None)  # a server of its own counts its own GPUs
 
     def fault_line(self) -> str | None:
         """The one line that says a fault is on, for the header and the summary."""
@@ -160,8 +163,7 @@ class TritonLLMSession:
         fault = [line] if (line := self.fault_line()) is not None else []
         if self.runtime is None:
             return fault
-        where = "the remote server's (not known from here)" if self.remote is not None else describe_hardware(self.runtime.gpu)
-        return [*fault, *self.runtime.header_lines(), f"triton-llm: hardware: {where}"]
+        return [*fault, *self.runtime.header_lines(), f"triton-llm: hardware: {self.runtime.hardware_description()}"]
 
     def serve(self, ref: DeploymentRef, tmp_path_factory, clean: bool = False) -> ServedDeployment:
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
@@ -192,7 +194,7 @@ class TritonLLMSession:
     def reference_ref(self, name: str) -> DeploymentRef:
         """--perf-against's deployment of the lock, as a deployment of its own ("<id> (reference)"): a second server
         when it is also a deployment under test, never given the session's stand-in fault."""
-        if self.remote is not None or self.lock is None:
+        if self.attaches or self.lock is None:
             raise OptionError(
                 f"--perf-against {name}: the reference is served here from the lock, so it needs a "
                 "local or container runtime and an engines lock, not --triton-url"

@@ -14,7 +14,6 @@ import re
 import pytest
 
 from pytest_triton_llm.client import GenerationError
-from pytest_triton_llm.engines import backend_of
 from pytest_triton_llm.llmapi_contract import output_text
 from pytest_triton_llm.tensor_contract import NO_END, returned_token_count
 
@@ -36,11 +35,6 @@ UTF8_PROMPTS = {
 }
 # Sent as the prompt where the deployment echoes it: the answer then holds this text whatever the model makes of it.
 ECHO = f"Tokyo 東京, Zürich, naïve cafe\u0301 {FAMILY} \U0001f1eb\U0001f1f7 \U0001d11e \U0001f600\tone\ttwo\n\nthree   four  \n"
-
-
-def _stand_in(served, config) -> bool:
-    """Whether the project's reference stand-in answers for the deployment's model (itself, or --trtllm-stand-in)."""
-    return backend_of(served.ref.engine.backend).stand_in or bool(config.getoption("trtllm_stand_in"))
 
 
 def _streams(served) -> bool:
@@ -199,7 +193,7 @@ def test_the_count_includes_the_prompt_only_when_the_prompt_is_returned(triton_l
 
 
 @pytest.mark.triton_llm_requires("inflight_batcher_llm", "token_counts", "prompt_excluded")
-def test_num_output_tokens_is_the_number_of_returned_ids_where_reported(triton_llm, prompts, pytestconfig):
+def test_num_output_tokens_is_the_number_of_returned_ids_where_reported(triton_llm, prompts):
     client = triton_llm.client
     ids = triton_llm.encode(prompts.completion["columbus"])
     inputs = client.core_inputs(ids, TOKENS, end_id=NO_END, exclude_input_in_output=True)
@@ -207,7 +201,7 @@ def test_num_output_tokens_is_the_number_of_returned_ids_where_reported(triton_l
     try:
         raw = client.request("tensorrt_llm", inputs)
     except GenerationError as exc:
-        if _stand_in(triton_llm, pytestconfig):  # it refuses the token-count switches rather than ignore them
+        if triton_llm.stand_in:  # it refuses the token-count switches rather than ignore them
             pytest.skip(f"the reference stand-in reports no token counts: {exc}")
         raise
     assert int(raw["num_output_tokens"].reshape(-1)[0]) == returned_token_count(raw) == TOKENS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Launch, Runtime, RuntimeUnavailable, ServerOptions
+from .base import Launch, Runtime, RuntimeUnavailable, ServerOptions, no_gpu_here
 from .container import ContainerRuntime
 from .local import LocalRuntime
 from .remote import RemoteRuntime
@@ -13,4 +13,4 @@ RUNTIMES: dict[str, type[Runtime]] = {
     "remote": RemoteRuntime,
 }
 
-__all__ = ["RUNTIMES", "Launch", "Runtime", "RuntimeUnavailable", "ServerOptions"]
+__all__ = ["RUNTIMES", "Launch", "Runtime", "RuntimeUnavailable", "ServerOptions", "no_gpu_here"]

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ..compat import ImageEntry
+from ..endpoints import Endpoints
 from ..engines.base import BuildSite
+from ..hardware import describe_hardware, hardware
 from ..images import ImageRef
 from ..progress import Progress
 from .server import TritonServer
@@ -18,12 +20,22 @@ if TYPE_CHECKING:
     from ..cache import BuiltEngine
     from ..capabilities import ServedInputs
     from ..lock import DeploymentRef, Lock
-    from .remote import RemoteOptions
 
 
 class RuntimeUnavailable(TritonLLMError, RuntimeError):
     """The chosen runtime cannot run here (a missing SDK or server): one line, exit 4 once a test needs it.
     Options that contradict each other raise usage.OptionError at once."""
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """--triton-url and what goes with it: the options of a runtime that attaches to a running server (here, not in
+    runtimes/remote.py, so that ServerOptions needs no runtime's module)."""
+
+    url: str  # as shown: grpc[s]://host:port, never with credentials
+    endpoints: Endpoints
+    tokenizer: str | None = None  # --tokenizer: a directory or a Hugging Face id, where tokenizer_dir is not readable
+    allow_load: bool = False  # --triton-allow-load: tests that stress the server run too
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,22 @@ class Launch:
 
 
 class Runtime(Protocol):
+    """What a runtime is to its callers. Nothing outside its module asks for a runtime by name: what differs between
+    runtimes is a member here (tests/unit/test_architecture.py keeps it so). RuntimeBase gives the usual defaults."""
+
     name: ClassVar[str]  # its name in the registry (runtimes/__init__.py)
+    markers: ClassVar[dict[str, str]]  # pytest marker -> description: every test of its deployments carries them
+    # it attaches to a server that runs already: the deployments are that server's, nothing is built, rendered or
+    # started here (so --trtllm-stand-in swaps nothing in), and the lock is optional
+    attaches: ClassVar[bool]
+
+    @classmethod
+    def default_for(cls, options: ServerOptions) -> bool:
+        """Whether `options` choose this runtime where --triton-runtime names none (one runtime does, whatever they are)."""
+
+    @classmethod
+    def refuses_load(cls, options: ServerOptions) -> str | None:
+        """Why tests that stress the server (marker triton_llm_load) do not run on its servers, or None."""
 
     # read by callers, never set: an attribute or a property of the runtime
     @property
@@ -119,3 +146,64 @@ class Runtime(Protocol):
     def attach(self, ref: DeploymentRef) -> tuple[BuiltEngine, TritonServer] | None:
         """For a deployment served by itself: its engine as far as it is known here and its running server; None:
         build, render and start."""
+
+    def hardware_description(self) -> str:
+        """The report header's hardware line."""
+
+    def gpu_missing(self) -> str | None:
+        """Why a test marked `gpu` cannot run on its servers, or None."""
+
+
+def no_gpu_here(gpu: str | None) -> str | None:
+    """Why a test marked `gpu` cannot run on servers of this host that compute on `gpu` (Runtime.gpu), or None."""
+    if gpu == "none":
+        return "needs an NVIDIA GPU: --triton-gpus none hides them"
+    return "needs an NVIDIA GPU: nvidia-smi lists none on this host" if hardware(gpu) == "cpu" else None
+
+
+class RuntimeBase:
+    """The defaults of a Runtime: its servers start on this host from the lock's deployments, built and rendered here,
+    and read engines where the cache keeps them. A runtime overrides what differs."""
+
+    markers: ClassVar[dict[str, str]] = {}
+    attaches: ClassVar[bool] = False
+
+    @classmethod
+    def default_for(cls, options: ServerOptions) -> bool:
+        return False  # chosen by --triton-runtime only
+
+    @classmethod
+    def refuses_load(cls, options: ServerOptions) -> str | None:
+        return None  # its servers are this session's own
+
+    @property
+    def gpu(self) -> str | None:
+        raise NotImplementedError  # every runtime says which GPU its servers compute on
+
+    @property
+    def hardware(self) -> str:
+        return hardware(self.gpu)  # its servers run on this host
+
+    def report_block(self) -> dict | None:
+        return None
+
+    def engine_dir_in_server(self, engine_name: str) -> str | None:
+        return None  # the server reads the engine where the cache keeps it
+
+    def python_models_in_image(self) -> str | None:
+        return None
+
+    def deployments(self, lock: Lock | None, names: list[str]) -> list[DeploymentRef] | None:
+        return None  # the lock's, built and started here
+
+    def served_inputs(self, ref: DeploymentRef) -> ServedInputs | None:
+        return None  # it serves no deployment by itself: the session reads the repository or the template family
+
+    def attach(self, ref: DeploymentRef) -> tuple[BuiltEngine, TritonServer] | None:
+        return None
+
+    def hardware_description(self) -> str:
+        return describe_hardware(self.gpu)
+
+    def gpu_missing(self) -> str | None:
+        return no_gpu_here(self.gpu)

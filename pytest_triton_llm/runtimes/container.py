@@ -30,11 +30,11 @@ from ..containers import (
     reap_containers,
 )
 from ..engines.base import BuildSite
-from ..hardware import first_gpu, hardware
+from ..hardware import first_gpu
 from ..images import ImageRef
 from ..progress import Progress
 from ..usage import OptionError
-from .base import Launch, RuntimeUnavailable, ServerOptions
+from .base import Launch, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .server import Endpoints, ServerStartError, TritonServer, container_environment, tritonserver_args
 
 MODELS_IN_CONTAINER = "/models"
@@ -123,10 +123,11 @@ def start_container_server(
     return server
 
 
-class ContainerRuntime:
+class ContainerRuntime(RuntimeBase):
     """Serves deployments in containers of one image; the image is resolved (pulled) on first use."""
 
     name: ClassVar[str] = "container"
+    markers: ClassVar[dict[str, str]] = {"container": "needs docker and a Triton image"}
 
     def __init__(
         self,
@@ -145,6 +146,10 @@ class ContainerRuntime:
         self._image: ImageInfo | None = None
         self._python_models: str | None = None  # "" once asked: the image has none
         self._count = 0
+
+    @classmethod
+    def default_for(cls, options: ServerOptions) -> bool:
+        return options.remote is None and options.image is not None  # --triton-image alone: started from this host
 
     @classmethod
     def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> ContainerRuntime:
@@ -215,27 +220,11 @@ class ContainerRuntime:
     def gpu(self) -> str | None:
         return first_gpu(self.gpus, {})  # containers see the GPUs docker gives them, whatever this shell's variables
 
-    @property
-    def hardware(self) -> str:
-        return hardware(self.gpu)  # the containers run on this host
-
     def describe(self) -> str:
         return f"containers of {self.reference} (docker; GPUs {self.gpus or 'for tensorrtllm engines: all'})"
 
     def header_lines(self) -> list[str]:
         return [f"triton-llm: container runtime: {self.describe()}"]
-
-    def report_block(self) -> None:
-        return None
-
-    def deployments(self, lock, names) -> None:
-        return None  # the lock's, built and started here
-
-    def attach(self, ref) -> None:
-        return None
-
-    def served_inputs(self, ref) -> None:
-        return None  # it serves no deployment by itself: the session reads the repository or the template family
 
     def build_site(self) -> BuildSite:
         """A build container of the same image."""

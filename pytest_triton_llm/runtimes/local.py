@@ -10,11 +10,12 @@ from typing import ClassVar
 
 from ..compat import ImageEntry, installed_tensorrt_llm, load_compat
 from ..engines.base import BuildSite
-from ..hardware import first_gpu, hardware, visible_gpus
+from ..hardware import first_gpu, visible_gpus
+from ..images import NO_IMAGE
 from ..processes import ManagedProcess
 from ..progress import Progress
 from ..usage import OptionError
-from .base import Launch, RuntimeUnavailable, ServerOptions
+from .base import Launch, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .discovery import FoundServer, ServerNotFound, find_tritonserver
 from .ports import free_ports
 from .server import Endpoints, ServerStartError, TritonServer, serving_environment, tritonserver_args
@@ -36,12 +37,12 @@ def tritonserver_command(binary: Path, repository: Path, backends: Path | None, 
     )
 
 
-class LocalRuntime:
+class LocalRuntime(RuntimeBase):
     """tritonserver as a subprocess on loopback ports: the serving image's own when pytest runs inside one
     (discovery.py), else the nvidia-pytriton wheel's, the embedded default."""
 
     name: ClassVar[str] = "local"
-    reference = "local"
+    reference = NO_IMAGE
 
     def __init__(
         self,
@@ -57,6 +58,10 @@ class LocalRuntime:
         self.entry = entry  # the compat.toml image this server stands for (version_guard), if known
         self.trtllm_examples = trtllm_examples
         self._version = found.declared_version
+
+    @classmethod
+    def default_for(cls, options: ServerOptions) -> bool:
+        return options.remote is None and options.image is None  # the embedded default
 
     @classmethod
     def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> LocalRuntime:
@@ -103,10 +108,6 @@ class LocalRuntime:
         return first_gpu(self.gpus, dict(os.environ))
 
     @property
-    def hardware(self) -> str:
-        return hardware(self.gpu)
-
-    @property
     def triton_version(self) -> str:
         """Picks the model templates: declared by the image or the wheel, else asked of the server itself."""
         if self._version is None:
@@ -129,22 +130,10 @@ class LocalRuntime:
     def known_version(self) -> str:
         return self.triton_version  # declared by the image or the wheel, else asked of the server once
 
-    def engine_dir_in_server(self, engine_name: str) -> None:
-        return None  # the server reads the engine where the cache keeps it
-
     def python_models_in_image(self) -> str | None:
         """Inside the serving image (the guard placed it), its own copy where this filesystem has one."""
         paths = self.entry.python_models if self.entry is not None else ()
         return next((p for p in paths if (Path(p) / "preprocessing" / "1" / "model.py").is_file()), None)
-
-    def deployments(self, lock, names) -> None:
-        return None  # the lock's, built and started here
-
-    def attach(self, ref) -> None:
-        return None
-
-    def served_inputs(self, ref) -> None:
-        return None  # it serves no deployment by itself: the session reads the repository or the template family
 
     def build_site(self) -> BuildSite:
         """Local subprocesses: this interpreter's tensorrt_llm, which the version guard checked."""

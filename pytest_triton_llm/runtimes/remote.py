@@ -20,27 +20,17 @@ from ..endpoints import Endpoints
 from ..engines.base import BuildSite
 from ..capabilities import ServedInputs, canonical
 from ..llmapi_contract import speaks_llmapi
-from ..lock import Batching, Deployment, DeploymentRef, Layout, Lock
+from ..lock import ENSEMBLE_LAYOUT, LLMAPI_LAYOUT, Batching, Deployment, DeploymentRef, Lock, ServingLayout
 from ..progress import Progress
 from ..repository import ENTRY_MODELS
 from ..repository.stand_in import STAND_IN_PARAMETER
 from ..tensor_contract import config_parameters, flag
 from ..usage import OptionError
-from .base import Launch, RuntimeUnavailable, ServerOptions
+from .base import Launch, RemoteOptions, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .server import ServerStartError, TritonServer
 
 ENGINE_NAME = "remote"  # discovered deployments are named remote:v1, remote:inflight
 _BATCHING: dict[str, Batching] = {"V1": "v1", "inflight_fused_batching": "inflight", "inflight_batching": "inflight"}
-
-
-@dataclass(frozen=True)
-class RemoteOptions:
-    """--triton-url and what goes with it."""
-
-    url: str  # as shown: grpc[s]://host:port, never with credentials
-    endpoints: Endpoints
-    tokenizer: str | None = None  # --tokenizer: a directory or a Hugging Face id, where tokenizer_dir is not readable
-    allow_load: bool = False  # --triton-allow-load: tests that stress the server run too
 
 
 def _host_port(url: str, schemes: tuple[str, str], default_port: int, option: str) -> tuple[str, bool]:
@@ -118,8 +108,9 @@ class Discovered:
     inputs: dict = field(default_factory=dict)  # model -> declared input names
 
 
-class RemoteRuntime:
+class RemoteRuntime(RuntimeBase):
     name: ClassVar[str] = "remote"
+    attaches: ClassVar[bool] = True
     entry = None  # which NGC image serves is not known from outside
     hardware = "remote (not known from here)"
     gpu = "none"  # none of this host's: the server's hardware is not known from outside
@@ -129,6 +120,18 @@ class RemoteRuntime:
         self.endpoints = options.endpoints
         self.reference = f"remote {options.url}"
         self._discovered: dict[str, Discovered] = {}
+
+    @classmethod
+    def default_for(cls, options: ServerOptions) -> bool:
+        return options.remote is not None  # --triton-url
+
+    @classmethod
+    def refuses_load(cls, options: ServerOptions) -> str | None:
+        """A shared server is not this session's to stress, unless --triton-allow-load."""
+        remote = options.remote
+        if remote is None or remote.allow_load:
+            return None
+        return f"stresses the server; {remote.url} is not this session's: pass --triton-allow-load to run it"
 
     @classmethod
     def create(cls, options: ServerOptions, cache_root: Path, progress: Progress) -> RemoteRuntime:
@@ -201,11 +204,11 @@ class RemoteRuntime:
     def build_site(self) -> BuildSite:
         raise RuntimeUnavailable("the remote runtime builds nothing")
 
-    def engine_dir_in_server(self, engine_name: str) -> None:
-        return None
+    def hardware_description(self) -> str:
+        return "the remote server's (not known from here)"
 
-    def python_models_in_image(self) -> None:
-        return None  # nothing is rendered for a server of its own
+    def gpu_missing(self) -> None:
+        return None  # the remote server's GPUs are not this host's to count
 
     def start(self, launch: Launch) -> TritonServer:
         raise ServerStartError(f"{launch.deployment_id}: the remote runtime starts no server")
@@ -266,12 +269,12 @@ class RemoteRuntime:
         params = config_parameters(core)
         stand_in = STAND_IN_PARAMETER in params  # the project's own model says so; upstream's python model does not
         decoupled = bool(core.get("model_transaction_policy", {}).get("decoupled"))
-        layout: Layout
+        layout: ServingLayout
         batching: Batching | None
         if speaks_llmapi(inputs["tensorrt_llm"]):  # TensorRT-LLM's llmapi model: always in-flight, text in and out
-            layout, batching, backend = "llmapi", "inflight", "reference" if stand_in else "llmapi"
+            layout, batching, backend = LLMAPI_LAYOUT, "inflight", "reference" if stand_in else "llmapi"
         else:
-            layout, backend = "inflight_batcher_llm", "reference" if stand_in else "tensorrtllm"
+            layout, backend = ENSEMBLE_LAYOUT, "reference" if stand_in else "tensorrtllm"
             model_type = params.get("gpt_model_type")
             batching = _BATCHING.get(model_type or "")
             if batching is None:  # TensorRT-LLM's own models refuse to load without one (GetParameter)
@@ -298,13 +301,16 @@ class RemoteRuntime:
             max_output_len=int(limits.get("max_output_len") or limits.get("max_seq_len", 0) - max_input) if max_input else None,
             add_special_tokens=flag(pre.get("add_special_tokens"), True),
             skip_special_tokens=flag(post.get("skip_special_tokens"), True),
-            entry_models=tuple(m for m in ENTRY_MODELS if m in ready) if layout != "llmapi" else ("tensorrt_llm",),
+            entry_models=(layout.entry,) if layout.one_model else tuple(m for m in ENTRY_MODELS if m in ready),
         )
-        exclude = flag(params.get("exclude_input_in_output"), layout != "llmapi")  # upstream llmapi: the prompt echoed
+        exclude = flag(params.get("exclude_input_in_output"), not layout.one_model)  # upstream llmapi: the prompt echoed
         options = Deployment(
-            batching=batching, decoupled=decoupled, exclude_input_in_output=exclude, layout=layout if layout == "llmapi" else None
+            batching=batching,
+            decoupled=decoupled,
+            exclude_input_in_output=exclude,
+            layout=layout.name if layout.one_model else None,
         )
-        name = "llmapi" if layout == "llmapi" else batching
+        name = layout.name if layout.one_model else batching
         # ServedEngine stands in for lock.Engine: the fields of it that the suites read, as the server shows them
         ref = DeploymentRef(ENGINE_NAME, engine, name, options)  # type: ignore[arg-type]
         return [Discovered(ref, tokenizer_dir, engine_dir, inputs)]

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.lock import LockError, load_lock
+from pytest_triton_llm.engines import served_by_stand_in
+from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, LockError, Source, load_lock
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -141,3 +142,23 @@ def test_a_deployment_may_serve_some_of_the_rendered_models_but_tensorrt_llm_alw
         load_lock(write(tmp_path, lock_text.replace(head, f'{head}\nmodels = ["tensorrt_llm", "bls"]', 1)))
     with pytest.raises(LockError, match="field 'models': a deployment serves tensorrt_llm at least"):
         load_lock(write(tmp_path, lock_text.replace(head, f'{head}\nmodels = ["ensemble"]', 1)))
+
+
+def _ref(backend: str, layout=None) -> DeploymentRef:
+    options = Deployment("inflight", layout=layout)
+    source = Source(pypi="model==1.0", file="model.gguf", sha256="0" * 64)
+    return DeploymentRef("engine", Engine(backend, source, "float32", 1, 8, 8, deployments={"d": options}), "d", options)
+
+
+def test_a_deployment_is_served_in_its_engine_backends_layout_unless_it_names_one():
+    assert [_ref(backend).layout for backend in ("reference", "tensorrtllm", "llmapi")] == [
+        "inflight_batcher_llm",
+        "inflight_batcher_llm",
+        "llmapi",
+    ]
+    assert _ref("reference", "llmapi").serving_layout.one_model and _ref("reference", "llmapi").capabilities >= {"llmapi"}
+
+
+def test_the_stand_in_serves_a_reference_engine_always_and_a_real_one_only_where_swapped_in():
+    assert [served_by_stand_in(_ref(b), False) for b in ("reference", "tensorrtllm", "llmapi")] == [True, False, False]
+    assert all(served_by_stand_in(_ref(b), True) for b in ("reference", "tensorrtllm", "llmapi"))

@@ -7,9 +7,14 @@ import sysconfig
 import time
 from pathlib import Path
 
+import pytest
 
+from pytest_triton_llm.images import parse_image
+from pytest_triton_llm.options import runtime_name
 from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.runtimes import RUNTIMES, ServerOptions
 from pytest_triton_llm.runtimes.local import tritonserver_command
+from pytest_triton_llm.runtimes.remote import remote_options
 from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess, reap_orphans
 from pytest_triton_llm.runtimes.server import serving_environment
 from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
@@ -31,6 +36,31 @@ def test_server_environment_hides_tokens_and_points_the_stub_at_this_python():
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
     libs = env["LD_LIBRARY_PATH"].split(os.pathsep)
     assert libs[:2] == [sysconfig.get_config_var("LIBDIR"), "/w/libs"] and libs[-1] == "/opt/lib"
+
+
+@pytest.mark.parametrize(
+    ("image", "url", "chosen"),
+    [(None, None, "local"), ("24.09-trtllm", None, "container"), (None, "grpc://triton:8001", "remote")],
+)
+def test_exactly_one_runtime_is_chosen_by_the_options_where_triton_runtime_names_none(image, url, chosen):
+    options = ServerOptions(
+        image=parse_image(image) if image else None,
+        remote=remote_options(url, None, None, [], None, None, False) if url else None,
+    )
+    assert [name for name, runtime in RUNTIMES.items() if runtime.default_for(options)] == [chosen]
+    assert runtime_name(options) == chosen
+
+
+def test_only_a_shared_server_refuses_load_and_allow_load_lifts_it():
+    shared = remote_options("grpc://triton:8001", None, None, [], None, None, False)
+    allowed = remote_options("grpc://triton:8001", None, None, [], None, None, True)
+    refusals = {
+        name: [runtime.refuses_load(ServerOptions(remote=remote)) for remote in (None, shared, allowed)]
+        for name, runtime in RUNTIMES.items()
+    }
+    assert refusals["remote"][0] is None and refusals["remote"][2] is None
+    assert "--triton-allow-load" in refusals["remote"][1] and "grpc://triton:8001" in refusals["remote"][1]
+    assert all(refused == [None, None, None] for name, refused in refusals.items() if name != "remote")
 
 
 def _group_members(pgid: int) -> list[int]:
