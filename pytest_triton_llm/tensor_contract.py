@@ -1,9 +1,10 @@
-"""The tensor contract of TensorRT-LLM's inflight_batcher_llm models, for clients and servers alike.
+"""The client's half of the tensor contract of TensorRT-LLM's inflight_batcher_llm models.
 
 Input names (and TensorRT-LLM 0.20's renames), how requests are encoded as tensors, stop/bad word
-lists, the stop signal, and the shapes of the tensorrt_llm outputs. Self-contained (numpy only): the
-client, the load generator and the reference models all use it, and it is copied next to the
-reference python models in a rendered repository, which import it by its bare name.
+lists, the stop signal, how the tensorrt_llm outputs are read, and model parameters. Self-contained (numpy only): the
+client and the load generator use it, and it is copied next to the reference python models in a rendered repository,
+which import by its bare name what both sides share (the renames, word-list packing, parameters); the serving half is
+theirs alone (reference_backend/models/common/served_contract.py), so that a bug both shared could not hide.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ NUMPY = {
 
 
 class RequestError(ValueError):
-    """A request the served model refuses: it becomes an error response, and the server keeps serving."""
+    """A request the served model cannot take (an input it does not declare): refused before it is sent."""
 
 
 @dataclass(frozen=True)
@@ -219,48 +220,7 @@ def pack_word_ids(rows: Sequence[Sequence[Sequence[int]]]) -> np.ndarray:
     return out
 
 
-def unpack_word_list(words: np.ndarray | None) -> list[list[int]]:
-    """One batch row's [2, N] word list -> its token-id sequences."""
-    if words is None:
-        return []
-    words = np.asarray(words)
-    if words.size == 0:
-        return []
-    if words.ndim != 2 or words.shape[0] != 2:
-        raise RequestError(f"stop/bad word list must have shape [2, N], got {list(words.shape)}")
-    flat, offsets = words[0].tolist(), words[1].tolist()
-    sequences, start = [], 0
-    for end in offsets:
-        if end < 0:
-            break
-        if end <= start or end > len(flat):
-            raise RequestError(f"word list offsets must increase within [1, {len(flat)}], got {offsets}")
-        sequences.append(flat[start:end])
-        start = end
-    return sequences
-
-
-# -- tensorrt_llm outputs, as TensorRT-LLM's backend answers one request (beam width 1) --------------------
-def output_tensors(
-    ids: list[int], log_probs: list[float] | None = None, cum_log_prob: float = 0.0, batch_index: int | None = None
-) -> dict[str, np.ndarray]:
-    """output_ids [1, 1, len] and sequence_length [1, 1], sequence_index [1, 1] (always 0 at one sequence per
-    request); cum_log_probs [1, 1] (so far) and output_log_probs [1, 1, n] (of this response's new tokens) only
-    when the request asked for log probs (`log_probs` not None); batch_index [1, 1] only for a row of a request of
-    batch > 1."""
-    outputs: dict[str, np.ndarray] = {
-        "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, -1),
-        "sequence_length": np.array([[len(ids)]], dtype=np.int32),
-        "sequence_index": np.zeros((1, 1), dtype=np.int32),
-    }
-    if log_probs is not None:
-        outputs["cum_log_probs"] = np.array([[cum_log_prob]], dtype=np.float32)
-        outputs["output_log_probs"] = np.asarray(log_probs, dtype=np.float32).reshape(1, 1, -1)
-    if batch_index is not None:
-        outputs["batch_index"] = np.array([[batch_index]], dtype=np.int32)
-    return outputs
-
-
+# -- tensorrt_llm outputs, as the client reads one response --------------------------------------------
 def returned_ids(outputs: dict) -> list[int]:
     """The token ids one response of tensorrt_llm returns (its first batch row and beam)."""
     if "output_ids" not in outputs:

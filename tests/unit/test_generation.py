@@ -8,9 +8,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
 
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence  # noqa: E402
+from served_contract import RequestError, unpack_word_list  # noqa: E402
 from words import to_word_list_format  # noqa: E402  (model dirs on sys.path: conftest)
 
-from pytest_triton_llm.tensor_contract import RequestError, pack_word_ids, unpack_word_list  # noqa: E402
+from pytest_triton_llm.tensor_contract import pack_word_ids  # noqa: E402
 
 VOCAB = 10
 

@@ -9,8 +9,7 @@ transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
 from lora import LoraSupport  # noqa: E402  (model dir on sys.path: conftest)
-
-from pytest_triton_llm.tensor_contract import RequestError  # noqa: E402
+from served_contract import RequestError  # noqa: E402
 
 from pytest_triton_llm.lora.convert import MODULE_IDS, peft_to_trtllm  # noqa: E402
 from pytest_triton_llm.lora.recipes import AdapterRecipe, load_recipes  # noqa: E402

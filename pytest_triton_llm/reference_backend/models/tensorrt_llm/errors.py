@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensor_contract import RequestError
+from served_contract import RequestError
 
 
 class ExecutorError(RequestError):

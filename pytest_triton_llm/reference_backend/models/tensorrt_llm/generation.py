@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from errors import ExecutorError, assertion
 from lora import LoraSupport
-from tensor_contract import RequestError
+from served_contract import RequestError
 
 NEG_INF = float("-inf")
 GREEDY_NOISE = 1.0  # greedy_not_deterministic: the spread of the noise on greedy logits, enough to flip near ties

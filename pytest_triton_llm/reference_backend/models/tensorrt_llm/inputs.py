@@ -7,7 +7,8 @@ silently. docs/architecture.md, "Fidelity to upstream", lists the refused ones.
 
 from __future__ import annotations
 
-from tensor_contract import RENAMED, RequestError
+from served_contract import RequestError
+from tensor_contract import RENAMED
 
 HONOURED = frozenset(
     {

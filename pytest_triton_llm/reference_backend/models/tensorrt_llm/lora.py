@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from errors import ExecutorError
-from tensor_contract import RequestError
+from served_contract import RequestError
 
 # TensorRT-LLM module id -> (block, projection) in a llama-style Hugging Face model
 MODULE_PATHS = {

@@ -31,7 +31,8 @@ from inputs import check
 from metrics import TrtllmMetrics
 from outputs import complete_outputs, streamed_outputs
 from stand_in_faults import Faults
-from tensor_contract import RENAMED, RequestError, unpack_word_list
+from served_contract import RequestError, unpack_word_list
+from tensor_contract import RENAMED
 from triton_io import flag, model_parameters
 
 V1, INFLIGHT = "V1", "inflight_fused_batching"

@@ -1,5 +1,5 @@
 """The tensorrt_llm model's responses, as TensorRT-LLM's backend sends them: one per request (or per streamed step),
-optional outputs only when the request asked for them (tensor_contract.output_tensors); `fault` (generation.py's)
+optional outputs only when the request asked for them (served_contract.output_tensors); `fault` (generation.py's)
 names the known upstream bug of its outputs it reproduces, if any (output_faults.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from generation import Sequence, no_fault
 from output_faults import distort_length, distort_log_probs
-from tensor_contract import output_tensors
+from served_contract import output_tensors
 
 
 def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None = None, fault=no_fault) -> dict[str, np.ndarray]:
