@@ -1,14 +1,19 @@
 """The import layers are a checked contract: lint-imports keeps them, the reference backend's contract names every
-harness module, and no internal import hides inside a function (where it would only dodge a cycle)."""
+harness module, the engines contract every engine backend but the reference one, and no internal import hides inside a
+function (where it would only dodge a cycle). No runtime or layout name is compared outside its own module, and the
+stand-in shares with the client's half of the tensor contract only what both sides must agree on."""
 
 import ast
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 
+from pytest_triton_llm import lock
+from pytest_triton_llm.runtimes import RUNTIMES
 from pytest_triton_llm.schema import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,3 +61,124 @@ def _function_level_internal_imports(path: Path) -> list[str]:
 def test_no_internal_import_hides_inside_a_function(tree):
     found = [hit for path in sorted((ROOT / tree).rglob("*.py")) for hit in _function_level_internal_imports(path)]
     assert found == [], f"imports of the project's own modules belong at module level: {found}"
+
+
+def test_the_engines_contract_holds_every_engine_backend_but_the_reference_one():
+    engines = PACKAGE / "engines"
+    modules = {p.stem for p in engines.glob("*.py")} | {p.name for p in engines.iterdir() if (p / "__init__.py").is_file()}
+    contract = next(c for c in contracts() if "pytest_triton_llm.engines.reference" in c.get("forbidden_modules", []))
+    held = {m.removeprefix("pytest_triton_llm.engines.") for m in contract["source_modules"]}
+    assert held == modules - {"__init__", "reference"}  # the registry imports every backend, the reference one included
+
+
+def _strings_in_code(path: Path) -> list[tuple[str, int]]:
+    """(string, line) of every string constant of `path` but its docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        (node.value, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_only_repository_stand_in_reads_the_stand_ins_files():
+    """With the engines contract: no engine backend but the reference one reads them (through repository.stand_in)."""
+    readers = {
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("*.py")
+        if "reference_backend" not in path.relative_to(PACKAGE).parts
+        and any("reference_backend" in text for text, _ in _strings_in_code(path))
+    }
+    assert readers == {"pytest_triton_llm/repository/stand_in.py"}
+
+
+# what the stand-in and the client must agree on: input names, the word-list format, how parameters read
+SHARED_WITH_THE_STAND_IN = {"RENAMED", "pack_word_ids", "config_parameters", "flag"}
+
+
+def test_the_stand_in_takes_only_the_shared_names_from_the_clients_tensor_contract():
+    """The serving half (models/common/served_contract.py) is the stand-in's own: a bug in the client's encoders or
+    response readers cannot hide behind the same code on the server."""
+    taken = {}
+    for path in sorted((PACKAGE / "reference_backend").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "tensor_contract":
+                taken.update({alias.name: f"{path.relative_to(ROOT)}:{node.lineno}" for alias in node.names})
+            elif isinstance(node, ast.Import) and any(alias.name == "tensor_contract" for alias in node.names):
+                taken["the whole module"] = f"{path.relative_to(ROOT)}:{node.lineno}"
+    assert {name: where for name, where in taken.items() if name not in SHARED_WITH_THE_STAND_IN} == {}
+
+
+_COMPARING = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _name_modules() -> dict[str, Path]:
+    """Each runtime's name (the registry's keys) -> its runtime's module; each layout's name -> lock.py, which describes
+    the layouts (lock.LAYOUTS)."""
+    where = {name: Path(sys.modules[runtime.__module__].__file__).resolve() for name, runtime in RUNTIMES.items()}
+    where.update({layout: Path(lock.__file__).resolve() for layout in typing.get_args(lock.Layout)})
+    return where
+
+
+def _literals(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [literal for element in node.elts for literal in _literals(element)]
+    return []
+
+
+def _compared(source: str) -> list[tuple[str, int]]:
+    """(string, line) of every string literal compared in `source`: an operand of ==, !=, in or not in (alone or in a
+    literal tuple, list or set), or a match statement's case."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, _COMPARING) for op in node.ops):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.MatchValue):
+            operands = [node.value]
+        else:
+            continue
+        found += [(literal, node.lineno) for operand in operands for literal in _literals(operand)]
+    return found
+
+
+def test_the_name_check_sees_every_form_of_comparison():
+    source = """
+if runtime == "container": pass
+if "remote" != name: pass
+if layout in ("llmapi", None): pass
+if layout not in {"inflight_batcher_llm"}: pass
+x = "local" if a == b else "llmapi"
+match runtime:
+    case "local": pass
+"""
+    assert sorted(_compared(source)) == [
+        ("container", 2),
+        ("inflight_batcher_llm", 5),
+        ("llmapi", 4),
+        ("local", 8),
+        ("remote", 3),
+    ]
+
+
+@pytest.mark.parametrize("tree", ["pytest_triton_llm", "suites", "benchmarks", "scripts"])
+def test_no_runtime_or_layout_name_is_compared_outside_its_own_module(tree):
+    """A runtime (runtimes/) or a layout (lock.py) is one definition: what differs is a member of the runtime (Runtime,
+    runtimes/base.py) or a field of the layout (lock.ServingLayout), never a comparison of its name elsewhere."""
+    assert set(typing.get_args(lock.Layout)) == set(lock.LAYOUTS)  # every layout is described, once
+    where = _name_modules()
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {literal!r}"
+        for path in sorted((ROOT / tree).rglob("*.py"))
+        for literal, line in _compared(path.read_text())
+        if literal in where and where[literal] != path.resolve()
+    ]
+    assert found == [], f"compared by name outside the module that defines it (give the runtime or layout a member): {found}"
