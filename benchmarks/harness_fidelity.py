@@ -144,7 +144,7 @@ def stream_point(server, workers: int, channels: int, streams: int, tokens: int,
     work = [request] * (streams * 4)
     counted_before, server_cpu_before = server.counted(), _cpu_seconds(server.pids)
     records, seconds = run_load(target, work, work[:streams], concurrency=streams, workers=workers)
-    client_cpu = records.client_cpu_s
+    client_cpu, loop_cpu = records.client_cpu_s, records.loop_cpu_s
     server_cpu = [b - a for a, b in zip(server_cpu_before, _cpu_seconds(server.pids), strict=True)]
     counted = tuple(b - a for a, b in zip(counted_before, server.counted(), strict=True))
     responses = sum(r.tokens for r in records)
@@ -171,6 +171,8 @@ def stream_point(server, workers: int, channels: int, streams: int, tokens: int,
         "server_counted": {"requests": counted[0], "responses": counted[1]},
         "sent": {"requests": len(work) + streams, "responses": (len(work) + streams) * tokens},
         "client_cores_busy": round(client_cpu / seconds, 2) if seconds else None,
+        # each load process's event loop: near 1.0 it is the limit (gRPC's own threads run beside it)
+        "client_loop_busy": round(loop_cpu / seconds / records.workers, 2) if seconds else None,
         "server_cores_busy": round(sum(server_cpu) / seconds, 2) if seconds and server_cpu else None,
         "server_busiest_process": round(max(server_cpu) / seconds, 2) if seconds and server_cpu else None,
         "client_delay_ms": {"p50": ms(delays, 50), "p99": ms(delays, 99), "max": ms(delays, 100)},
@@ -223,6 +225,7 @@ def print_stream(rows: list[dict], paced: dict | None) -> None:
                     "channels",
                     "responses/s",
                     "client cores busy",
+                    "each loop busy",
                     "server cores busy",
                     "busiest server process",
                     "errors",
@@ -233,6 +236,7 @@ def print_stream(rows: list[dict], paced: dict | None) -> None:
                         r["channels"],
                         r["responses_per_s"],
                         r["client_cores_busy"],
+                        r["client_loop_busy"],
                         r["server_cores_busy"],
                         r["server_busiest_process"],
                         r["errors"],

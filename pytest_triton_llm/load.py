@@ -72,12 +72,13 @@ class RequestRecord:
 
 
 class LoadRecords(list):
-    """A load point's RequestRecords, with what sending them cost: the CPU seconds the load processes used during
-    the measured part (their event loops and gRPC's threads), to tell a client-bound measurement."""
+    """A load point's RequestRecords, with what sending them cost during the measured part: the CPU seconds of the
+    load processes (their event loops and gRPC's threads) and of their event-loop threads alone (a loop busy all
+    the time is the limit: responses wait for it), to tell a client-bound measurement."""
 
-    def __init__(self, records=(), client_cpu_s: float = 0.0, workers: int = 1):
+    def __init__(self, records=(), client_cpu_s: float = 0.0, workers: int = 1, loop_cpu_s: float = 0.0):
         super().__init__(records)
-        self.client_cpu_s, self.workers = client_cpu_s, workers
+        self.client_cpu_s, self.workers, self.loop_cpu_s = client_cpu_s, workers, loop_cpu_s
 
 
 def _streamed(inputs: Inputs) -> bool:
@@ -346,14 +347,14 @@ async def _send_point(plan: _Plan, queue: _Queue | None = None, ready=None) -> t
         else:
             start = time.perf_counter()
         deadline = start + plan.duration_s if plan.duration_s else None
-        cpu = time.process_time()
+        cpu, loop_cpu = time.process_time(), time.thread_time()
         if plan.concurrency:
             records = await _closed_loop(
                 sender.send, plan.requests, plan.concurrency, deadline, plan.stagger_s, queue, plan.clients
             )
         else:
             records = await _open_loop(sender.send, plan.requests, plan.schedule, start, deadline)
-        return LoadRecords(records, time.process_time() - cpu), start
+        return LoadRecords(records, time.process_time() - cpu, 1, time.thread_time() - loop_cpu), start
     finally:
         await sender.close()
 
@@ -387,7 +388,7 @@ def _worker(plan: _Plan, counter, connection, number: int) -> None:
                 record.sent -= shift
                 record.done = None if record.done is None else record.done - shift
                 record.token_times = [t - shift for t in record.token_times]
-        connection.send(("records", (list(records), records.client_cpu_s)))
+        connection.send(("records", (list(records), records.client_cpu_s, records.loop_cpu_s)))
     except BaseException as exc:  # said to the coordinator, which fails the load point with it
         connection.send(("error", f"load process {number}: {type(exc).__name__}: {exc}"))
     finally:
@@ -437,7 +438,10 @@ def _in_processes(plans: list[_Plan]) -> tuple[LoadRecords, float]:
             if process.is_alive():
                 process.kill()
     records = LoadRecords(
-        sorted((r for own, _ in sent for r in own), key=lambda r: r.index), sum(cpu for _, cpu in sent), len(plans)
+        sorted((r for own, _, _ in sent for r in own), key=lambda r: r.index),
+        sum(cpu for _, cpu, _ in sent),
+        len(plans),
+        sum(loop for _, _, loop in sent),
     )
     end = max((r.done for r in records if r.done is not None), default=start)
     return records, end - start

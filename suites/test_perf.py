@@ -20,6 +20,7 @@ import pytest
 
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.baseline import comparable
+from pytest_triton_llm.perf.client_processes import BUSY_LOOP, client_figures, free_cores, load_processes
 from pytest_triton_llm.perf.budgets import find_budget
 from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
@@ -72,6 +73,8 @@ def test_load_point(
         )
         for s in sides
     }
+    # load processes per side: --perf-workers, else by the clients and the cores its server leaves this host
+    processes = {s.id: load_processes(options.workers, point, free_cores(s.hardware == "cpu")) for s in sides}
     runs, reference_runs, records_all, seconds_all, series = [], [], [], 0.0, []
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
@@ -83,11 +86,12 @@ def test_load_point(
                 ),
                 monitor_load(served, options.scrape_ms, triton_llm_report.run) as watch,  # both sides: same overhead
             ):
-                records, seconds = run_load(*loads[served.id], seed=workload.seed, **point)
+                records, seconds = run_load(*loads[served.id], seed=workload.seed, workers=processes[served.id], **point)
             if options.records:
                 identity = dict(deployment=served.id, load_point=point_name, workload=workload_name, repeat=repeat)
                 write_records(options.records, records, offset_ns, **identity)
             summary = watch.attach(summarize(records, seconds), records)  # + server_metrics, gpu_telemetry
+            summary["client"] = client_figures(records, seconds)  # did the load generator keep up
             if served is reference:
                 reference_runs.append(summary)
                 continue
@@ -180,6 +184,16 @@ def test_load_point(
                 "run with --perf-compare"
             )
 
+    if behind := [r["client"]["loop_busy"] for r in runs if not r["client"]["kept_up"]]:
+        slow = (
+            f"the load generator's event loops were busy {max(behind):.0%} of the run (over {BUSY_LOOP:.0%}: responses "
+            f"waited for the client, so latency is partly the client's); raise --perf-workers (now "
+            f"{processes[triton_llm.id]})"
+        )
+        if options.strict:
+            problems.append(slow)
+        else:
+            warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {slow}"), stacklevel=1)
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
         result["noisy"] = noisy_metrics
         warnings.warn(
@@ -230,6 +244,7 @@ def test_saturation_sweep(
     engine = triton_llm.ref.engine
     vocab = range(100, triton_llm.tokenizer.vocab_size)
     client, streaming = triton_llm.client, triton_llm.client.decoupled
+    cpu_served = triton_llm.hardware == "cpu"
     sweep = Sweep(options.sweep_max, bool(options.slos))
     for concurrency in concurrencies(options.sweep_max):
         count = max(workload.requests, 2 * concurrency)  # every client sends at least twice: more than the ramp
@@ -244,7 +259,12 @@ def test_saturation_sweep(
         for repeat in range(1, options.repeats + 1):
             offset_ns = epoch_offset_ns()
             with triton_llm_progress.step(f"perf sweep: {triton_llm.id} concurrency={concurrency} run {repeat}"):
-                records, seconds = run_load(*load, seed=workload.seed, concurrency=concurrency)
+                records, seconds = run_load(
+                    *load,
+                    seed=workload.seed,
+                    concurrency=concurrency,
+                    workers=load_processes(options.workers, {"concurrency": concurrency}, free_cores(cpu_served)),
+                )
             if options.records:
                 point = f"sweep:concurrency={concurrency}"
                 write_records(

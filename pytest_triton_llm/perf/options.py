@@ -119,6 +119,14 @@ def add_options(group) -> None:
         "before the stall); --perf-workload sweep is a short one for CPUs",
     )
     group.addoption(
+        "--perf-workers",
+        metavar="N",
+        type=int,
+        help="processes that send each load point, each with its own event loop and gRPC channels (default: one per "
+        "16 closed-loop clients, within the cores the server leaves this host); the report says how busy their event "
+        "loops were, and a load point whose loops could not keep up warns (fails under --perf-strict)",
+    )
+    group.addoption(
         "--perf-sweep-max",
         metavar="N",
         type=int,
@@ -160,6 +168,7 @@ class PerfOptions:
     sweep: bool = False
     sweep_max: int = SWEEP_MAX
     scrape_ms: int = DEFAULT_SCRAPE_MS  # --perf-scrape-ms: server metrics and GPU telemetry every N ms, 0: off
+    workers: int | None = None  # --perf-workers: load processes; None: by the load point and the free cores
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -204,6 +213,8 @@ class PerfOptions:
             mlperf = (opt.perf_mlperf, benchmarks[opt.perf_mlperf])
         if opt.perf_scrape_ms < 0:
             raise OptionError(f"--perf-scrape-ms must be >= 0 (0: no sampling), got {opt.perf_scrape_ms}")
+        if opt.perf_workers is not None and opt.perf_workers < 1:
+            raise OptionError(f"--perf-workers must be >= 1, got {opt.perf_workers}")
         if opt.perf_sweep_max is not None and (not opt.perf_sweep or opt.perf_sweep_max < 1):
             raise OptionError(f"--perf-sweep-max {opt.perf_sweep_max}: needs --perf-sweep and a concurrency >= 1")
         return cls(
@@ -226,6 +237,7 @@ class PerfOptions:
             opt.perf_sweep,
             opt.perf_sweep_max or SWEEP_MAX,
             scrape_ms=opt.perf_scrape_ms,
+            workers=opt.perf_workers,
         )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
