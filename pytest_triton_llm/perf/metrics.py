@@ -88,7 +88,7 @@ def summarize(records: list[RequestRecord], duration_s: float) -> dict:
     itl = [v for r in streamed if (v := itl_s(r)) is not None]
     tokens = sum(r.tokens for r in ok)
     # aiperf's benchmark duration: the first send to the last response with content (a request's end without tokens)
-    ends = [r.token_times[-1] if r.token_times else r.latency_s + r.sent for r in ok]
+    ends = [r.token_times[-1] if r.token_times else r.sent + r.latency_s for r in ok]  # (sent + latency: its done)
     span = max(ends) - min(r.sent for r in ok) if ok else 0.0
     return {
         "requests": len(ok),
