@@ -76,7 +76,8 @@ class Sweep:
 
     def result(self) -> dict:
         """The steps, why the sweep stopped, and the knee: with SLOs the step of the highest goodput among those
-        within them; without, the last step before the stall (the last step when none stalled)."""
+        within them; without, the last step before the stall (before the steps leading up to it whose means gained
+        under STALL_GAIN_PCT; the last step when none stalled)."""
         knee, why = None, None
         if self.slos:
             within = [s for s in self.steps if s["goodput"] and s["goodput"]["fraction"] >= MIN_GOOD_FRACTION]
@@ -86,7 +87,14 @@ class Sweep:
             else:
                 why = "no step met the SLOs"
         elif self.stopped and self.stopped.startswith("stalled") and len(self.steps) > 1:
-            knee, why = self.steps[-2], "the last step before the stall"
+            # steps that gained under STALL_GAIN_PCT on their means, though their intervals were too wide to call a
+            # stall, belong to it: the knee is the step before the first of them
+            first = len(self.steps) - 1
+            while first > 1 and self.steps[first - 1]["gain_pct"] < STALL_GAIN_PCT:
+                first -= 1
+            knee, why = self.steps[first - 1], "the last step before the stall"
+            if first < len(self.steps) - 1:
+                why += f" (from concurrency={self.steps[first]['concurrency']} on the means gained under {STALL_GAIN_PCT:g}%)"
         elif self.steps:
             knee, why = self.steps[-1], "the last step: throughput had not stalled"
         return {

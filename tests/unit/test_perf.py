@@ -756,6 +756,20 @@ def test_one_run_a_step_stops_when_the_point_estimate_gains_under_5_percent_and_
     assert [s["gain_pct"] for s in result["steps"][1:]] == [80.0, 38.89, 4.0]
 
 
+def test_with_repeats_the_knee_is_the_step_before_the_gains_stopped_though_the_stall_was_called_later():
+    from pytest_triton_llm.perf.sweep import Sweep
+
+    # measured on 2 cores (2026-11-26, workload sweep, 2 runs a step): 32 gained nothing on 16, yet its runs spread
+    # too far to call a stall; 64 lost 4.4% with a tight interval
+    sweep = Sweep(64, slos=False)
+    steps = {1: (15.06, 14.17), 2: (16.28, 17.19), 4: (39.14, 37.64), 8: (69.5, 75.83), 16: (111.03, 114.54)}
+    for concurrency, runs in steps.items():
+        assert sweep.add(concurrency, sweep_runs(*runs)) is None
+    assert sweep.add(32, sweep_runs(113.07, 106.8)) is None
+    assert sweep.add(64, sweep_runs(104.46, 105.79)).startswith("stalled at concurrency=64: -4.4% on concurrency=32")
+    assert sweep.result()["knee"] == 16
+
+
 def test_with_repeats_a_step_stalls_only_when_its_whole_interval_gains_under_5_percent():
     from pytest_triton_llm.perf.sweep import Sweep
 
@@ -765,7 +779,12 @@ def test_with_repeats_a_step_stalls_only_when_its_whole_interval_gains_under_5_p
     assert sweep.add(2, sweep_runs(15.5, 20.5, 25.5)) is None
     stop = sweep.add(4, sweep_runs(20.4, 20.6, 20.5))
     assert stop.startswith("stalled at concurrency=4: +0.0% on concurrency=2, 95% interval up to +")
-    assert sweep.result()["knee"] == 2
+    # concurrency 2 gained 2.5% on the means: the stall began there, so the knee is the step before it
+    result = sweep.result()
+    assert (result["knee"], result["knee_why"]) == (
+        1,
+        "the last step before the stall (from concurrency=2 on the means gained under 5%)",
+    )
 
 
 def test_with_slos_the_sweep_stops_where_they_break_and_the_knee_is_the_highest_goodput_within_them():
