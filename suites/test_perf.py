@@ -37,7 +37,7 @@ from pytest_triton_llm.terminal import table
 pytestmark = pytest.mark.perf
 # the report's word on which definition each metric follows (the terminal summary prints the summary line)
 PERF_DEFINITIONS = {
-    "summary": "itl_ms is aiperf's ITL (per request), icl_ms aiperf's ICL (pooled gaps, itl_ms before 2026-12), "
+    "summary": "itl_ms is aiperf's ITL (per request), icl_ms aiperf's ICL (pooled gaps, itl_ms before 0.1.0), "
     "tpot_ms MLPerf's TPOT; definitions and sources in the report and docs/verdicts.md",
     **DEFINITIONS,
 }

@@ -153,7 +153,7 @@ def migrate_point(entry: dict) -> dict:
     """A load point (of a baseline or a report) written before itl_ms meant aiperf's ITL, in place: one without icl_ms
     held the pooled gaps as itl_ms, now icl_ms; it has no aiperf ITL. Its runs, its repeats' spread and a reference's
     median run the same."""
-    if "itl_ms" not in entry or "icl_ms" in entry:  # written with both names (since 2026-12): as it is
+    if "itl_ms" not in entry or "icl_ms" in entry:  # written with both names (since 0.1.0): as it is
         return entry
     for point in (entry, *entry.get("runs", ()), (entry.get("compared") or {}).get("reference") or {}):
         if "itl_ms" in point and "icl_ms" not in point:

@@ -19,7 +19,7 @@ DEFINITIONS = {
     "itl_ms": "aiperf's ITL: per request (last token response - first token response) / (output tokens - 1), "
     f"requests of < 2 tokens left out; distribution over requests ({_AIPERF}/inter_token_latency_metric.py)",
     "icl_ms": "aiperf's ICL: every gap between consecutive token responses of every streamed request, pooled "
-    f"({_AIPERF}/inter_chunk_latency_metric.py); itl_ms before 2026-12",
+    f"({_AIPERF}/inter_chunk_latency_metric.py); itl_ms before 0.1.0",
     "tpot_ms": "MLPerf's TPOT: per request (E2E latency - TTFT) / (output tokens - 1), requests of < 2 tokens left "
     f"out ({_LOADGEN}/logging.cc, AsyncLog::RecordSampleCompletion); distribution over requests",
     "output_token_throughput_per_user": "aiperf's output token throughput per user: per request 1 / ITL in tokens/s "
