@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     requests = args.requests or (SMOKE["requests"] if args.smoke else 2000)
     out = results_path("harness_fidelity", args.smoke, args.out)
     cores = os.cpu_count() or 2
-    args.workers = args.workers or (SMOKE["workers"] if args.smoke else [w for w in (1, 2, 4, 8, 12) if w < cores] or [1])
+    args.workers = args.workers or (SMOKE["workers"] if args.smoke else [w for w in (1, 2, 4, 8, 12) if w <= cores])
     args.streams = args.streams or (SMOKE["streams"] if args.smoke else 64)
     args.stream_tokens = args.stream_tokens or (SMOKE["stream_tokens"] if args.smoke else 500)
     if args.paced_rate is None and cores >= 8 and not args.smoke:
