@@ -21,7 +21,7 @@ from pytest_triton_llm.perf.budgets import find_budget
 pytestmark = pytest.mark.migration
 
 TOKENS = 32
-ARTICLES = 4  # a smoke workload on a CPU; --accuracy-articles is for the accuracy suite
+ARTICLES = 4  # a smoke workload on a CPU; --accuracy-samples is for the accuracy suite
 
 
 def _side_by_side(prompts, old, new) -> str:
