@@ -443,8 +443,12 @@ def _in_processes(plans: list[_Plan]) -> tuple[LoadRecords, float]:
         len(plans),
         sum(loop for _, _, loop in sent),
     )
-    end = max((r.done for r in records if r.done is not None), default=start)
-    return records, end - start
+    return records, _measured_s(records, start)
+
+
+def _measured_s(records: list[RequestRecord], start: float) -> float:
+    """A load point's measured seconds: its start to the last request's end."""
+    return max((r.done for r in records if r.done is not None), default=start) - start
 
 
 def run_load(
@@ -477,8 +481,7 @@ def run_load(
     if count == 1:
         plan = _Plan(target, requests, warmup, concurrency, None, schedule, duration_s, stagger_s, keep_outputs)
         records, start = asyncio.run(_send_point(plan))
-        end = max((r.done for r in records if r.done is not None), default=start)
-        return records, end - start
+        return records, _measured_s(records, start)
     plans = [
         _Plan(
             target,
