@@ -86,6 +86,13 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class Greedy:
+    fields: dict[str, float]
+    cite: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Response:
     text: Fact  # where the generated text is
     finish_reasons: Fact
@@ -93,6 +100,7 @@ class Response:
     stream_usage: Fact  # how a streamed response reports usage (stream_options.include_usage)
     completion_logprobs: Fact  # choices[].logprobs of /v1/completions
     chat_logprobs: Fact  # choices[].logprobs of /v1/chat/completions
+    max_tokens_finish_reason: Fact  # the finish_reason of a completion that max_tokens cut short
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,8 @@ class ErrorCase:
     body: str  # the JSON body's shape, or "unknown"
     cite: str
     note: str = ""
+    kind: str = ""  # what a suite asks for: "invalid_body" (a body that fails the request model), "not_json"
+    text: str = ""  # the exact plain-text body, where the server answers this case without JSON
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,19 @@ class Family:
     errors: tuple[ErrorCase, ...]
     before_version: str = ""  # the older stored version that the fields' `before` tables describe
     note: str = ""
+    # /v1/models' owned_by, where the family states one: how a served endpoint's family is recognised
+    owned_by: Fact | None = None
+    # request fields besides temperature 0 that make the family's decoding plain argmax (a default penalty it applies)
+    greedy: Greedy | None = None
+
+    def supports(self, name: str) -> bool:
+        """Whether the family honours request field `name` as OpenAI defines it."""
+        return self.fields[name].supported == "yes"
+
+    def why_not(self, name: str) -> str:
+        """Why a check that needs field `name` does not apply to this family (its contract's support and note)."""
+        field = self.fields[name]
+        return f"{self.title}: request field '{name}' is {field.supported} ({field.note or field.cite})"
 
     def __post_init__(self):
         for name, source in self.sources.items():
@@ -141,6 +164,9 @@ class Family:
             if fact.values == ("unknown",) and not fact.note:
                 raise ValueError(f"response '{name}': 'unknown' needs a note saying why")
             self._check_cite(f"response '{name}'", fact.cite)
+        for name, fact in (("owned_by", self.owned_by), ("greedy", self.greedy)):
+            if fact is not None:
+                self._check_cite(name, fact.cite)
         if not self.errors:
             raise ValueError("lists no error case")
         for number, error in enumerate(self.errors, 1):

@@ -74,6 +74,7 @@ def test_what_the_sources_do_not_say_is_recorded_as_unknown_with_the_reason():
     assert unknown_responses == {
         ("dynamo", "finish_reasons"),
         ("dynamo", "chat_logprobs"),
+        ("dynamo", "max_tokens_finish_reason"),
         ("llama-server", "stream_usage"),
     }
 
@@ -197,7 +198,36 @@ def test_llama_cpp_python_samples_with_llama_cpp_defaults_unless_a_request_overr
     defaults = {name: fields[name].default for name in ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")}
     assert defaults == {"temperature": "0.8", "top_p": "0.95", "top_k": "40", "min_p": "0.05", "repeat_penalty": "1.1"}
     assert (fields["max_tokens"].default, fields["max_tokens"].chat_default) == ("16", "null")
-    assert [e.status for e in FAMILIES["llama-cpp-python"].errors] == ["400", "500"]  # a bad body is a 500 there
+    errors = {e.kind or e.case: (e.status, e.text) for e in FAMILIES["llama-cpp-python"].errors}
+    assert errors["invalid_body"] == ("500", "")  # a bad body is a 500 there, in its JSON error shape
+    assert errors["not_json"] == ("500", "Internal Server Error")  # a body that is not JSON: plain text
+    assert errors["max_tokens_beyond_context"] == ("200", "")  # cut to the context window, not refused
+
+
+def test_a_completion_cut_by_max_tokens_says_length_except_on_tritons_frontend_which_always_says_stop():
+    reasons = {name: family.response.max_tokens_finish_reason.values for name, family in FAMILIES.items()}
+    assert reasons == {
+        "trtllm-serve": ("length",),
+        "dynamo": ("unknown",),
+        "triton-openai": ("stop",),
+        "llama-cpp-python": ("length",),
+        "llama-server": ("length",),
+    }
+
+
+def test_families_are_told_apart_by_the_owned_by_their_model_list_states():
+    owners = {name: family.owned_by.values for name, family in FAMILIES.items() if family.owned_by is not None}
+    assert owners == {
+        "trtllm-serve": ("tensorrt_llm",),
+        "triton-openai": ("Triton Inference Server",),
+        "llama-cpp-python": ("me",),
+    }
+
+
+def test_only_llama_cpp_python_needs_more_than_temperature_zero_for_greedy_its_repeat_penalty():
+    greedy = {name: family.greedy.fields for name, family in FAMILIES.items() if family.greedy is not None}
+    assert greedy == {"llama-cpp-python": {"repeat_penalty": 1.0}}
+    assert FAMILIES["llama-cpp-python"].fields["repeat_penalty"].default == "1.1"
 
 
 def test_every_family_reports_the_three_openai_usage_counts():
@@ -210,7 +240,15 @@ def test_every_family_reports_the_three_openai_usage_counts():
 _FIELD_LINES = "\n".join(f'"{name}" = {{ supported = "yes", default = "null", cite = "src: X" }}' for name in REQUIRED_FIELDS)
 _FACTS = "\n".join(
     f'{name} = {{ values = ["v"], cite = "src: {name}" }}'
-    for name in ("text", "finish_reasons", "usage", "stream_usage", "completion_logprobs", "chat_logprobs")
+    for name in (
+        "text",
+        "finish_reasons",
+        "usage",
+        "stream_usage",
+        "completion_logprobs",
+        "chat_logprobs",
+        "max_tokens_finish_reason",
+    )
 )
 MINIMAL = f"""
 [families.tiny]
@@ -339,4 +377,3 @@ def test_the_manuals_field_table_is_the_data_file_s():
     page = DOCS_PAGE.read_text()
     table = page.split("<!-- fields-table:", 1)[1].split("-->", 1)[1].split("<!-- /fields-table -->", 1)[0]
     assert table.strip().splitlines() == rows
-    assert "planned: issue 28" in page
