@@ -1,5 +1,5 @@
-"""The plugin's own options: the lock and engine cache (--engines-*), the server side (--triton-*), which
-deployments run, the report. Declared, checked and exposed here; accuracy and perf declare theirs.
+"""The plugin's own options: the lock and engine cache (--engines-*), the server side (--triton-*), an OpenAI endpoint
+(--openai-*), which deployments run, the report. Declared, checked and exposed here; accuracy and perf declare theirs.
 
 Names follow one scheme: --triton-* for the server, --engines-* for the lock and cache, --accuracy-* and
 --perf-* for those suites. Earlier spellings are refused with the new name.
@@ -17,6 +17,7 @@ import pytest
 
 from .faults import fault_named
 from .images import ImageError, parse_image
+from .openai_target import OpenAIOptions, openai_options
 from .runtimes import RUNTIMES, ServerOptions
 from .runtimes.remote import remote_options
 from .schema import SchemaError
@@ -156,6 +157,7 @@ def add_options(group) -> None:
         action="store_true",
         help="with --triton-url: also run the tests that put the server under stress (marker triton_llm_load)",
     )
+    add_openai_options(group)
     for old in RENAMED:  # hidden: only to say what they are called now
         group.addoption(
             old,
@@ -164,6 +166,32 @@ def add_options(group) -> None:
             help=argparse.SUPPRESS,
             **({"action": "store_true"} if old in _FLAGS else {}),
         )
+
+
+def add_openai_options(group) -> None:
+    group.addoption(
+        "--openai-url",
+        metavar="URL",
+        help="test an OpenAI-compatible endpoint (trtllm-serve, Dynamo, Triton's openai_frontend, llama.cpp): "
+        "http[s]://HOST:PORT/v1; the /v1 suites run against it, and -m migration pairs it with --deployment",
+    )
+    group.addoption(
+        "--openai-header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        default=[],
+        help="a header sent with every request to --openai-url, e.g. 'Authorization: Bearer ...' (repeatable; values "
+        "are never written to logs, reports or JUnit)",
+    )
+    group.addoption(
+        "--openai-ca-file", metavar="PATH", help="CA certificate for an https:// --openai-url (default: the system's)"
+    )
+    group.addoption("--openai-model", metavar="NAME", help="the model to ask (default: the one /v1/models lists)")
+    group.addoption(
+        "--openai-family",
+        metavar="NAME",
+        help="the server family whose contract applies (openai_families.toml; default: recognised by /v1/models' owned_by)",
+    )
 
 
 def server_options(opt) -> ServerOptions:
@@ -216,6 +244,7 @@ class Options:
     url: str | None
     server: ServerOptions
     engines_verify: bool = False
+    openai: OpenAIOptions | None = None  # --openai-url and its companions
 
     @property
     def runtime(self) -> str:
@@ -256,4 +285,5 @@ class Options:
             opt.triton_url,
             server,
             opt.engines_verify,
+            openai_options(opt.openai_url, opt.openai_header, opt.openai_ca_file, opt.openai_model, opt.openai_family),
         )

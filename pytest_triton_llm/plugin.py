@@ -12,6 +12,7 @@ from .accuracy import options as accuracy_options
 from .engines import backend_of
 from .errors import TritonLLMError
 from .lock import DUMMY_LABEL
+from .openai_target import OpenAITarget
 from .perf import options as perf_options
 from .progress import Progress
 from .runtimes import RUNTIMES
@@ -34,6 +35,7 @@ MARKERS = {
     "gpu": "needs an NVIDIA GPU",
     **{marker: why for runtime in RUNTIMES.values() for marker, why in runtime.markers.items()},
 }
+OPENAI_FIXTURE = "openai_target"  # the /v1 suites' endpoint (--openai-url)
 # parametrized from the lock
 DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair", "triton_llm_migration")
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
@@ -195,6 +197,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     own code (not through a GPU engine's deployment) are skipped, with the reason, where no GPU serves."""
     items.sort(key=lambda item: tuple(r.id for r in _refs(item)))
     state = config.stash[_SESSION]
+    _deselect_by_endpoint(config, items, state)
     if (refused := state.load_refused()) is not None:
         polite = pytest.mark.skip(reason=refused)
         for item in items:
@@ -228,6 +231,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     f"{mark.args[0] if mark.args else 'real engines differ'}"
                 )
             )
+
+
+def _deselect_by_endpoint(config: pytest.Config, items: list[pytest.Item], state: TritonLLMSession) -> None:
+    """The /v1 tests (fixture openai_target) run only with --openai-url; with it and no --deployment, the run is the
+    endpoint's, and tests that talk to Triton deployments only are left out (the /v1 migration gate, which talks to
+    both, stays: --deployment picks its Triton side)."""
+    openai, chosen = state.options.openai, state.options.deployments
+    if openai is not None and chosen:
+        return
+    if openai is None:
+        gone = [item for item in items if OPENAI_FIXTURE in getattr(item, "fixturenames", ())]
+    else:
+        gone = [item for item in items if OPENAI_FIXTURE not in getattr(item, "fixturenames", ())]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [item for item in items if item not in set(gone)]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -298,6 +317,19 @@ def triton_llm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 def triton_llm_migration(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """(engine deployment, llmapi deployment) of one checkpoint, both served: the engine -> PyTorch migration gate."""
     yield from _serve_pair(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def openai_target(request: pytest.FixtureRequest) -> OpenAITarget:
+    """The OpenAI-compatible endpoint of --openai-url: its model (from /v1/models) and its family's contract."""
+    openai = request.config.stash[_SESSION].options.openai
+    assert openai is not None, "the /v1 tests are deselected without --openai-url"
+    try:
+        target = OpenAITarget(openai)
+    except TritonLLMError as exc:
+        stop_session(exc)
+    request.config.stash[_SESSION].progress.say(f"OpenAI target: {target.describe()}")
+    return target
 
 
 @pytest.fixture(scope="session")
@@ -386,7 +418,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             title = f"tritonserver log of {deployment.id} (last {LOG_TAIL_LINES} lines, {deployment.server.log_path})"
             report.sections.append((title, deployment.server.log_tail(LOG_TAIL_LINES)))
     if report.when == "call" or report.outcome != "passed":
-        deployment = " vs ".join(r.id for r in _refs(item)) or None
+        deployment = " vs ".join([r.id for r in _refs(item)] + _endpoint(item)) or None
         outcome = "error" if report.when != "call" and report.failed else report.outcome
         message = None if report.passed else _short(report)
         markers = sorted(m.name for m in item.iter_markers() if m.name in MARKERS)
@@ -404,6 +436,12 @@ def _refs(item: pytest.Item) -> list:
     """The deployments a test's parameters serve."""
     params = _params(item)
     return [r for name in DEPLOYMENT_FIXTURES for r in refs_of(params.get(name))]
+
+
+def _endpoint(item: pytest.Item) -> list[str]:
+    """The OpenAI endpoint a /v1 test talks to, as the report names it."""
+    openai = item.config.stash[_SESSION].options.openai
+    return [f"openai {openai.url}"] if openai is not None and OPENAI_FIXTURE in getattr(item, "fixturenames", ()) else []
 
 
 def _as_tuple(value) -> tuple:

@@ -161,6 +161,10 @@ class TritonLLMSession:
 
     def header_lines(self) -> list[str]:
         fault = [line] if (line := self.fault_line()) is not None else []
+        if self.options.openai is not None:
+            fault.append(
+                f"triton-llm: OpenAI endpoint {self.options.openai.url} (the /v1 suites; its model and family from /v1/models)"
+            )
         if self.runtime is None:
             return fault
         return [*fault, *self.runtime.header_lines(), f"triton-llm: hardware: {self.runtime.hardware_description()}"]

@@ -1,0 +1,202 @@
+"""A client of an OpenAI-compatible /v1 endpoint: completions and chat, unary and streamed (server-sent events).
+
+The standard library's http.client, one connection per request, so that a test sees exactly what the server sent:
+the status, the JSON body (or the text that was not JSON) and, when streamed, every event with its arrival time.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import TritonLLMError
+
+DONE = "[DONE]"  # the event that ends an OpenAI stream
+
+
+class OpenAIURLError(TritonLLMError, ValueError):
+    """--openai-url is not an http(s) address of a /v1 endpoint."""
+
+
+class OpenAIRequestError(TritonLLMError, RuntimeError):
+    """The server answered a request with an error status; `status` and `body` are what it sent."""
+
+    def __init__(self, path: str, status: int, body: Any):
+        self.path, self.status, self.body = path, status, body
+        super().__init__(f"POST {path}: HTTP {status}: {json.dumps(body)[:300] if not isinstance(body, str) else body[:300]}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: the status and the body, parsed from JSON where it is JSON (else the text)."""
+
+    status: int
+    body: Any
+    content_type: str = ""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One choice of a unary /v1/completions or /v1/chat/completions answer."""
+
+    text: str
+    finish_reason: str | None
+    usage: dict | None
+    logprobs: dict | None
+    body: dict
+
+
+@dataclass
+class Streamed:
+    """A streamed answer as it arrived: each text delta with its arrival time, the finish reason and usage events."""
+
+    sent_s: float  # perf_counter when the request was sent
+    deltas: list[str] = field(default_factory=list)  # the text of every event that carried text, in order
+    times: list[float] = field(default_factory=list)  # perf_counter at each delta's arrival
+    events: int = 0  # data events before [DONE]
+    finish_reason: str | None = None
+    usage: dict | None = None  # the last usage a chunk carried (a usage chunk has choices [])
+    usage_chunks: int = 0
+    done: bool = False  # [DONE] arrived
+    closed_early: bool = False  # the client closed the stream after `stop_after` deltas
+
+    @property
+    def text(self) -> str:
+        return "".join(self.deltas)
+
+
+class OpenAIEndpoint:
+    """One /v1 base address with its headers (auth) and TLS trust."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, ca_file: str | None = None, timeout_s: float = 120.0):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise OpenAIURLError(f"--openai-url {url!r}: expected http://HOST:PORT/v1 or https://HOST:PORT/v1")
+        if parts.username or parts.password:
+            raise OpenAIURLError(
+                "--openai-url must not hold credentials: pass them as --openai-header 'Authorization: Bearer ...'"
+            )
+        if not parts.path.rstrip("/").endswith("/v1"):
+            raise OpenAIURLError(f"--openai-url {url!r}: the address must end in /v1 (the OpenAI API's base path)")
+        self.url = url.rstrip("/")
+        self.scheme, self.host = parts.scheme, parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base_path = parts.path.rstrip("/")
+        self.root_path = self.base_path[: -len("/v1")]  # where /health, /metrics live
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s
+        self._ssl = ssl.create_default_context(cafile=ca_file) if parts.scheme == "https" else None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._ssl is not None:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s, context=self._ssl)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+
+    def _send(self, method: str, path: str, body: bytes | None, accept: str) -> tuple[http.client.HTTPConnection, Any]:
+        headers = {"Accept": accept, **self.headers}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        connection = self._connection()
+        connection.request(method, path, body=body, headers=headers)
+        return connection, connection.getresponse()
+
+    def request(self, method: str, path: str, body: dict | bytes | str | None = None, root: bool = False) -> Reply:
+        """`path` under /v1 (or under the server's root with `root`); a dict body is sent as JSON, bytes or str as
+        they are (a robustness test's malformed body)."""
+        data = json.dumps(body).encode() if isinstance(body, dict) else body.encode() if isinstance(body, str) else body
+        connection, response = self._send(method, (self.root_path if root else self.base_path) + path, data, "application/json")
+        try:
+            raw = response.read()
+        finally:
+            connection.close()
+        content_type = response.getheader("Content-Type", "") or ""
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            parsed: Any = json.loads(text)
+        except ValueError:
+            parsed = text
+        return Reply(response.status, parsed, content_type)
+
+    def models(self) -> list[dict]:
+        reply = self.request("GET", "/models")
+        if reply.status != 200 or not isinstance(reply.body, dict) or not isinstance(reply.body.get("data"), list):
+            raise OpenAIRequestError("/models", reply.status, reply.body)
+        return reply.body["data"]
+
+    def _unary(self, path: str, body: dict, chat: bool) -> Completion:
+        reply = self.request("POST", path, body)
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            raise OpenAIRequestError(path, reply.status, reply.body)
+        [choice] = reply.body["choices"]  # n is 1: one choice
+        text = choice["message"].get("content") or "" if chat else choice["text"]
+        return Completion(text, choice.get("finish_reason"), reply.body.get("usage"), choice.get("logprobs"), reply.body)
+
+    def complete(self, body: dict) -> Completion:
+        return self._unary("/completions", {**body, "stream": False}, chat=False)
+
+    def chat(self, body: dict) -> Completion:
+        return self._unary("/chat/completions", {**body, "stream": False}, chat=True)
+
+    def stream(self, path: str, body: dict, stop_after: int | None = None) -> Streamed:
+        """POST `body` with stream true to `path` (/completions or /chat/completions) and read its events until
+        [DONE], or close the connection after `stop_after` text deltas (a client that goes away)."""
+        chat = path.startswith("/chat")
+        sent = time.perf_counter()
+        connection, response = self._send(
+            "POST", self.base_path + path, json.dumps({**body, "stream": True}).encode(), "text/event-stream"
+        )
+        result = Streamed(sent_s=sent)
+        try:
+            if response.status != 200:
+                raw = response.read().decode("utf-8", errors="replace")
+                try:
+                    parsed: Any = json.loads(raw)
+                except ValueError:
+                    parsed = raw
+                raise OpenAIRequestError(path, response.status, parsed)
+            for event in _events(response):
+                if event == DONE:
+                    result.done = True
+                    break
+                result.events += 1
+                chunk = json.loads(event)
+                if chunk.get("usage"):
+                    result.usage = chunk["usage"]
+                    result.usage_chunks += 1
+                for choice in chunk.get("choices") or []:
+                    piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+                    if piece:
+                        result.deltas.append(piece)
+                        result.times.append(time.perf_counter())
+                    if choice.get("finish_reason"):
+                        result.finish_reason = choice["finish_reason"]
+                if stop_after is not None and len(result.deltas) >= stop_after:
+                    result.closed_early = True
+                    break
+        finally:
+            connection.close()
+        return result
+
+
+def _events(response) -> Any:
+    """The `data:` payloads of a server-sent event stream (comments and other fields skipped), one per event."""
+    data: list[str] = []
+    while True:
+        line = response.readline()
+        if not line:
+            if data:
+                yield "\n".join(data)
+            return
+        text = line.decode("utf-8").rstrip("\r\n")
+        if not text:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if text.startswith("data:"):
+            data.append(text[5:].removeprefix(" "))

@@ -1,0 +1,129 @@
+"""The OpenAI-compatible endpoint under test (--openai-url): its options, and the served model and server family found
+from /v1/models once.
+
+Not a Triton runtime (runtimes/): the migration gate serves a Triton deployment and talks to this endpoint in one
+session, so the endpoint stands beside whichever runtime serves Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import TritonLLMError
+from .openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
+from .openai_contract import ErrorCase, Family, load_families
+from .usage import OptionError
+
+
+class OpenAITargetError(TritonLLMError, RuntimeError):
+    """The endpoint cannot be used as asked (unreachable, no such model, an unknown family): one line, what to fix."""
+
+
+@dataclass(frozen=True)
+class OpenAIOptions:
+    """--openai-url and what goes with it."""
+
+    url: str
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # values may be secrets: never shown
+    ca_file: str | None = None
+    model: str | None = None  # --openai-model; None: the one /v1/models lists
+    family: str | None = None  # --openai-family; None: recognised by /v1/models' owned_by
+
+
+def openai_options(url, headers: list[str], ca_file, model, family) -> OpenAIOptions | None:
+    """The options, checked (OptionError names the option to fix); None without --openai-url."""
+    if url is None:
+        if headers or ca_file or model or family:
+            raise OptionError(
+                "--openai-header, --openai-ca-file, --openai-model and --openai-family apply to --openai-url; give one"
+            )
+        return None
+    try:
+        OpenAIEndpoint(url)
+    except OpenAIURLError as exc:
+        raise OptionError(str(exc)) from None
+    pairs = []
+    for number, header in enumerate(headers, 1):
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip() or not value.strip():
+            raise OptionError(f"--openai-header number {number}: expected 'NAME: VALUE'")  # the text may be a secret
+        pairs.append((name.strip(), value.strip()))
+    if ca_file is not None and not Path(ca_file).is_file():
+        raise OptionError(f"--openai-ca-file {ca_file}: no such file")
+    families = load_families()
+    if family is not None and family not in families:
+        raise OptionError(f"--openai-family {family!r}: not a family of openai_families.toml ({', '.join(families)})")
+    return OpenAIOptions(url.rstrip("/"), tuple(pairs), ca_file, model, family)
+
+
+class OpenAITarget:
+    """One endpoint, its served model and its family's contract (openai_families.toml)."""
+
+    def __init__(self, options: OpenAIOptions, timeout_s: float = 300.0):
+        self.options = options
+        self.endpoint = OpenAIEndpoint(options.url, dict(options.headers), options.ca_file, timeout_s)
+        try:
+            listed = self.endpoint.models()
+        except OpenAIRequestError as exc:
+            raise OpenAITargetError(f"--openai-url {options.url}: GET /v1/models answered HTTP {exc.status}") from None
+        except OSError as exc:
+            raise OpenAITargetError(f"--openai-url {options.url}: GET /v1/models failed: {exc}") from None
+        ids = [str(m.get("id")) for m in listed]
+        if options.model is not None:
+            if options.model not in ids:
+                raise OpenAITargetError(f"--openai-model {options.model!r}: {options.url}/models lists {ids}")
+            self.model = options.model
+        elif len(ids) == 1:
+            self.model = ids[0]
+        else:
+            raise OpenAITargetError(f"{options.url}/models lists {len(ids)} models {ids}: pick one with --openai-model")
+        self.family_name = options.family or self._recognised([m.get("owned_by") for m in listed if str(m.get("id")) == self.model][0])
+        self.family: Family = load_families()[self.family_name]
+
+    def _recognised(self, owned_by) -> str:
+        families = load_families()
+        matches = [n for n, f in families.items() if f.owned_by is not None and owned_by in f.owned_by.values]
+        if len(matches) != 1:
+            raise OpenAITargetError(
+                f"{self.options.url}: /v1/models says owned_by {owned_by!r}, which no single family of "
+                f"openai_families.toml states: pass --openai-family ({', '.join(families)})"
+            )
+        return matches[0]
+
+    @property
+    def id(self) -> str:
+        return f"openai:{self.family_name}"
+
+    def describe(self) -> str:
+        how = "--openai-family" if self.options.family else "owned_by in /v1/models"
+        return f"{self.options.url}, model {self.model!r}, family {self.family_name} ({self.family.title}; by {how})"
+
+    def greedy(self, **body) -> dict:
+        """A request body that decodes greedily on this family: temperature 0 and the family's own greedy fields."""
+        extra = self.family.greedy.fields if self.family.greedy is not None else {}
+        return {"model": self.model, "temperature": 0.0, **extra, **body}
+
+    def completion(self, prompt: str, max_tokens: int, **body) -> dict:
+        return self.greedy(prompt=prompt, max_tokens=max_tokens, **body)
+
+    def chat(self, message: str, max_tokens: int, **body) -> dict:
+        return self.greedy(messages=[{"role": "user", "content": message}], max_tokens=max_tokens, **body)
+
+    def lacks(self, name: str) -> str | None:
+        """Why a check that needs request field `name` does not apply to this family, or None."""
+        return None if self.family.supports(name) else self.family.why_not(name)
+
+    @property
+    def max_tokens_finish_reason(self) -> str | None:
+        """The finish_reason a completion cut by max_tokens has on this family (None: the contract does not know)."""
+        values = self.family.response.max_tokens_finish_reason.values
+        return None if values == ("unknown",) else values[0]
+
+    def error_case(self, *kinds: str) -> ErrorCase | None:
+        """The family's error case of the first of `kinds` it states (a narrower kind first), or None."""
+        for kind in kinds:
+            for error in self.family.errors:
+                if error.kind == kind:
+                    return error
+        return None
