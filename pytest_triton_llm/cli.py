@@ -12,7 +12,7 @@ from .errors import TritonLLMError
 from .fault_campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
 from .options import DEFAULT_CACHE, DEFAULT_LOCK
-from .serve import add_arguments, serve
+from .serve import add_arguments, add_llama_cpp_arguments, serve, serve_llama_cpp
 
 
 def _add_cache_commands(commands) -> None:
@@ -118,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             "serve", help="build or reuse the engine, render and serve one deployment as the fixtures do, until Ctrl-C or SIGTERM"
         )
     )
+    add_llama_cpp_arguments(
+        commands.add_parser(
+            "serve-llama-cpp",
+            help="serve a lock engine's GGUF with llama-cpp-python's OpenAI server on 127.0.0.1 (for --openai-url), until "
+            "Ctrl-C or SIGTERM",
+        )
+    )
     _add_cache_commands(commands)
     add_campaign_arguments(
         commands.add_parser(
@@ -136,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         return _cache(args)
     if args.command == "faults":
         return _faults(args)
-    if args.command == "serve":
+    if args.command in ("serve", "serve-llama-cpp"):
         try:
-            return serve(args)
+            return serve(args) if args.command == "serve" else serve_llama_cpp(args)
         except TritonLLMError as exc:  # a user's input or this host: one line and exit 2, never a traceback
-            print(f"pytest-triton-llm serve: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            print(f"pytest-triton-llm {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
     return _matrix(args)
 

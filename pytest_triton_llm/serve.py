@@ -1,5 +1,6 @@
 """`pytest-triton-llm serve DEPLOYMENT`: one deployment built (or reused), rendered and served exactly as the
-fixtures serve it, until Ctrl-C or SIGTERM; then the server is stopped and its files removed."""
+fixtures serve it, until Ctrl-C or SIGTERM; then the server is stopped and its files removed.
+`pytest-triton-llm serve-llama-cpp`: llama-cpp-python's /v1 server on a lock engine's GGUF, the same way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from . import llama_cpp_server
 from .cache import EngineCache
 from .deployments import DeploymentManager
 from .engines import check_lock
@@ -82,6 +84,38 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
         logs = sorted(workdir.rglob("tritonserver.log"))
         if logs:
             progress.say(f"server log kept: {logs[-1]}")
+
+
+def add_llama_cpp_arguments(parser) -> None:
+    parser.add_argument("--engine", default="smollm2-135m", help="the lock engine whose GGUF it serves (default: smollm2-135m)")
+    parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: every core)")
+    add_engine_options(_Declare(parser))
+
+
+def serve_llama_cpp(args, progress: Progress | None = None, stop: threading.Event | None = None) -> int:
+    """Serve `args.engine`'s GGUF over /v1 until `stop` is set; prints the URL to pass as --openai-url."""
+    progress = progress or Progress()
+    stop = stop or _stop_on_signals()
+    lock = load_lock(Path(args.engines_lock or DEFAULT_LOCK))
+    cache = EngineCache(args.engines_cache, progress, verify=args.engines_verify)
+    reap_orphans(cache.root / "run", progress)
+    gguf = llama_cpp_server.gguf_of(lock, args.engine, cache.root / "sources", progress)
+    workdir = Path(tempfile.mkdtemp(prefix="triton-llm-llama-cpp-"))
+    server = llama_cpp_server.start(
+        gguf, workdir / "llama_cpp.log", cache.root / "run", progress, port=args.port, threads=args.threads
+    )
+    try:
+        log = workdir / "llama_cpp.log"
+        print(f"ready: --openai-url {server.url} (model {server.model}); log {log}; Ctrl-C or SIGTERM stops it", flush=True)
+        while not stop.wait(1.0):
+            if not server.process.alive():
+                progress.say(f"llama_cpp.server exited on its own; log {log}")
+                return 1
+        return 0
+    finally:
+        with shielded():
+            server.stop()
 
 
 def _stop_on_signals() -> threading.Event:

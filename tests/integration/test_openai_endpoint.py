@@ -1,0 +1,114 @@
+"""The OpenAI endpoint path through a real /v1 server: llama-cpp-python's, on the embedded default's GGUF, behind
+a bearer token and TLS (a self-signed certificate made here), and `pytest-triton-llm serve-llama-cpp` as users and
+CI start it. Skipped (failed under TRITON_LLM_CI_TOOLS=1) where the llama-cpp extra is not installed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_triton_llm import llama_cpp_server
+from pytest_triton_llm.engines.sources import fetch_source
+from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError
+from pytest_triton_llm.openai_target import OpenAITarget, openai_options
+from pytest_triton_llm.progress import Progress
+
+from ..conftest import need_tool
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
+
+
+@pytest.fixture(scope="module")
+def gguf() -> Path:
+    if (why := llama_cpp_server.installed()) is not None:
+        need_tool(why)
+    lock = load_lock(ROOT / "engines.lock")
+    return fetch_source(lock.engines["smollm2-135m"].source, CACHE / "sources", Progress())
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_an_endpoint_behind_a_token_and_tls_is_reached_with_openai_header_and_ca_file(gguf, tmp_path):
+    cert, key = _self_signed(tmp_path)
+    server = llama_cpp_server.start(
+        gguf, tmp_path / "llama.log", tmp_path / "run", Progress(), api_key="s3cret", tls=(cert, key), ca_file=str(cert)
+    )
+    try:
+        target = OpenAITarget(openai_options(server.url, ["Authorization: Bearer s3cret"], str(cert), None, None))
+        assert (target.model, target.family_name) == (str(gguf), "llama-cpp-python")
+        answer = target.endpoint.complete(target.completion("The capital of France is", 4))
+        assert answer.usage["completion_tokens"] == 4
+        with pytest.raises(OpenAIRequestError) as refused:
+            OpenAIEndpoint(server.url, {}, str(cert)).complete(target.completion("The capital of France is", 4))
+        assert refused.value.status == 401
+        assert "s3cret" not in (tmp_path / "llama.log").read_text()
+    finally:
+        server.stop()
+
+
+def test_serve_llama_cpp_prints_the_url_to_test_and_stops_on_sigterm(gguf, tmp_path):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_triton_llm.cli",
+            "serve-llama-cpp",
+            "--engines-lock",
+            str(ROOT / "engines.lock"),
+            "--engines-cache",
+            str(CACHE),
+            "--threads",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("ready: "):
+                break
+        url = lines[-1].split("--openai-url ")[1].split()[0]
+        target = OpenAITarget(openai_options(url, [], None, None, None))
+        assert target.family_name == "llama-cpp-python"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, "".join(lines) + output
+    with pytest.raises(OSError):
+        target.endpoint.models()  # the server went with it
