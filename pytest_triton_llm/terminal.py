@@ -41,6 +41,7 @@ def summary_lines(state, config) -> list[str]:
         )
     lines = fault + table(["deployment", "engine", "server", "ready in", "server log"], rows)
     lines += code_lines(records)
+    lines += migration_v1_lines(records)
     lines += perf_lines(state.report.perf_results(), dummy_deployments(state.report.deployments))
     lines += sweep_lines(state.report.perf_sweeps())
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
@@ -88,6 +89,30 @@ def code_lines(records: dict) -> list[str]:
     """Which code served each python model of each deployment: the project's stand-in, upstream's of a tag, the image's."""
     rows = [[d, model, origin] for d, r in records.items() for model, origin in sorted(r.get("model_code", {}).items())]
     return ["", *table(["deployment", "model", "code"], rows)] if rows else []
+
+
+def migration_v1_lines(records: dict) -> list[str]:
+    """The migration gate to /v1, per Triton deployment: outputs, streams and throughput side by side in one line each."""
+    lines = []
+    for deployment, r in records.items():
+        metrics = r.get("metrics", {})
+        if (prompts := metrics.get("migration_v1_prompts")) is not None:
+            lines.append(
+                f"migration to /v1 ({deployment} vs {prompts['against']}, {prompts['family']}): {prompts['identical']} of "
+                f"{prompts['prompts']} greedy answers identical (rule: {prompts['rule']})"
+            )
+        if (streams := metrics.get("migration_v1_streams")) is not None:
+            sides = {"triton": streams["triton"], "/v1": streams["v1"]}
+            said = [f"{side} {'adds up' if s['stream'] == s['unary'] else 'DIFFERS'}" for side, s in sides.items() if s]
+            lines.append(f"migration to /v1 ({deployment}): streams against unary answers: {', '.join(said)}")
+        if (perf := metrics.get("migration_v1_perf")) is not None:
+            floor = perf["budget"]["min_throughput_ratio"] if isinstance(perf["budget"], dict) else "none"
+            lines.append(
+                f"migration to /v1 ({deployment}): {perf['v1']['chunks_per_s']} chunks/s on /v1 against "
+                f"{perf['triton']['chunks_per_s']} ({perf['v1_vs_triton_throughput_ratio']}x, floor {floor}); TTFT p50 "
+                f"{perf['v1']['ttft_ms_p50']} against {perf['triton']['ttft_ms_p50']} ms"
+            )
+    return ["", *lines] if lines else []
 
 
 def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:

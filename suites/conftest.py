@@ -44,7 +44,7 @@ def contract(triton_llm) -> dict:
     return load_toml(FIXTURES / "contracts" / f"{template_family(triton_llm.server.version)}.toml")
 
 
-def _rule_of(served):
+def equality_rule_of(served):
     """How equal outputs that should be the same must be on a served deployment's engine (its lock's [equality], else
     by dtype and device: pytest_triton_llm.equality.rule_for)."""
     return rule_for(served.ref.engine, served.hardware)
@@ -52,19 +52,19 @@ def _rule_of(served):
 
 @pytest.fixture(scope="session")
 def equality_rule(triton_llm):
-    return _rule_of(triton_llm)
+    return equality_rule_of(triton_llm)
 
 
 @pytest.fixture(scope="session")
 def pair_equality_rule(triton_llm_pair):
     """The rule of the pair's engine (both deployments serve one engine)."""
-    return _rule_of(triton_llm_pair[0])
+    return equality_rule_of(triton_llm_pair[0])
 
 
 @pytest.fixture(scope="session")
 def migration_equality_rule(triton_llm_migration):
     """The rule of the llmapi side's engine: how equal its answers must be to the engine deployment's."""
-    return _rule_of(triton_llm_migration[1])
+    return equality_rule_of(triton_llm_migration[1])
 
 
 @pytest.fixture(scope="session")

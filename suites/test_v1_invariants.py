@@ -1,0 +1,41 @@
+"""Serving invariants over /v1 (MLPerf TEST06's questions asked of an OpenAI endpoint): usage adds up, concurrent
+requests get the answers they get alone, and concurrent streams are whole, each ending as it does alone."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytestmark = pytest.mark.invariants
+
+TOKENS = 16
+CONCURRENT = 4
+
+
+def test_usage_adds_up(openai_target, prompts):
+    for prompt in prompts.batch(CONCURRENT):
+        usage = openai_target.endpoint.complete(openai_target.completion(prompt, TOKENS)).usage
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"], usage
+        assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= TOKENS, usage
+
+
+def test_concurrent_requests_get_the_answers_they_get_alone(openai_target, prompts):
+    batch = prompts.batch(CONCURRENT)
+    alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text for p in batch]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        together = list(pool.map(lambda p: openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text, batch))
+    assert together == alone
+
+
+def test_concurrent_streams_are_whole_and_end_as_they_do_alone(openai_target, prompts):
+    """A server that ends one stream early when another request arrives (llama-cpp-python's interrupt_requests,
+    its default) fails here: that stream stops short of its unary text."""
+    batch = prompts.batch(CONCURRENT)
+    alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)) for p in batch]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        streams = list(
+            pool.map(lambda p: openai_target.endpoint.stream("/completions", openai_target.completion(p, TOKENS)), batch)
+        )
+    assert [s.text for s in streams] == [a.text for a in alone]
+    assert [(s.finish_reason, s.done) for s in streams] == [(a.finish_reason, True) for a in alone]
