@@ -56,11 +56,18 @@ def gguf_of(lock: Lock, engine: str, sources_dir: Path, progress: Progress) -> P
     return fetch_source(source, sources_dir, progress)
 
 
-def command(gguf: Path, port: int, threads: int, api_key: str | None = None, tls: tuple[Path, Path] | None = None) -> list[str]:
-    """The server's command line: one model, the context above, requests never interrupting each other's streams
-    (llama-cpp-python's default ends a running stream as soon as another request waits)."""
+def command(
+    gguf: Path,
+    port: int,
+    threads: int,
+    api_key: str | None = None,
+    tls: tuple[Path, Path] | None = None,
+    interrupt: bool = False,
+) -> list[str]:
+    """The server's command line: one model, the context above, and requests that never interrupt each other's
+    streams unless `interrupt` (llama-cpp-python's own default ends a running stream as soon as another request waits)."""
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--n_ctx", str(CONTEXT), "--n_threads", str(threads), "--interrupt_requests", "False"]
+    argv += ["--n_ctx", str(CONTEXT), "--n_threads", str(threads), "--interrupt_requests", str(interrupt)]
     if api_key is not None:
         argv += ["--api_key", api_key]
     if tls is not None:
@@ -79,6 +86,7 @@ def start(
     api_key: str | None = None,
     tls: tuple[Path, Path] | None = None,
     ca_file: str | None = None,
+    interrupt: bool = False,
     timeout_s: float = 120.0,
 ) -> LlamaCppServer:
     """Start the server and wait until /v1/models answers; LlamaCppUnavailable (with the log's tail) otherwise."""
@@ -87,7 +95,7 @@ def start(
         raise LlamaCppUnavailable(missing)
     port = port or free_ports(1)[0]
     threads = threads or max(1, (os.cpu_count() or 2))
-    argv = command(gguf, port, threads, api_key, tls)
+    argv = command(gguf, port, threads, api_key, tls, interrupt)
     process = ManagedProcess(argv, dict(os.environ), log_path, run_dir, "llama_cpp.server")
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests that need docker."""
+"""Fixtures of the integration tests that need docker, or llama-cpp-python (the llama-cpp extra)."""
 
 import os
 import subprocess
@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_triton_llm import llama_cpp_server
+from pytest_triton_llm.engines.sources import fetch_source
+from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.progress import Progress
+
 from ..conftest import need_tool
 
 ROOT = Path(__file__).resolve().parents[2]
+LLAMA_CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
 
 
 def _docker_ok() -> str | None:
@@ -29,3 +35,11 @@ def cpu_image() -> str:
     done = subprocess.run(["bash", str(ROOT / "images" / "build-cpu-image.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def gguf() -> Path:
+    if (why := llama_cpp_server.installed()) is not None:
+        need_tool(why)
+    lock = load_lock(ROOT / "engines.lock")
+    return fetch_source(lock.engines["smollm2-135m"].source, LLAMA_CACHE / "sources", Progress())

@@ -4,7 +4,6 @@ CI start it. Skipped (failed under TRITON_LLM_CI_TOOLS=1) where the llama-cpp ex
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,25 +12,13 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_llm import llama_cpp_server
-from pytest_triton_llm.engines.sources import fetch_source
-from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError
 from pytest_triton_llm.openai_target import OpenAITarget, openai_options
 from pytest_triton_llm.progress import Progress
 
-from ..conftest import need_tool
+from .conftest import LLAMA_CACHE, ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
-
-
-@pytest.fixture(scope="module")
-def gguf() -> Path:
-    if (why := llama_cpp_server.installed()) is not None:
-        need_tool(why)
-    lock = load_lock(ROOT / "engines.lock")
-    return fetch_source(lock.engines["smollm2-135m"].source, CACHE / "sources", Progress())
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
@@ -89,7 +76,7 @@ def test_serve_llama_cpp_prints_the_url_to_test_and_stops_on_sigterm(gguf, tmp_p
             "--engines-lock",
             str(ROOT / "engines.lock"),
             "--engines-cache",
-            str(CACHE),
+            str(LLAMA_CACHE),
             "--threads",
             "1",
         ],

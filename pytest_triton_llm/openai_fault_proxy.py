@@ -1,0 +1,191 @@
+"""A proxy on 127.0.0.1 in front of a real /v1 server that injects one fault of fixtures/openai_faults.toml (each
+modelled on an upstream bug) into what the server answers, or none: how the /v1 checks are shown to fail for the
+stack's reasons. Requests go through unchanged; answers are rewritten as the fault says."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .files import fixtures_dir
+from .schema import load_toml
+
+FAULTS_FILE = fixtures_dir() / "openai_faults.toml"
+Events = list[dict]  # a stream's JSON chunks, in order ([DONE] apart)
+
+
+def fault_names(path: Path = FAULTS_FILE) -> list[str]:
+    return list(load_toml(path)["faults"])
+
+
+def _text_of(chunk: dict) -> str:
+    choices = chunk.get("choices") or [{}]
+    return choices[0].get("text") or (choices[0].get("delta") or {}).get("content") or ""
+
+
+def _set_text(chunk: dict, text: str) -> None:
+    choice = chunk["choices"][0]
+    if "text" in choice:
+        choice["text"] = text
+    else:
+        choice.setdefault("delta", {})["content"] = text
+
+
+def _drop_final_text(events: Events) -> Events:
+    last = max(i for i, e in enumerate(events) if _text_of(e))
+    kept = [dict(e) for e in events]
+    if kept[last]["choices"][0].get("finish_reason"):
+        _set_text(kept[last], "")  # the finish reason stays, its tokens go
+        return kept
+    return kept[:last] + kept[last + 1 :]
+
+
+def _repeat_last_text(events: Events) -> Events:
+    last = max(i for i, e in enumerate(events) if _text_of(e))
+    repeat = json.loads(json.dumps(events[last]))
+    repeat["choices"][0]["finish_reason"] = None
+    return events[: last + 1] + [repeat] + events[last + 1 :]
+
+
+# per fault: (what it does to a whole stream, or None), (what it does to a unary answer, given the request, or None)
+STREAM_FAULTS: dict[str, Callable[[Events], Events]] = {
+    "stream_drops_final_tokens": _drop_final_text,
+    "stream_repeats_last_token": _repeat_last_text,
+    "stream_buffered_until_done": lambda events: events,  # held back, then sent at once
+}
+
+
+def _always_stop(request: dict, answer: dict) -> dict:
+    for choice in answer.get("choices", []):
+        if choice.get("finish_reason") == "length":
+            choice["finish_reason"] = "stop"
+    return answer
+
+
+def _keep_stop_string(request: dict, answer: dict) -> dict:
+    stop = request.get("stop")
+    stop = [stop] if isinstance(stop, str) else stop
+    for choice in answer.get("choices", []):
+        if stop and choice.get("finish_reason") == "stop" and "text" in choice:
+            choice["text"] += stop[0]
+    return answer
+
+
+UNARY_FAULTS: dict[str, Callable[[dict, dict], dict]] = {
+    "finish_reason_always_stop": _always_stop,
+    "stop_string_kept": _keep_stop_string,
+}
+# what a fault does to the request on its way to the server
+REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
+    "seed_ignored": lambda request: {k: v for k, v in request.items() if k != "seed"},
+}
+DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
+
+
+class FaultProxy:
+    """`FaultProxy(upstream_url, fault).start()` -> the proxy's /v1 URL; `stop()` ends it. fault None: no fault."""
+
+    def __init__(self, upstream_url: str, fault: str | None):
+        known = fault_names()
+        if fault is not None and fault not in known:
+            raise ValueError(f"no /v1 fault {fault!r} in {FAULTS_FILE.name} (faults: {', '.join(known)})")
+        parts = urlsplit(upstream_url)
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.fault = fault
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}{parts.path.rstrip('/')}"
+
+    def start(self) -> str:
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # the answer ends when the connection closes: no lengths to rewrite
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self._forward(None)
+
+            def do_POST(self):
+                self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+            def _forward(self, body: bytes | None) -> None:
+                strip = REQUEST_FAULTS.get(proxy.fault or "")
+                if strip is not None and body:
+                    try:
+                        body = json.dumps(strip(json.loads(body))).encode()
+                    except ValueError:
+                        pass  # not JSON: sent as it came
+                upstream = http.client.HTTPConnection(*proxy.upstream, timeout=600)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
+                upstream.request(self.command, self.path, body=body, headers=headers)
+                answer = upstream.getresponse()
+                try:
+                    if "text/event-stream" in (answer.getheader("Content-Type") or ""):
+                        self._stream(answer)
+                    else:
+                        self._unary(answer, body)
+                finally:
+                    upstream.close()
+
+            def _head(self, status: int, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.end_headers()
+
+            def _unary(self, answer, body: bytes | None) -> None:
+                raw = answer.read()
+                rewrite = UNARY_FAULTS.get(proxy.fault or "")
+                if rewrite is not None and answer.status == 200 and body:
+                    try:
+                        raw = json.dumps(rewrite(json.loads(body), json.loads(raw))).encode()
+                    except ValueError:
+                        pass  # not JSON: passed on as it came
+                self._head(answer.status, answer.getheader("Content-Type") or "application/json")
+                self.wfile.write(raw)
+
+            def _stream(self, answer) -> None:
+                self._head(answer.status, "text/event-stream")
+                rewrite = STREAM_FAULTS.get(proxy.fault or "")
+                held: Events = []
+                gone = False
+                for line in iter(answer.readline, b""):
+                    text = line.decode().strip()
+                    if not text.startswith("data:"):
+                        continue
+                    data = text[5:].strip()
+                    if rewrite is not None:
+                        if data != "[DONE]":
+                            held.append(json.loads(data))
+                            continue
+                        data_lines = [json.dumps(e) for e in rewrite(held)] + ["[DONE]"]
+                    else:
+                        data_lines = [data]
+                    if gone:
+                        continue  # draining: the upstream generates on for nobody
+                    try:
+                        for item in data_lines:
+                            self.wfile.write(f"data: {item}\r\n\r\n".encode())
+                        self.wfile.flush()
+                    except OSError:
+                        if proxy.fault not in DRAINS:
+                            return  # closing the upstream connection tells the server the client went
+                        gone = True
+
+        return Handler

@@ -1,0 +1,68 @@
+"""Each /v1 check can fail for the stack's reasons: every fault of fixtures/openai_faults.toml, injected by the fault
+proxy in front of a real /v1 server (llama-cpp-python on the embedded GGUF), fails the test its row names, and the
+same tests pass through the proxy without a fault. Skipped (failed under TRITON_LLM_CI_TOOLS=1) without the llama-cpp
+extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_triton_llm import llama_cpp_server
+from pytest_triton_llm.openai_fault_proxy import FAULTS_FILE, FaultProxy
+from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.schema import load_toml
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+FAULTS = load_toml(FAULTS_FILE)["faults"]
+
+
+@pytest.fixture(scope="module")
+def upstream(gguf, tmp_path_factory):
+    run = tmp_path_factory.mktemp("llama")
+    server = llama_cpp_server.start(gguf, run / "llama.log", run / "run", Progress())
+    yield server.url
+    server.stop()
+
+
+def _run(url: str, *node_ids: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "pytest", *node_ids, "--openai-url", url, "-p", "no:cacheprovider", "-q", "-rf"]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_the_catching_tests_pass_through_the_proxy_without_a_fault(upstream):
+    proxy = FaultProxy(upstream, None)
+    try:
+        done = _run(proxy.start(), *sorted({row["caught_by"] for row in FAULTS.values()}))
+    finally:
+        proxy.stop()
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_the_fault_fails_the_test_that_catches_it(upstream, fault):
+    proxy = FaultProxy(upstream, fault)
+    try:
+        done = _run(proxy.start(), FAULTS[fault]["caught_by"])
+    finally:
+        proxy.stop()
+    assert done.returncode == 1, done.stdout[-3000:]
+    failed = [line.split(" - ")[0] for line in done.stdout.splitlines() if line.startswith("FAILED ")]
+    assert failed == [f"FAILED {FAULTS[fault]['caught_by']}"], done.stdout[-3000:]
+
+
+def test_llama_cpp_pythons_own_default_of_interrupting_streams_fails_the_concurrent_streams_check(gguf, tmp_path):
+    """A real server setting, no proxy: llama-cpp-python's default interrupt_requests ends a running stream with
+    [DONE] as soon as another request waits for the model."""
+    server = llama_cpp_server.start(gguf, tmp_path / "llama.log", tmp_path / "run", Progress(), interrupt=True)
+    try:
+        node = "suites/test_v1_invariants.py::test_concurrent_streams_are_whole_and_end_as_they_do_alone"
+        done = _run(server.url, node)
+    finally:
+        server.stop()
+    failed = [line.split(" - ")[0] for line in done.stdout.splitlines() if line.startswith("FAILED ")]
+    assert failed == [f"FAILED {node}"], done.stdout[-3000:]
