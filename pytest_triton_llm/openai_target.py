@@ -78,7 +78,9 @@ class OpenAITarget:
             self.model = ids[0]
         else:
             raise OpenAITargetError(f"{options.url}/models lists {len(ids)} models {ids}: pick one with --openai-model")
-        self.family_name = options.family or self._recognised([m.get("owned_by") for m in listed if str(m.get("id")) == self.model][0])
+        self.family_name = options.family or self._recognised(
+            [m.get("owned_by") for m in listed if str(m.get("id")) == self.model][0]
+        )
         self.family: Family = load_families()[self.family_name]
 
     def _recognised(self, owned_by) -> str:
