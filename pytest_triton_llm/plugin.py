@@ -246,7 +246,8 @@ def _deselect_by_endpoint(config: pytest.Config, items: list[pytest.Item], state
         gone = [item for item in items if OPENAI_FIXTURE not in getattr(item, "fixturenames", ())]
     if gone:
         config.hook.pytest_deselected(items=gone)
-        items[:] = [item for item in items if item not in set(gone)]
+        left = set(items) - set(gone)
+        items[:] = [item for item in items if item in left]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -198,3 +198,18 @@ def test_a_server_that_is_not_the_triton_it_should_be_is_one_line(project, route
     with FakeTriton(routes) as fake:
         result = project.runpytest_subprocess(*fake.options, *args)
     said_once(result, line.format(url=fake.options[1], http=fake.options[3]))
+
+
+V1_TESTS = "def test_one(openai_target): pass\ndef test_two(openai_target): pass\n"
+
+
+def test_an_openai_endpoint_that_does_not_answer_is_one_line(project):
+    project.makepyfile(test_v1=V1_TESTS)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--openai-url", "http://127.0.0.1:9/v1")
+    said_once(result, "--openai-url http://127.0.0.1:9/v1: GET /v1/models failed: [Errno 111] Connection refused")
+
+
+def test_an_openai_url_that_is_not_a_v1_address_is_one_line(project):
+    project.makepyfile(test_v1=V1_TESTS)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--openai-url", "http://127.0.0.1:9")
+    said_once(result, "--openai-url 'http://127.0.0.1:9': the address must end in /v1 (the OpenAI API's base path)")
