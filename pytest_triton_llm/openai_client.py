@@ -37,7 +37,6 @@ class Reply:
 
     status: int
     body: Any
-    content_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,13 +113,12 @@ class OpenAIEndpoint:
             raw = response.read()
         finally:
             connection.close()
-        content_type = response.getheader("Content-Type", "") or ""
         text = raw.decode("utf-8", errors="replace")
         try:
             parsed: Any = json.loads(text)
         except ValueError:
             parsed = text
-        return Reply(response.status, parsed, content_type)
+        return Reply(response.status, parsed)
 
     def models(self) -> list[dict]:
         reply = self.request("GET", "/models")

@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import TritonLLMError
 from .openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from .openai_contract import ErrorCase, Family, load_families
-from .usage import OptionError
+from .usage import OptionError, header_pairs
 
 
 class OpenAITargetError(TritonLLMError, RuntimeError):
@@ -43,18 +43,13 @@ def openai_options(url, headers: list[str], ca_file, model, family) -> OpenAIOpt
         OpenAIEndpoint(url)
     except OpenAIURLError as exc:
         raise OptionError(str(exc)) from None
-    pairs = []
-    for number, header in enumerate(headers, 1):
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip() or not value.strip():
-            raise OptionError(f"--openai-header number {number}: expected 'NAME: VALUE'")  # the text may be a secret
-        pairs.append((name.strip(), value.strip()))
+    pairs = header_pairs(headers, "--openai-header")
     if ca_file is not None and not Path(ca_file).is_file():
         raise OptionError(f"--openai-ca-file {ca_file}: no such file")
     families = load_families()
     if family is not None and family not in families:
         raise OptionError(f"--openai-family {family!r}: not a family of openai_families.toml ({', '.join(families)})")
-    return OpenAIOptions(url.rstrip("/"), tuple(pairs), ca_file, model, family)
+    return OpenAIOptions(url.rstrip("/"), pairs, ca_file, model, family)
 
 
 class OpenAITarget:
@@ -92,10 +87,6 @@ class OpenAITarget:
                 f"openai_families.toml states: pass --openai-family ({', '.join(families)})"
             )
         return matches[0]
-
-    @property
-    def id(self) -> str:
-        return f"openai:{self.family_name}"
 
     def describe(self) -> str:
         how = "--openai-family" if self.options.family else "owned_by in /v1/models"

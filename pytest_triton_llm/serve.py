@@ -71,11 +71,9 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
             f"repository {served.repository}; Ctrl-C or SIGTERM stops it",
             flush=True,
         )
-        while not stop.wait(1.0):
-            if not served.server.alive():
-                progress.say(f"server {ref.id}: exited on its own; log {served.server.log_path}")
-                return 1
-        return 0
+        return _until_stopped(
+            stop, served.server.alive, f"server {ref.id}: exited on its own; log {served.server.log_path}", progress
+        )
     finally:
         with shielded():  # a second Ctrl-C must not leave the server behind
             manager.close()
@@ -108,14 +106,19 @@ def serve_llama_cpp(args, progress: Progress | None = None, stop: threading.Even
     try:
         log = workdir / "llama_cpp.log"
         print(f"ready: --openai-url {server.url} (model {server.model}); log {log}; Ctrl-C or SIGTERM stops it", flush=True)
-        while not stop.wait(1.0):
-            if not server.process.alive():
-                progress.say(f"llama_cpp.server exited on its own; log {log}")
-                return 1
-        return 0
+        return _until_stopped(stop, server.process.alive, f"llama_cpp.server exited on its own; log {log}", progress)
     finally:
         with shielded():
             server.stop()
+
+
+def _until_stopped(stop: threading.Event, alive, gone: str, progress: Progress) -> int:
+    """0 once `stop` is set; 1, saying `gone`, if the server exits before."""
+    while not stop.wait(1.0):
+        if not alive():
+            progress.say(gone)
+            return 1
+    return 0
 
 
 def _stop_on_signals() -> threading.Event:

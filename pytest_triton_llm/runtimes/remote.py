@@ -25,7 +25,7 @@ from ..progress import Progress
 from ..repository import ENTRY_MODELS
 from ..repository.stand_in import STAND_IN_PARAMETER
 from ..tensor_contract import config_parameters, flag
-from ..usage import OptionError
+from ..usage import OptionError, header_pairs
 from .base import Launch, RemoteOptions, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .server import ServerStartError, TritonServer
 
@@ -61,15 +61,10 @@ def remote_options(
         http_url or f"{'https' if grpc_tls else 'http'}://{host}:8000", ("http", "https"), 8000, "--triton-http-url"
     )
     metrics, metrics_tls = _host_port(metrics_url or f"http://{host}:8002", ("http", "https"), 8002, "--triton-metrics-url")
-    pairs = []
-    for number, header in enumerate(headers, 1):
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip() or not value.strip():
-            raise OptionError(f"--triton-header number {number}: expected 'NAME: VALUE'")  # the text may be a secret
-        pairs.append((name.strip(), value.strip()))
+    pairs = header_pairs(headers, "--triton-header")
     if ca_file is not None and not Path(ca_file).is_file():
         raise OptionError(f"--triton-ca-file {ca_file}: no such file")
-    endpoints = Endpoints(http, grpc, metrics, http_tls, grpc_tls, metrics_tls, ca_file, tuple(pairs))
+    endpoints = Endpoints(http, grpc, metrics, http_tls, grpc_tls, metrics_tls, ca_file, pairs)
     return RemoteOptions(f"{'grpcs' if grpc_tls else 'grpc'}://{grpc}", endpoints, tokenizer, allow_load)
 
 
