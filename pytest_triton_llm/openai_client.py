@@ -10,6 +10,7 @@ import http.client
 import json
 import ssl
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,9 +27,9 @@ class OpenAIURLError(TritonLLMError, ValueError):
 class OpenAIRequestError(TritonLLMError, RuntimeError):
     """The server answered a request with an error status; `status` and `body` are what it sent."""
 
-    def __init__(self, path: str, status: int, body: Any):
+    def __init__(self, method: str, path: str, status: int, body: Any):
         self.path, self.status, self.body = path, status, body
-        super().__init__(f"POST {path}: HTTP {status}: {json.dumps(body)[:300] if not isinstance(body, str) else body[:300]}")
+        super().__init__(f"{method} {path}: HTTP {status}: {json.dumps(body)[:300] if not isinstance(body, str) else body[:300]}")
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,9 @@ class OpenAIEndpoint:
             )
         if not parts.path.rstrip("/").endswith("/v1"):
             raise OpenAIURLError(f"--openai-url {url!r}: the address must end in /v1 (the OpenAI API's base path)")
-        self.url = url.rstrip("/")
-        self.scheme, self.host = parts.scheme, parts.hostname
+        self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base_path = parts.path.rstrip("/")
-        self.root_path = self.base_path[: -len("/v1")]  # where /health, /metrics live
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
         self._ssl = ssl.create_default_context(cafile=ca_file) if parts.scheme == "https" else None
@@ -104,32 +103,25 @@ class OpenAIEndpoint:
         connection.request(method, path, body=body, headers=headers)
         return connection, connection.getresponse()
 
-    def request(self, method: str, path: str, body: dict | bytes | str | None = None, root: bool = False) -> Reply:
-        """`path` under /v1 (or under the server's root with `root`); a dict body is sent as JSON, bytes or str as
-        they are (a robustness test's malformed body)."""
+    def request(self, method: str, path: str, body: dict | bytes | str | None = None) -> Reply:
+        """`path` under /v1; a dict body is sent as JSON, bytes or str as they are (a robustness test's malformed body)."""
         data = json.dumps(body).encode() if isinstance(body, dict) else body.encode() if isinstance(body, str) else body
-        connection, response = self._send(method, (self.root_path if root else self.base_path) + path, data, "application/json")
+        connection, response = self._send(method, self.base_path + path, data, "application/json")
         try:
-            raw = response.read()
+            return Reply(response.status, _parsed(response.read()))
         finally:
             connection.close()
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            parsed: Any = json.loads(text)
-        except ValueError:
-            parsed = text
-        return Reply(response.status, parsed)
 
     def models(self) -> list[dict]:
         reply = self.request("GET", "/models")
         if reply.status != 200 or not isinstance(reply.body, dict) or not isinstance(reply.body.get("data"), list):
-            raise OpenAIRequestError("/models", reply.status, reply.body)
+            raise OpenAIRequestError("GET", "/models", reply.status, reply.body)
         return reply.body["data"]
 
     def _unary(self, path: str, body: dict, chat: bool) -> Completion:
         reply = self.request("POST", path, body)
         if reply.status != 200 or not isinstance(reply.body, dict):
-            raise OpenAIRequestError(path, reply.status, reply.body)
+            raise OpenAIRequestError("POST", path, reply.status, reply.body)
         [choice] = reply.body["choices"]  # n is 1: one choice
         text = choice["message"].get("content") or "" if chat else choice["text"]
         return Completion(text, choice.get("finish_reason"), reply.body.get("usage"), choice.get("logprobs"), reply.body)
@@ -151,13 +143,8 @@ class OpenAIEndpoint:
         result = Streamed(sent_s=sent)
         try:
             if response.status != 200:
-                raw = response.read().decode("utf-8", errors="replace")
-                try:
-                    parsed: Any = json.loads(raw)
-                except ValueError:
-                    parsed = raw
-                raise OpenAIRequestError(path, response.status, parsed)
-            for event in _events(response):
+                raise OpenAIRequestError("POST", path, response.status, _parsed(response.read()))
+            for event in sse_events(response):
                 if event == DONE:
                     result.done = True
                     break
@@ -181,7 +168,16 @@ class OpenAIEndpoint:
         return result
 
 
-def _events(response) -> Any:
+def _parsed(raw: bytes) -> Any:
+    """A body as JSON where it is JSON, else its text."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def sse_events(response) -> Iterator[str]:
     """The `data:` payloads of a server-sent event stream (comments and other fields skipped), one per event."""
     data: list[str] = []
     while True:

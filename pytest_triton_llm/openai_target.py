@@ -73,13 +73,12 @@ class OpenAITarget:
             self.model = ids[0]
         else:
             raise OpenAITargetError(f"{options.url}/models lists {len(ids)} models {ids}: pick one with --openai-model")
-        self.family_name = options.family or self._recognised(
-            [m.get("owned_by") for m in listed if str(m.get("id")) == self.model][0]
-        )
-        self.family: Family = load_families()[self.family_name]
-
-    def _recognised(self, owned_by) -> str:
         families = load_families()
+        owned_by = [m.get("owned_by") for m in listed if str(m.get("id")) == self.model][0]
+        self.family_name = options.family or self._recognised(owned_by, families)
+        self.family: Family = families[self.family_name]
+
+    def _recognised(self, owned_by, families: dict[str, Family]) -> str:
         matches = [n for n, f in families.items() if f.owned_by is not None and owned_by in f.owned_by.values]
         if len(matches) != 1:
             raise OpenAITargetError(

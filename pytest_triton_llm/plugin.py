@@ -240,10 +240,12 @@ def _deselect_by_endpoint(config: pytest.Config, items: list[pytest.Item], state
     openai, chosen = state.options.openai, state.options.deployments
     if openai is not None and chosen:
         return
-    if openai is None:
-        gone = [item for item in items if OPENAI_FIXTURE in getattr(item, "fixturenames", ())]
-    else:
-        gone = [item for item in items if OPENAI_FIXTURE not in getattr(item, "fixturenames", ())]
+    # without --openai-url the /v1 tests go; with it (and no --deployment) every other one
+    deselect(config, items, [item for item in items if (OPENAI_FIXTURE in getattr(item, "fixturenames", ())) == (openai is None)])
+
+
+def deselect(config: pytest.Config, items: list[pytest.Item], gone: list[pytest.Item]) -> None:
+    """Leave `gone` out of the run as deselected (pytest counts them so), not skipped."""
     if gone:
         config.hook.pytest_deselected(items=gone)
         left = set(items) - set(gone)

@@ -12,7 +12,7 @@ from pytest_triton_llm.accuracy.drift import OutputsWriter
 from pytest_triton_llm.equality import rule_for
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
-from pytest_triton_llm.plugin import perf_settings
+from pytest_triton_llm.plugin import deselect, perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
 
@@ -105,10 +105,7 @@ def pytest_collection_modifyitems(config, items):
     """The perf suite's saturation sweep runs only when asked for (--perf-sweep): deselected, not skipped, without."""
     if perf_settings(config).sweep:
         return
-    swept = [item for item in items if getattr(item, "originalname", None) == "test_saturation_sweep"]
-    if swept:
-        config.hook.pytest_deselected(items=swept)
-        items[:] = [item for item in items if item not in swept]
+    deselect(config, items, [item for item in items if getattr(item, "originalname", None) == "test_saturation_sweep"])
 
 
 @pytest.fixture(scope="session")
