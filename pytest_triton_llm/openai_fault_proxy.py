@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .files import fixtures_dir
+from .openai_client import DONE, sse_events
 from .schema import load_toml
 
 FAULTS_FILE = fixtures_dir() / "openai_faults.toml"
@@ -38,11 +39,10 @@ def _set_text(chunk: dict, text: str) -> None:
 
 def _drop_final_text(events: Events) -> Events:
     last = max(i for i, e in enumerate(events) if _text_of(e))
-    kept = [dict(e) for e in events]
-    if kept[last]["choices"][0].get("finish_reason"):
-        _set_text(kept[last], "")  # the finish reason stays, its tokens go
-        return kept
-    return kept[:last] + kept[last + 1 :]
+    if events[last]["choices"][0].get("finish_reason"):
+        _set_text(events[last], "")  # the finish reason stays, its tokens go
+        return events
+    return events[:last] + events[last + 1 :]
 
 
 def _repeat_last_text(events: Events) -> Events:
@@ -83,8 +83,20 @@ UNARY_FAULTS: dict[str, Callable[[dict, dict], dict]] = {
 # what a fault does to the request on its way to the server
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
     "seed_ignored": lambda request: {k: v for k, v in request.items() if k != "seed"},
+    # temperature 0 taken for "not given": the server's own default temperature samples instead
+    "temperature_zero_ignored": lambda request: {k: v for k, v in request.items() if (k, v) != ("temperature", 0.0)},
 }
 DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
+NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] event
+
+
+def _json_object(raw: bytes | None) -> dict | None:
+    """`raw` as a JSON object, or None (no body, not JSON, or JSON of another kind: passed on as it came)."""
+    try:
+        parsed = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 class FaultProxy:
@@ -126,12 +138,11 @@ class FaultProxy:
                 self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
             def _forward(self, body: bytes | None) -> None:
+                request = _json_object(body)
                 strip = REQUEST_FAULTS.get(proxy.fault or "")
-                if strip is not None and body:
-                    try:
-                        body = json.dumps(strip(json.loads(body))).encode()
-                    except ValueError:
-                        pass  # not JSON: sent as it came
+                if strip is not None and request is not None:
+                    request = strip(request)
+                    body = json.dumps(request).encode()
                 upstream = http.client.HTTPConnection(*proxy.upstream, timeout=600)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
                 upstream.request(self.command, self.path, body=body, headers=headers)
@@ -140,7 +151,7 @@ class FaultProxy:
                     if "text/event-stream" in (answer.getheader("Content-Type") or ""):
                         self._stream(answer)
                     else:
-                        self._unary(answer, body)
+                        self._unary(answer, request)
                 finally:
                     upstream.close()
 
@@ -149,14 +160,12 @@ class FaultProxy:
                 self.send_header("Content-Type", content_type)
                 self.end_headers()
 
-            def _unary(self, answer, body: bytes | None) -> None:
+            def _unary(self, answer, request: dict | None) -> None:
                 raw = answer.read()
                 rewrite = UNARY_FAULTS.get(proxy.fault or "")
-                if rewrite is not None and answer.status == 200 and body:
-                    try:
-                        raw = json.dumps(rewrite(json.loads(body), json.loads(raw))).encode()
-                    except ValueError:
-                        pass  # not JSON: passed on as it came
+                reply = _json_object(raw) if answer.status == 200 else None
+                if rewrite is not None and request is not None and reply is not None:
+                    raw = json.dumps(rewrite(request, reply)).encode()
                 self._head(answer.status, answer.getheader("Content-Type") or "application/json")
                 self.wfile.write(raw)
 
@@ -165,18 +174,14 @@ class FaultProxy:
                 rewrite = STREAM_FAULTS.get(proxy.fault or "")
                 held: Events = []
                 gone = False
-                for line in iter(answer.readline, b""):
-                    text = line.decode().strip()
-                    if not text.startswith("data:"):
-                        continue
-                    data = text[5:].strip()
+                for data in sse_events(answer):
                     if rewrite is not None:
-                        if data != "[DONE]":
+                        if data != DONE:
                             held.append(json.loads(data))
                             continue
-                        data_lines = [json.dumps(e) for e in rewrite(held)] + ["[DONE]"]
+                        data_lines = [json.dumps(e) for e in rewrite(held)] + [DONE]
                     else:
-                        data_lines = [data]
+                        data_lines = [] if data == DONE and proxy.fault in NO_DONE else [data]
                     if gone:
                         continue  # draining: the upstream generates on for nobody
                     try:
