@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -76,18 +77,53 @@ def _keep_stop_string(request: dict, answer: dict) -> dict:
     return answer
 
 
+def _name_the_checkpoint(request: dict, answer: dict) -> dict:
+    if "choices" in answer:  # a completion or chat answer; the model list passes as it is
+        answer["model"] = f"/checkpoints/{request.get('model')}"
+    return answer
+
+
+def _one_completion_token(request: dict, answer: dict) -> dict:
+    usage = answer.get("usage")
+    if isinstance(usage, dict) and "completion_tokens" in usage:
+        usage.update(completion_tokens=1, total_tokens=usage["prompt_tokens"] + 1)
+    return answer
+
+
 UNARY_FAULTS: dict[str, Callable[[dict, dict], dict]] = {
     "finish_reason_always_stop": _always_stop,
     "stop_string_kept": _keep_stop_string,
+    "response_names_another_model": _name_the_checkpoint,
+    "completion_tokens_always_one": _one_completion_token,
 }
+
+
+def _keep_last_quarter(text):
+    return text[-(len(text) // 4) :] if isinstance(text, str) and len(text) >= 4 else text
+
+
+def _truncate_from_the_left(request: dict) -> dict:
+    if "prompt" in request:
+        request["prompt"] = _keep_last_quarter(request["prompt"])
+    for message in request.get("messages") or []:
+        if isinstance(message, dict):
+            message["content"] = _keep_last_quarter(message.get("content"))
+    return request
+
+
 # what a fault does to the request on its way to the server
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
     "seed_ignored": lambda request: {k: v for k, v in request.items() if k != "seed"},
     # temperature 0 taken for "not given": the server's own default temperature samples instead
     "temperature_zero_ignored": lambda request: {k: v for k, v in request.items() if (k, v) != ("temperature", 0.0)},
+    "prompt_truncated_from_the_left": _truncate_from_the_left,
+    "max_tokens_plus_one": lambda request: {
+        k: v + 1 if k in ("max_tokens", "max_completion_tokens") and isinstance(v, int) else v for k, v in request.items()
+    },
 }
 DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
 NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] event
+EVENT_DELAY_S = {"stream_slowed_down": 0.05}  # held before each event is sent on
 
 
 def _json_object(raw: bytes | None) -> dict | None:
@@ -184,6 +220,7 @@ class FaultProxy:
                         data_lines = [] if data == DONE and proxy.fault in NO_DONE else [data]
                     if gone:
                         continue  # draining: the upstream generates on for nobody
+                    time.sleep(EVENT_DELAY_S.get(proxy.fault or "", 0.0))
                     try:
                         for item in data_lines:
                             self.wfile.write(f"data: {item}\r\n\r\n".encode())

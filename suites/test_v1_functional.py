@@ -19,16 +19,21 @@ SEEDS = (1, 2, 3, 4)
 def long_greedy(openai_target, prompts):
     """The greedy completion of the village prompt, LONG tokens: what shorter requests must be prefixes of."""
     answer = openai_target.endpoint.complete(openai_target.completion(prompts.completion["village"], LONG))
-    assert answer.usage["completion_tokens"] == LONG, (
-        f"the model ended after {answer.usage['completion_tokens']} tokens: {answer.text!r}"
-    )
+    # a precondition, not the check: the model must not have ended before LONG tokens (whether the count and the
+    # finish reason are exact is what the tests check)
+    assert answer.usage["completion_tokens"] >= LONG, f"the model ended by itself ({answer.usage}): {answer.text!r}"
     return answer
 
 
-def test_v1_models_lists_the_served_model(openai_target):
+def test_v1_models_lists_the_served_model(openai_target, prompts):
+    """Listed once, and named by the answers to requests for it (a client that routes or bills by the answer's
+    `model` must find the listed id there)."""
     listed = openai_target.endpoint.models()
     assert [m["id"] for m in listed].count(openai_target.model) == 1
     assert all(m["object"] == "model" for m in listed)
+    completion = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 2))
+    chat = openai_target.endpoint.chat(openai_target.chat(prompts.chat_question, 2))
+    assert (completion.body["model"], chat.body["model"]) == (openai_target.model, openai_target.model)
 
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])

@@ -14,10 +14,16 @@ CONCURRENT = 4
 
 
 def test_usage_adds_up(openai_target, prompts):
+    """The totals add up, and completion_tokens counts what was generated: exactly max_tokens where max_tokens cut
+    the answer (its finish_reason says so), fewer where the model stopped."""
+    cut = openai_target.max_tokens_finish_reason
     for prompt in prompts.batch(CONCURRENT):
-        usage = openai_target.endpoint.complete(openai_target.completion(prompt, TOKENS)).usage
+        answer = openai_target.endpoint.complete(openai_target.completion(prompt, TOKENS))
+        usage = answer.usage
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"], usage
         assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= TOKENS, usage
+        if cut is not None and answer.finish_reason == cut:
+            assert usage["completion_tokens"] == TOKENS, (answer.finish_reason, usage, answer.text)
 
 
 def test_concurrent_requests_get_the_answers_they_get_alone(openai_target, prompts):

@@ -1,0 +1,45 @@
+"""fixtures/openai_faults.toml and the fault proxy agree: every row is injected by exactly one of the proxy's
+mechanisms, each names catching tests that exist, and a row names its Triton deployment exactly when the migration
+gate catches it."""
+
+from __future__ import annotations
+
+import re
+
+from pytest_triton_llm import openai_fault_proxy as proxy
+from pytest_triton_llm.openai_fault_proxy import FAULTS_FILE
+from pytest_triton_llm.schema import load_toml
+
+from ..conftest import ROOT
+
+FAULTS = load_toml(FAULTS_FILE)["faults"]
+MECHANISMS = {
+    "stream": set(proxy.STREAM_FAULTS),
+    "unary": set(proxy.UNARY_FAULTS),
+    "request": set(proxy.REQUEST_FAULTS),
+    "drain": proxy.DRAINS,
+    "no done": proxy.NO_DONE,
+    "delay": set(proxy.EVENT_DELAY_S),
+}
+
+
+def test_every_fault_is_injected_by_exactly_one_mechanism_and_every_mechanism_has_its_row():
+    injected_by = {name: [m for m, names in MECHANISMS.items() if name in names] for name in FAULTS}
+    assert {name: len(ways) for name, ways in injected_by.items()} == dict.fromkeys(FAULTS, 1), injected_by
+    assert set().union(*MECHANISMS.values()) == set(FAULTS)
+
+
+def test_every_catching_test_exists_in_the_suites():
+    for name, row in FAULTS.items():
+        assert row["caught_by"], name
+        for node in row["caught_by"]:
+            path, test = node.split("::")
+            function = re.sub(r"\[.*\]$", "", test)
+            assert f"\ndef {function}(" in (ROOT / path).read_text(), (name, node)
+
+
+def test_a_row_names_its_triton_deployment_exactly_when_the_migration_gate_catches_it():
+    for name, row in FAULTS.items():
+        migration = [n for n in row["caught_by"] if n.startswith("suites/test_v1_migration.py::")]
+        assert ("deployment" in row) == bool(migration), name
+        assert all(n.endswith(f"[{row['deployment']}]") for n in migration), name
