@@ -105,6 +105,13 @@ def migration_v1_lines(records: dict) -> list[str]:
             sides = {"triton": streams["triton"], "/v1": streams["v1"]}
             said = [f"{side} {'adds up' if s['stream'] == s['unary'] else 'DIFFERS'}" for side, s in sides.items() if s]
             lines.append(f"migration to /v1 ({deployment}): streams against unary answers: {', '.join(said)}")
+        if (rouge := metrics.get("migration_v1_rouge")) is not None:
+            drops = ", ".join(f"{m} {r['mean_drop']:+.2f} ({r['verdict']})" for m, r in rouge["paired"].items())
+            detectable = max(r["detectable_drop"] for r in rouge["paired"].values())
+            lines.append(
+                f"migration to /v1 ({deployment}): ROUGE drop on {rouge['articles']} articles, /v1 against Triton: {drops}; "
+                f"allowed {rouge['max_drop']:g}, detectable {detectable:.2f} at power {rouge['power']:g}"
+            )
         if (perf := metrics.get("migration_v1_perf")) is not None:
             floor = perf["budget"]["min_throughput_ratio"] if isinstance(perf["budget"], dict) else "none"
             lines.append(

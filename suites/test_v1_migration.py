@@ -3,24 +3,35 @@
 
 Greedy outputs must agree under the pair's equality rule (fixtures/openai_migration.toml, else the Triton engine's
 own rule); every differing prompt is listed side by side. Streams must add up to the unary answer on both sides,
-max_tokens must give the same token counts, and throughput, time to first token and inter-chunk latency go into the
-report side by side with their ratio, judged by the pair's min_throughput_ratio where the file sets one."""
+max_tokens must give the same token counts, ROUGE on CNN/DailyMail must not drop by significantly more than the pair's
+max_rouge_drop (a paired test, article by article), and throughput, time to first token and inter-chunk latency go
+into the report side by side with their ratio, judged by the pair's min_throughput_ratio where the file sets one."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
+from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
+from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, InconclusiveAccuracy, as_report, drift_rows, judge_drift
 from pytest_triton_llm.equality import Rule, compare_texts
 from pytest_triton_llm.schema import load_toml
+
+from pytest_triton_llm.terminal import table
 
 from .conftest import FIXTURES, equality_rule_of
 
 pytestmark = pytest.mark.migration
 
 TOKENS = 24
+TRITON_CONCURRENCY = 16  # the accuracy suite's
+V1_CONCURRENCY = 4  # a server that runs one request at a time (llama-cpp-python) queues the rest
 PAIRS_FILE = FIXTURES / "openai_migration.toml"
 
 
@@ -145,3 +156,73 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm, openai_target, prompts
         assert ratio >= floor, (
             f"/v1 at {ratio}x the Triton deployment's throughput, below {floor} ({PAIRS_FILE}); triton {old}, /v1 {new}"
         )
+
+
+@pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")
+def test_rouge_drops_no_more_than_allowed_article_by_article(
+    triton_llm, openai_target, cnn, pair_entry, triton_llm_accuracy_options, triton_llm_report, triton_llm_progress
+):
+    """Both sides summarize the same articles greedily as the Triton engine's [accuracy] table says: the Triton side
+    the rendered prompt, the /v1 side the same user message on /v1/chat/completions (its server renders the chat
+    template, as users' clients will call it) or, for a plain prompt, the same text on /v1/completions. Each article's
+    ROUGE is paired across the sides; the gate fails on a mean drop significantly above max_rouge_drop."""
+    settings = triton_llm.ref.engine.accuracy
+    if settings is None:
+        pytest.skip(f"engine {triton_llm.ref.engine_name} has no [accuracy] table in its lock: no prompting to compare by")
+    rule = triton_llm_accuracy_options.rule(settings)
+    drop_from = "--accuracy-max-drop" if triton_llm_accuracy_options.max_drop is not None else "the lock's max_drop"
+    if triton_llm_accuracy_options.max_drop is None and "max_rouge_drop" in pair_entry:
+        rule, drop_from = dataclasses.replace(rule, max_drop=pair_entry["max_rouge_drop"]), f"{PAIRS_FILE.name} max_rouge_drop"
+    tokenizer, max_input_len = triton_llm.tokenizer, triton_llm.ref.engine.max_input_len
+    articles = cnn.articles
+    chat = settings.prompt == "chat"
+
+    def v1_summary(article) -> str:
+        if chat:
+            message = user_message(article, settings, tokenizer, max_input_len)
+            return openai_target.endpoint.chat(openai_target.chat(message, settings.max_new_tokens)).text
+        prompt = build_prompt(article, settings, tokenizer, max_input_len)
+        return openai_target.endpoint.complete(openai_target.completion(prompt, settings.max_new_tokens)).text
+
+    prompts = [build_prompt(a, settings, tokenizer, max_input_len) for a in articles]
+    with triton_llm_progress.step(f"migration to /v1: summarizing {len(articles)} articles on {triton_llm.id}"):
+        old = [g.text for g in triton_llm.client.generate_many(prompts, settings.max_new_tokens, concurrency=TRITON_CONCURRENCY)]
+    with triton_llm_progress.step(f"migration to /v1: summarizing {len(articles)} articles on {openai_target.options.url}"):
+        with ThreadPoolExecutor(V1_CONCURRENCY) as pool:
+            new = list(pool.map(v1_summary, articles))
+    references = [a.reference for a in articles]
+    before, now = per_article_scores(old, references), per_article_scores(new, references)
+    results = judge_drift(before, now, rule)
+    triton_llm_report.record(
+        triton_llm.id,
+        "migration_v1_rouge",
+        {
+            "against": openai_target.options.url,
+            "family": openai_target.family_name,
+            "v1_endpoint": "/chat/completions" if chat else "/completions",
+            "dataset": cnn.source,
+            "articles": len(articles),
+            "max_new_tokens": settings.max_new_tokens,
+            "triton": {m: round(sum(before[m]) / len(articles), 2) for m in METRICS},
+            "v1": {m: round(sum(now[m]) / len(articles), 2) for m in METRICS},
+            "identical": sum(a == b for a, b in zip(old, new, strict=True)),
+            "alpha": rule.alpha,
+            "power": rule.power,
+            "max_drop": rule.max_drop,
+            "max_drop_from": drop_from,
+            "paired": as_report(results),
+        },
+    )
+    paired = "\n".join(table(DRIFT_HEADER, drift_rows(results)))
+    where = f"{len(articles)} articles of {cnn.source}, /v1 minus {triton_llm.id}, alpha {rule.alpha:g}"
+    failed = [m for m, r in results.items() if r.verdict == "fail"]
+    assert not failed, f"ROUGE on /v1 dropped significantly more than {rule.max_drop:g} points ({where}):\n{paired}"
+    if any(r.underpowered for r in results.values()):
+        detectable = max(r.detectable_drop for r in results.values())
+        message = (
+            f"{len(articles)} articles can only catch a drop of {detectable:.2f} ROUGE points, more than twice the "
+            f"{rule.max_drop:g} allowed ({where}): more articles (--accuracy-samples) make the gate decisive\n{paired}"
+        )
+        if rule.strict:
+            pytest.fail(f"{message}\n--accuracy-strict: an underpowered gate fails", pytrace=False)
+        warnings.warn(InconclusiveAccuracy(message), stacklevel=1)

@@ -15,7 +15,7 @@ from pytest_triton_llm.accuracy.drift import (
     load_outputs,
     paired_scores,
 )
-from pytest_triton_llm.accuracy.prompting import build_prompt
+from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
 from pytest_triton_llm.accuracy.rouge import rouge_scores
 from pytest_triton_llm.accuracy.verdicts import VerdictRule, judge_drift, judge_thresholds, planned_detectable_drop
 from pytest_triton_llm.lock import Accuracy
@@ -87,6 +87,17 @@ def test_prompts_cut_the_article_to_the_token_budget():
     assert len(tight.split()) <= 30 - 8 + 1
     plain = build_prompt(article, Accuracy(0, 0, 0, prompt="plain"), WordTokenizer(), max_input_len=1000)
     assert plain.startswith("Summarize the following news article:\n\nw0") and plain.endswith("w99\n\nSummary:")
+
+
+def test_the_chat_user_message_is_the_chat_prompt_without_its_template_cut_alike():
+    """What the /v1 migration check sends to /v1/chat/completions: the message the Triton side's prompt wraps."""
+    article = dataset_module._article(" ".join(f"w{i}" for i in range(100)), "ref", None)
+    settings = Accuracy(min_rouge1=0, min_rouge2=0, min_rougeLsum=0, max_article_tokens=50)
+    message = user_message(article, settings, WordTokenizer(), max_input_len=40)
+    assert message.startswith("Summarize the following news article:\n\nw0") and message.endswith(
+        " w24"
+    )  # 40 - 7 (template and instruction) - 8 (slack)
+    assert build_prompt(article, settings, WordTokenizer(), max_input_len=40) == f"<user> {message} <assistant>"
 
 
 def test_rouge_is_in_percent_with_a_reproducible_interval():
