@@ -17,28 +17,31 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pytest_triton_llm import openai_migration
 from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, InconclusiveAccuracy, as_report, drift_rows, judge_drift
 from pytest_triton_llm.equality import Rule, compare_texts
-from pytest_triton_llm.schema import load_toml
-
+from pytest_triton_llm.openai_migration import PairsFileError
 from pytest_triton_llm.terminal import table
 
-from .conftest import FIXTURES, equality_rule_of
+from .conftest import equality_rule_of
 
 pytestmark = pytest.mark.migration
 
 TOKENS = 24
 TRITON_CONCURRENCY = 16  # the accuracy suite's
 V1_CONCURRENCY = 4  # a server that runs one request at a time (llama-cpp-python) queues the rest
-PAIRS_FILE = FIXTURES / "openai_migration.toml"
+PAIRS_FILE = openai_migration.PAIRS_FILE
 
 
 @pytest.fixture(scope="module")
 def pair_entry(triton_llm, openai_target) -> dict:
     """fixtures/openai_migration.toml's entry for (the Triton side's engine, the endpoint's family), or {}."""
-    return load_toml(PAIRS_FILE).get("pairs", {}).get(triton_llm.ref.engine_name, {}).get(openai_target.family_name, {})
+    try:
+        return openai_migration.pair_entry(triton_llm.ref.engine_name, openai_target.family_name)
+    except PairsFileError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +217,7 @@ def test_rouge_drops_no_more_than_allowed_article_by_article(
         },
     )
     paired = "\n".join(table(DRIFT_HEADER, drift_rows(results)))
-    where = f"{len(articles)} articles of {cnn.source}, /v1 minus {triton_llm.id}, alpha {rule.alpha:g}"
+    where = f"{len(articles)} articles of {cnn.source}, the drop of /v1 from {triton_llm.id}, alpha {rule.alpha:g}"
     failed = [m for m, r in results.items() if r.verdict == "fail"]
     assert not failed, f"ROUGE on /v1 dropped significantly more than {rule.max_drop:g} points ({where}):\n{paired}"
     if any(r.underpowered for r in results.values()):
