@@ -15,8 +15,10 @@ CONCURRENT = 4
 
 def test_usage_adds_up(openai_target, prompts):
     """The totals add up, and completion_tokens counts what was generated: exactly max_tokens where max_tokens cut
-    the answer (its finish_reason says so), fewer where the model stopped."""
+    the answer (its finish_reason says so), fewer where the model stopped. A family that answers "stop" for both
+    (Triton's openai_frontend) cannot say which ended an answer: there only the bounds are checked."""
     cut = openai_target.max_tokens_finish_reason
+    cut = None if cut == "stop" else cut
     for prompt in prompts.batch(CONCURRENT):
         answer = openai_target.endpoint.complete(openai_target.completion(prompt, TOKENS))
         usage = answer.usage
