@@ -36,10 +36,10 @@ def _check(where: str, entry: dict) -> None:
     unknown = sorted(set(entry) - KEYS)
     if unknown:
         raise PairsFileError(f"{where}: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(sorted(KEYS))}")
-    for key, low in (("min_throughput_ratio", 0.0), ("max_rouge_drop", 0.0)):
+    for key in ("min_throughput_ratio", "max_rouge_drop"):
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < low):
-            raise PairsFileError(f"{where}: {key} must be a number >= {low:g}; got {value!r}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise PairsFileError(f"{where}: {key} must be a number >= 0; got {value!r}")
     if "equality" in entry:
         if not isinstance(entry["equality"], dict):
             raise PairsFileError(f"{where}: equality must be a table {{ min_identical_prefix_tokens, min_identical_pct }}")
