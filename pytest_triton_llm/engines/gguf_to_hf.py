@@ -20,6 +20,26 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
+def _read_and_map_once() -> None:
+    """transformers reads the GGUF three times (tokenizer, config, weights: 5.5 s each for SmolLM2-135M on 2 cores,
+    mostly its 49k-token vocabulary) and builds gguf's tensor name map once per tensor (397 times: 7.4 s). Both are
+    memoized here, in this subprocess only: the same reader and map, so the same tensors, in a third of the time."""
+    import functools
+
+    import gguf
+
+    reader_class, readers = gguf.GGUFReader, {}
+
+    def read_once(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = reader_class(path, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader = read_once  # type: ignore[misc,assignment]  # called, never subclassed, by transformers
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map)
+
+
 def convert(gguf: Path, out: Path, dtype: str) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
@@ -28,6 +48,8 @@ def convert(gguf: Path, out: Path, dtype: str) -> None:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _read_and_map_once()
 
     transformers.logging.set_verbosity_error()
     _say(f"loading tokenizer from {gguf.name}")
