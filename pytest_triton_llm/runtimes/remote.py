@@ -25,6 +25,7 @@ from ..progress import Progress
 from ..repository import ENTRY_MODELS
 from ..repository.stand_in import STAND_IN_PARAMETER
 from ..tensor_contract import config_parameters, flag
+from ..tokenizer_source import TokenizerNotFound, tokenizer_dir
 from ..usage import OptionError, header_pairs
 from .base import Launch, RemoteOptions, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .server import ServerStartError, TritonServer
@@ -320,23 +321,10 @@ class RemoteRuntime(RuntimeBase):
                 f"--triton-url {self.options.url}: the server's tokenizer_dir {served!r} is not "
                 "readable here; pass --tokenizer DIR_OR_HF_ID"
             )
-        if Path(given).is_dir():
-            if not any((Path(given) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-                raise RuntimeUnavailable(
-                    f"--tokenizer {given}: the directory holds no tokenizer (tokenizer.json, "
-                    "tokenizer_config.json or tokenizer.model)"
-                )
-            return Path(given)
-        from huggingface_hub import snapshot_download  # an id: its tokenizer files only
-
-        patterns = ["tokenizer*", "special_tokens_map.json", "*.jinja", "vocab*", "merges.txt", "config.json"]
         try:
-            return Path(snapshot_download(given, allow_patterns=patterns))
-        except Exception as exc:  # noqa: BLE001 - a bad id, no network, a gated repository: one line either way
-            raise RuntimeUnavailable(
-                f"--tokenizer {given}: neither a directory here nor a Hugging Face model id that "
-                f"could be fetched ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-            ) from None
+            return tokenizer_dir(given, "--tokenizer")
+        except TokenizerNotFound as exc:
+            raise RuntimeUnavailable(str(exc)) from None
 
     def _get(self, path: str) -> bytes:
         try:
