@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,12 +10,15 @@ import pytest
 
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
+from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores, rouge_scores
+from pytest_triton_llm.accuracy.verdicts import THRESHOLD_HEADER, InconclusiveAccuracy, judge_thresholds
 from pytest_triton_llm.equality import rule_for
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
 from pytest_triton_llm.plugin import deselect, perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.terminal import table
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -48,6 +52,36 @@ def equality_rule_of(served):
     """How equal outputs that should be the same must be on a served deployment's engine (its lock's [equality], else
     by dtype and device: pytest_triton_llm.equality.rule_for)."""
     return rule_for(served.ref.engine, served.hardware)
+
+
+def rouge_meets_the_thresholds(outputs: list[str], cnn, settings, options, record, where: str) -> None:
+    """The threshold verdict of the accuracy suites (Triton and /v1): the summaries' ROUGE against the lock's
+    min_rouge* by one-sided bounds at the rule's alpha, recorded by `record` (means, 95% CIs, verdicts) before
+    the verdict: a fail fails, an inconclusive one warns (fails under --accuracy-strict). `where` names the run."""
+    assert all(outputs), "some articles got an empty summary"
+    references = [a.reference for a in cnn.articles]
+    scores = rouge_scores(outputs, references)
+    rule = options.rule(settings)
+    verdicts = judge_thresholds(per_article_scores(outputs, references), settings, rule.alpha)
+    accuracy = {m: scores[m]["mid"] for m in METRICS}
+    accuracy.update({f"{m}_ci95": [scores[m]["low"], scores[m]["high"]] for m in METRICS})
+    accuracy.update(
+        n_articles=len(outputs),
+        max_new_tokens=settings.max_new_tokens,
+        dataset=cnn.source,
+        alpha=rule.alpha,
+        verdicts=[v.as_dict() for v in verdicts],
+    )
+    record(accuracy)
+    report = "\n".join(table(THRESHOLD_HEADER, [v.row() for v in verdicts]))
+    where = f"{where}, {len(outputs)} articles from {cnn.source}, one-sided bounds at alpha {rule.alpha:g}"
+    if any(v.result.verdict == "fail" for v in verdicts):
+        pytest.fail(f"ROUGE significantly below the rule ({where}):\n{report}", pytrace=False)
+    if any(v.result.verdict == "inconclusive" for v in verdicts):
+        message = f"these articles cannot tell ROUGE from its rule ({where}):\n{report}"
+        if rule.strict:
+            pytest.fail(f"{message}\n--accuracy-strict: inconclusive fails", pytrace=False)
+        warnings.warn(InconclusiveAccuracy(message), stacklevel=2)
 
 
 @pytest.fixture(scope="session")

@@ -17,18 +17,18 @@ import pytest
 
 from pytest_triton_llm.accuracy.drift import baseline_entry, compare, describe, load_outputs, paired_scores
 from pytest_triton_llm.accuracy.prompting import build_prompt
-from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores, rouge_scores
+from pytest_triton_llm.accuracy.rouge import per_article_scores
 from pytest_triton_llm.accuracy.verdicts import (
     DRIFT_HEADER,
-    THRESHOLD_HEADER,
     InconclusiveAccuracy,
     as_report,
     drift_rows,
     judge_drift,
-    judge_thresholds,
     planned_detectable_drop,
 )
 from pytest_triton_llm.terminal import table
+
+from .conftest import rouge_meets_the_thresholds
 
 # an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
 pytestmark = [pytest.mark.accuracy, pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")]
@@ -90,35 +90,13 @@ def say_drift_plan(deployment_id: str, cnn, options, settings, progress) -> None
 def test_rouge_meets_the_engines_thresholds(
     triton_llm_per_engine, settings, cnn, summaries, triton_llm_report, triton_llm_accuracy_options
 ):
+    served = triton_llm_per_engine
+
+    def record(accuracy: dict) -> None:
+        triton_llm_report.record(served.id, "accuracy", dict(accuracy, seconds=summaries["seconds"]))
+
     outputs = [a["output"] for a in summaries["articles"]]
-    assert all(outputs), "some articles got an empty summary"
-    references = [a.reference for a in cnn.articles]
-    scores = rouge_scores(outputs, references)
-    rule = triton_llm_accuracy_options.rule(settings)
-    verdicts = judge_thresholds(per_article_scores(outputs, references), settings, rule.alpha)
-    accuracy = {m: scores[m]["mid"] for m in METRICS}
-    accuracy.update({f"{m}_ci95": [scores[m]["low"], scores[m]["high"]] for m in METRICS})
-    accuracy.update(
-        n_articles=len(outputs),
-        max_new_tokens=settings.max_new_tokens,
-        dataset=cnn.source,
-        seconds=summaries["seconds"],
-        alpha=rule.alpha,
-        verdicts=[v.as_dict() for v in verdicts],
-    )
-    triton_llm_report.record(triton_llm_per_engine.id, "accuracy", accuracy)
-    report = "\n".join(table(THRESHOLD_HEADER, [v.row() for v in verdicts]))
-    where = (
-        f"engine {triton_llm_per_engine.ref.engine_name}, {len(outputs)} articles from {cnn.source}, one-sided "
-        f"bounds at alpha {rule.alpha:g}"
-    )
-    if any(v.result.verdict == "fail" for v in verdicts):
-        pytest.fail(f"ROUGE significantly below the rule ({where}):\n{report}", pytrace=False)
-    if any(v.result.verdict == "inconclusive" for v in verdicts):
-        message = f"these articles cannot tell ROUGE from its rule ({where}):\n{report}"
-        if rule.strict:
-            pytest.fail(f"{message}\n--accuracy-strict: inconclusive fails", pytrace=False)
-        warnings.warn(InconclusiveAccuracy(message), stacklevel=1)
+    rouge_meets_the_thresholds(outputs, cnn, settings, triton_llm_accuracy_options, record, f"engine {served.ref.engine_name}")
 
 
 def test_outputs_match_the_baseline(
