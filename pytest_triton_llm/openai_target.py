@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TritonLLMError
+from .lock import Engine
 from .openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from .openai_contract import ErrorCase, Family, load_families
+from .tokenizer_source import TokenizerNotFound, load_named_tokenizer
 from .usage import OptionError, header_pairs
 
 
@@ -29,14 +31,18 @@ class OpenAIOptions:
     ca_file: str | None = None
     model: str | None = None  # --openai-model; None: the one /v1/models lists
     family: str | None = None  # --openai-family; None: recognised by /v1/models' owned_by
+    engine: str | None = None  # --openai-engine: the lock's engine whose checkpoint it serves ([accuracy], limits)
+    tokenizer: str | None = None  # --tokenizer; None: the served model's id names it
 
 
-def openai_options(url, headers: list[str], ca_file, model, family) -> OpenAIOptions | None:
-    """The options, checked (OptionError names the option to fix); None without --openai-url."""
+def openai_options(url, headers: list[str], ca_file, model, family, engine=None, tokenizer=None) -> OpenAIOptions | None:
+    """The options, checked (OptionError names the option to fix); None without --openai-url. Whether the lock has
+    --openai-engine is the session's to check (it loads the lock)."""
     if url is None:
-        if headers or ca_file or model or family:
+        if headers or ca_file or model or family or engine:
             raise OptionError(
-                "--openai-header, --openai-ca-file, --openai-model and --openai-family apply to --openai-url; give one"
+                "--openai-header, --openai-ca-file, --openai-model, --openai-family and --openai-engine apply to "
+                "--openai-url; give one"
             )
         return None
     try:
@@ -49,14 +55,16 @@ def openai_options(url, headers: list[str], ca_file, model, family) -> OpenAIOpt
     families = load_families()
     if family is not None and family not in families:
         raise OptionError(f"--openai-family {family!r}: not a family of openai_families.toml ({', '.join(families)})")
-    return OpenAIOptions(url.rstrip("/"), pairs, ca_file, model, family)
+    return OpenAIOptions(url.rstrip("/"), pairs, ca_file, model, family, engine, tokenizer)
 
 
 class OpenAITarget:
     """One endpoint, its served model and its family's contract (openai_families.toml)."""
 
-    def __init__(self, options: OpenAIOptions, timeout_s: float = 300.0):
+    def __init__(self, options: OpenAIOptions, timeout_s: float = 300.0, engine: Engine | None = None):
         self.options = options
+        self.engine = engine  # --openai-engine's lock entry, or None
+        self._tokenizer = None
         self.endpoint = OpenAIEndpoint(options.url, dict(options.headers), options.ca_file, timeout_s)
         try:
             listed = self.endpoint.models()
@@ -90,6 +98,18 @@ class OpenAITarget:
     def describe(self) -> str:
         how = "--openai-family" if self.options.family else "owned_by in /v1/models"
         return f"{self.options.url}, model {self.model!r}, family {self.family_name} ({self.family.title}; by {how})"
+
+    @property
+    def tokenizer(self):
+        """The served model's tokenizer, loaded once: --tokenizer, else the model's id (a directory, a GGUF file as
+        llama.cpp's server lists it, or a Hugging Face id)."""
+        if self._tokenizer is None:
+            given = self.options.tokenizer
+            try:
+                self._tokenizer = load_named_tokenizer(given or self.model, "--tokenizer" if given else "the model id")
+            except TokenizerNotFound as exc:
+                raise OpenAITargetError(f"{exc}{'' if given else '; pass --tokenizer DIR_OR_HF_ID'}") from None
+        return self._tokenizer
 
     def greedy(self, **body) -> dict:
         """A request body that decodes greedily on this family: temperature 0 and the family's own greedy fields."""

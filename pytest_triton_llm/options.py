@@ -150,7 +150,8 @@ def add_options(group) -> None:
     group.addoption(
         "--tokenizer",
         metavar="DIR_OR_HF_ID",
-        help="the remote server's tokenizer where its preprocessing tokenizer_dir is not readable here",
+        help="the remote server's tokenizer where its preprocessing tokenizer_dir is not readable here; with "
+        "--openai-url, the endpoint's (default: its model id: a directory, a GGUF file or a Hugging Face id)",
     )
     group.addoption(
         "--triton-allow-load",
@@ -191,6 +192,12 @@ def add_openai_options(group) -> None:
         "--openai-family",
         metavar="NAME",
         help="the server family whose contract applies (openai_families.toml; default: recognised by /v1/models' owned_by)",
+    )
+    group.addoption(
+        "--openai-engine",
+        metavar="NAME",
+        help="the engine of --engines-lock whose checkpoint the endpoint serves: its [accuracy] table judges ROUGE "
+        "over /v1 (without it the /v1 accuracy test skips)",
     )
 
 
@@ -270,11 +277,12 @@ class Options:
                 opt.triton_allow_load,
             )
             server = dataclasses.replace(server, remote=remote)
-        elif opt.triton_header or opt.triton_http_url or opt.triton_metrics_url or opt.triton_ca_file or opt.tokenizer:
+        elif opt.triton_header or opt.triton_http_url or opt.triton_metrics_url or opt.triton_ca_file:
             raise OptionError(
-                "--triton-header, --triton-http-url, --triton-metrics-url, --triton-ca-file and "
-                "--tokenizer apply to --triton-url; give one"
+                "--triton-header, --triton-http-url, --triton-metrics-url and --triton-ca-file apply to --triton-url; give one"
             )
+        if opt.tokenizer and not (opt.triton_url or opt.openai_url):
+            raise OptionError("--tokenizer applies to --triton-url or --openai-url; give one")
         return cls(
             opt.engines_lock,
             opt.engines_cache,
@@ -285,5 +293,13 @@ class Options:
             opt.triton_url,
             server,
             opt.engines_verify,
-            openai_options(opt.openai_url, opt.openai_header, opt.openai_ca_file, opt.openai_model, opt.openai_family),
+            openai_options(
+                opt.openai_url,
+                opt.openai_header,
+                opt.openai_ca_file,
+                opt.openai_model,
+                opt.openai_family,
+                opt.openai_engine,
+                opt.tokenizer,
+            ),
         )

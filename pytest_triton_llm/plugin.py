@@ -325,13 +325,14 @@ def triton_llm_migration(request: pytest.FixtureRequest, tmp_path_factory: pytes
 @pytest.fixture(scope="session")
 def openai_target(request: pytest.FixtureRequest) -> OpenAITarget:
     """The OpenAI-compatible endpoint of --openai-url: its model (from /v1/models) and its family's contract."""
-    openai = request.config.stash[_SESSION].options.openai
+    state = request.config.stash[_SESSION]
+    openai = state.options.openai
     assert openai is not None, "the /v1 tests are deselected without --openai-url"
     try:
-        target = OpenAITarget(openai)
+        target = OpenAITarget(openai, engine=state.openai_engine)
     except TritonLLMError as exc:
         stop_session(exc)
-    request.config.stash[_SESSION].progress.say(f"OpenAI target: {target.describe()}")
+    state.progress.say(f"OpenAI target: {target.describe()}")
     return target
 
 

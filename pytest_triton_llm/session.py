@@ -15,7 +15,7 @@ from .compat import load_compat
 from .engines import backend_of, check_lock, served_by_stand_in
 from .faults import NOT_CLEAN, fault_named
 from .images import NO_IMAGE
-from .lock import DeploymentRef, Lock, load_lock
+from .lock import DeploymentRef, Engine, Lock, load_lock
 from .options import DEFAULT_LOCK, Options
 from .perf.publish import dummy_deployments, publish
 from .processes import reap_orphans, shielded
@@ -37,6 +37,7 @@ class TritonLLMSession:
         # --stand-in-fault: a known upstream bug the stand-ins reproduce (checked by options: the name is known)
         self.fault = fault_named(options.server.stand_in_fault) if options.server.stand_in_fault else None
         self.lock = self._load_lock()
+        self.openai_engine = self._openai_engine()
         # from the lock; with --triton-url, from the server once it has answered (--deployment names those)
         self.selected: list[DeploymentRef] = []
         if self.lock is not None and not self.attaches:
@@ -80,6 +81,17 @@ class TritonLLMSession:
         if self.options.engines_lock is None and not path.exists():
             return None  # not a suites run (or a remote one); tests that need a deployment say so
         return check_lock(load_lock(path))
+
+    def _openai_engine(self) -> Engine | None:
+        """--openai-engine's entry of the lock (an OptionError names the lock's engines when it has no such entry)."""
+        name = self.options.openai.engine if self.options.openai else None
+        if name is None:
+            return None
+        if self.lock is None:
+            raise OptionError(f"--openai-engine {name}: {self.missing_lock_message()}")
+        if name not in self.lock.engines:
+            raise OptionError(f"--openai-engine {name!r}: {self.lock.path} has no such engine ({', '.join(self.lock.engines)})")
+        return self.lock.engines[name]
 
     @property
     def deployments_known(self) -> bool:

@@ -72,6 +72,12 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
         (["--triton-url", "grpc://me:pw@h:8001"], "*--triton-url: no credentials in the URL; send them with --triton-header*"),
         (["--triton-url", "h:8001", "--triton-header", "s3cr3t"], "*--triton-header number 1: expected 'NAME: VALUE'"),
         (["--triton-header", "A: b"], "*apply to --triton-url; give one*"),
+        (["--tokenizer", "t"], "*--tokenizer applies to --triton-url or --openai-url; give one"),
+        (["--openai-engine", "smollm2-135m"], "*--openai-family and --openai-engine apply to --openai-url; give one"),
+        (
+            ["--openai-url", "http://127.0.0.1:9/v1", "--openai-engine", "nope"],
+            "--openai-engine 'nope': engines.lock has no such engine (smollm2-135m)",
+        ),
         (["--triton-url", "h:8001", "--triton-image", "24.09-trtllm"], "*give no --triton-image or --triton-runtime with it*"),
         (
             ["--deployment", "nope:v1"],

@@ -24,6 +24,7 @@ CHUNKS = [
 
 class _Handler(BaseHTTPRequestHandler):
     owned_by = "me"
+    model_id = "m"
     seen: list = []
 
     def log_message(self, *args):  # quiet
@@ -39,7 +40,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.seen.append((self.path, dict(self.headers)))
-        self._json(200, {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": self.owned_by}]})
+        self._json(200, {"object": "list", "data": [{"id": self.model_id, "object": "model", "owned_by": self.owned_by}]})
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -129,6 +130,8 @@ def test_an_openai_url_that_is_not_a_v1_address_is_refused_saying_what_to_give(u
 def test_openai_options_are_checked_and_refused_without_a_url(tmp_path):
     with pytest.raises(OptionError, match="apply to --openai-url"):
         openai_options(None, ["Authorization: Bearer x"], None, None, None)
+    with pytest.raises(OptionError, match="--openai-engine apply to --openai-url"):
+        openai_options(None, [], None, None, None, "smollm2-135m")
     with pytest.raises(OptionError, match="--openai-header number 1: expected 'NAME: VALUE'"):
         openai_options("http://h:1/v1", ["no colon"], None, None, None)
     with pytest.raises(OptionError, match="no such file"):
@@ -152,6 +155,25 @@ def test_the_family_is_recognised_by_owned_by_and_an_unknown_owner_asks_for_open
         assert OpenAITarget(openai_options(server, [], None, None, "trtllm-serve")).greedy() == {"model": "m", "temperature": 0.0}
     finally:
         _Handler.owned_by = "me"
+
+
+def test_the_tokenizer_is_tokenizers_else_the_model_ids_and_one_not_there_says_what_to_pass(server, tmp_path):
+    """No fetch from the Hub here: both names are directories without a tokenizer."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    files = "tokenizer.json, tokenizer_config.json or tokenizer.model"
+    given = OpenAITarget(openai_options(server, [], None, None, None, None, str(empty)))
+    with pytest.raises(OpenAITargetError) as caught:
+        _ = given.tokenizer
+    assert str(caught.value) == f"--tokenizer {empty}: the directory holds no tokenizer ({files})"
+    _Handler.model_id = str(tmp_path)
+    try:
+        with pytest.raises(OpenAITargetError) as caught:
+            _ = OpenAITarget(openai_options(server, [], None, None, None)).tokenizer
+    finally:
+        _Handler.model_id = "m"
+    said = f"the model id {tmp_path}: the directory holds no tokenizer ({files}); pass --tokenizer DIR_OR_HF_ID"
+    assert str(caught.value) == said
 
 
 def test_an_unreachable_endpoint_is_one_line_naming_the_url():

@@ -1,0 +1,68 @@
+"""Accuracy of an OpenAI-compatible endpoint (--openai-url) on CNN/DailyMail: ROUGE against the thresholds of the
+engine whose checkpoint it serves (--openai-engine, its [accuracy] table in the lock), judged as the accuracy suite
+judges a Triton deployment.
+
+Each article goes as the user message of /v1/chat/completions, so the server renders its own chat template as users'
+clients call it; an engine whose prompt is "plain" sends the same text to /v1/completions. Articles are cut as on
+Triton, by the endpoint's tokenizer (--tokenizer, else the served model's id) and the engine's max_input_len."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
+
+from .conftest import rouge_meets_the_thresholds
+
+pytestmark = pytest.mark.accuracy
+CONCURRENCY = 4  # a server that runs one request at a time (llama-cpp-python) queues the rest
+
+
+@pytest.fixture(scope="module")
+def v1_settings(openai_target):
+    """The [accuracy] table of --openai-engine; skipped without one, as it cannot apply."""
+    engine, name = openai_target.engine, openai_target.options.engine
+    if engine is None:
+        pytest.skip(
+            "no --openai-engine: ROUGE thresholds are an engine's of the lock; name the one whose checkpoint the endpoint serves"
+        )
+    if engine.source.dummy is not None:
+        pytest.skip(f"--openai-engine {name} has dummy weights: ROUGE needs trained weights")
+    if engine.accuracy is None:
+        pytest.fail(
+            f"--openai-engine {name}: the lock has no [engines.{name}.accuracy] table: add min_rouge1/2/Lsum", pytrace=False
+        )
+    return engine.accuracy
+
+
+def test_rouge_over_v1_meets_the_engines_thresholds(
+    openai_target, v1_settings, cnn, triton_llm_accuracy_options, triton_llm_report, triton_llm_progress
+):
+    settings, engine = v1_settings, openai_target.engine
+    tokenizer, chat = openai_target.tokenizer, settings.prompt == "chat"
+
+    def summary(article) -> str:
+        if chat:
+            message = user_message(article, settings, tokenizer, engine.max_input_len)
+            return openai_target.endpoint.chat(openai_target.chat(message, settings.max_new_tokens)).text
+        prompt = build_prompt(article, settings, tokenizer, engine.max_input_len)
+        return openai_target.endpoint.complete(openai_target.completion(prompt, settings.max_new_tokens)).text
+
+    start = time.monotonic()
+    with triton_llm_progress.step(f"accuracy: summarizing {len(cnn.articles)} articles on {openai_target.options.url}"):
+        with ThreadPoolExecutor(CONCURRENCY) as pool:
+            outputs = list(pool.map(summary, cnn.articles))
+    seconds = round(time.monotonic() - start, 1)
+
+    def record(accuracy: dict) -> None:
+        where = {"url": openai_target.options.url, "model": openai_target.model, "family": openai_target.family_name}
+        endpoint = "/chat/completions" if chat else "/completions"
+        triton_llm_report.record_run(
+            "v1_accuracy", dict(accuracy, seconds=seconds, engine=openai_target.options.engine, endpoint=endpoint, **where)
+        )
+
+    where = f"{openai_target.options.url} against engine {openai_target.options.engine}'s thresholds"
+    rouge_meets_the_thresholds(outputs, cnn, settings, triton_llm_accuracy_options, record, where)
