@@ -1,6 +1,6 @@
 """A proxy on 127.0.0.1 in front of a real /v1 server that injects one fault of fixtures/openai_faults.toml (each
 modelled on an upstream bug) into what the server answers, or none: how the /v1 checks are shown to fail for the
-stack's reasons. Requests go through unchanged; answers are rewritten as the fault says."""
+stack's reasons. Requests and answers are rewritten as the fault says."""
 
 from __future__ import annotations
 
@@ -121,6 +121,24 @@ REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
         k: v + 1 if k in ("max_tokens", "max_completion_tokens") and isinstance(v, int) else v for k, v in request.items()
     },
 }
+# a non-streamed chat request sent on as a completion whose prompt is the messages in a generic ROLE: template, not
+# the model's own chat template; its answer comes back as a chat answer
+GENERIC_TEMPLATE = {"chat_rendered_without_the_models_template"}
+CHAT, COMPLETIONS = "/chat/completions", "/completions"
+
+
+def _generic_prompt(request: dict) -> dict:
+    messages = [m for m in request.pop("messages", None) or [] if isinstance(m, dict)]
+    lines = [f"{str(m.get('role', 'user')).upper()}: {m.get('content')}" for m in messages]
+    return dict(request, prompt="\n".join([*lines, "ASSISTANT:"]))
+
+
+def _as_chat_answer(answer: dict) -> dict:
+    for choice in answer.get("choices", []):
+        choice["message"] = {"role": "assistant", "content": choice.pop("text", "")}
+    return dict(answer, object="chat.completion")
+
+
 DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
 NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] event
 EVENT_DELAY_S = {"stream_slowed_down": 0.05}  # held before each event is sent on
@@ -174,20 +192,24 @@ class FaultProxy:
                 self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
             def _forward(self, body: bytes | None) -> None:
-                request = _json_object(body)
+                request, path = _json_object(body), self.path
                 strip = REQUEST_FAULTS.get(proxy.fault or "")
                 if strip is not None and request is not None:
                     request = strip(request)
                     body = json.dumps(request).encode()
+                as_chat = False  # a chat request sent on as a completion: its answer goes back as a chat answer
+                if proxy.fault in GENERIC_TEMPLATE and path.endswith(CHAT) and request and not request.get("stream"):
+                    path, request, as_chat = path.removesuffix(CHAT) + COMPLETIONS, _generic_prompt(request), True
+                    body = json.dumps(request).encode()
                 upstream = http.client.HTTPConnection(*proxy.upstream, timeout=600)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
-                upstream.request(self.command, self.path, body=body, headers=headers)
+                upstream.request(self.command, path, body=body, headers=headers)
                 answer = upstream.getresponse()
                 try:
                     if "text/event-stream" in (answer.getheader("Content-Type") or ""):
                         self._stream(answer)
                     else:
-                        self._unary(answer, request)
+                        self._unary(answer, request, as_chat)
                 finally:
                     upstream.close()
 
@@ -196,10 +218,12 @@ class FaultProxy:
                 self.send_header("Content-Type", content_type)
                 self.end_headers()
 
-            def _unary(self, answer, request: dict | None) -> None:
+            def _unary(self, answer, request: dict | None, as_chat: bool) -> None:
                 raw = answer.read()
                 rewrite = UNARY_FAULTS.get(proxy.fault or "")
                 reply = _json_object(raw) if answer.status == 200 else None
+                if as_chat and reply is not None:
+                    raw = json.dumps(_as_chat_answer(reply)).encode()
                 if rewrite is not None and request is not None and reply is not None:
                     raw = json.dumps(rewrite(request, reply)).encode()
                 self._head(answer.status, answer.getheader("Content-Type") or "application/json")

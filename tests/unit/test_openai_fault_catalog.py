@@ -20,6 +20,7 @@ MECHANISMS = {
     "drain": proxy.DRAINS,
     "no done": proxy.NO_DONE,
     "delay": set(proxy.EVENT_DELAY_S),
+    "generic chat template": proxy.GENERIC_TEMPLATE,
 }
 
 
