@@ -21,9 +21,8 @@ def tokenizer_dir(given: str, option: str) -> Path:
     """The directory of tokenizer `given`: a directory here that holds one, or a Hugging Face id's tokenizer files."""
     if Path(given).is_dir():
         if not any((Path(given) / name).is_file() for name in TOKENIZER_FILES):
-            raise TokenizerNotFound(
-                f"{option} {given}: the directory holds no tokenizer (tokenizer.json, tokenizer_config.json or tokenizer.model)"
-            )
+            files = f"{', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]}"
+            raise TokenizerNotFound(f"{option} {given}: the directory holds no tokenizer ({files})")
         return Path(given)
     from huggingface_hub import snapshot_download
 
