@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "engines.lock"
+# the cache this machine's sessions built into (.ci/run's Quickstart builds it first); what seed_engine_cache links from
+BUILT_CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
 
 
 @pytest.fixture
@@ -24,6 +26,30 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A pytester directory holding the project's engines.lock."""
     shutil.copy(LOCK, pytester.path / "engines.lock")
     return pytester
+
+
+@pytest.fixture
+def warm_cache(pytester: pytest.Pytester) -> None:
+    """The pytester HOME's engine cache already holds what this machine built (seed_engine_cache)."""
+    seed_engine_cache(pytester.path)
+
+
+def seed_engine_cache(home: Path) -> None:
+    """Give a pytester HOME (pytester sets HOME to its directory) the engines and sources this machine has built and
+    fetched, as hard links: tests of serving, stopping and reporting need a built engine, not a build (a GGUF
+    conversion of 14 s and a 94 MB download each). The harness only adds and renames whole files in a cache, never
+    writes into one, so the links leave the shared files as they are. Tests of building, fetching or xdist's
+    build-once keep a cold HOME; where links cannot be made (another filesystem), the HOME stays cold too."""
+    cache = home / ".cache" / "pytest-triton-llm"
+    cache.mkdir(parents=True, exist_ok=True)
+    for part in ("sources", "engines"):
+        if not (BUILT_CACHE / part).is_dir() or (cache / part).exists():
+            continue
+        staging = cache / f".{part}-seeding"
+        if subprocess.run(["cp", "-al", str(BUILT_CACHE / part), str(staging)], capture_output=True).returncode == 0:
+            staging.rename(cache / part)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def run_child(argv: list[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:

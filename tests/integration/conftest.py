@@ -12,10 +12,9 @@ from pytest_triton_llm.engines.sources import fetch_source
 from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.progress import Progress
 
-from ..conftest import need_tool
+from ..conftest import BUILT_CACHE, need_tool
 
 ROOT = Path(__file__).resolve().parents[2]
-LLAMA_CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
 
 
 def _docker_ok() -> str | None:
@@ -42,4 +41,4 @@ def gguf() -> Path:
     if (why := llama_cpp_server.installed()) is not None:
         need_tool(why)
     lock = load_lock(ROOT / "engines.lock")
-    return fetch_source(lock.engines["smollm2-135m"].source, LLAMA_CACHE / "sources", Progress())
+    return fetch_source(lock.engines["smollm2-135m"].source, BUILT_CACHE / "sources", Progress())

@@ -74,6 +74,7 @@ def for_drift(text: str) -> str:
     return re.sub(r"^(min_rouge\w+) = [0-9.]+", r"\1 = 0.0", text, flags=re.M)
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_save_compare_round_trip_and_a_changed_engine_fails_by_article(pytester):
     lock = pytester.path / "engines.lock"
     lock.write_text(for_drift((ROOT / "engines.lock").read_text()))

@@ -49,6 +49,7 @@ def start_waiting_session(project, tmp_path):
     return proc
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_after_sigkill_the_next_session_leaves_no_orphan(project, tmp_path):
     proc = start_waiting_session(project, tmp_path)
     os.kill(proc.pid, signal.SIGKILL)
@@ -66,6 +67,7 @@ def test_after_sigkill_the_next_session_leaves_no_orphan(project, tmp_path):
     assert processes_mentioning(str(project.path / "basetemp")) == []
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_sigterm_stops_the_servers_like_ctrl_c(project, tmp_path):
     proc = start_waiting_session(project, tmp_path)
     proc.send_signal(signal.SIGTERM)
@@ -75,6 +77,7 @@ def test_sigterm_stops_the_servers_like_ctrl_c(project, tmp_path):
     assert processes_mentioning(str(project.path / "basetemp")) == []
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_ctrl_c_then_sigterm_during_shutdown_still_stops_every_server(project, tmp_path):
     """An impatient user: Ctrl-C, then kill while the session is stopping its server. The second signal must not
     leave the tritonserver running with PPID 1."""
@@ -124,6 +127,7 @@ def test_ctrl_c_on_the_outer_run_stops_its_inner_pytest_and_the_run(pytester, tm
     assert not after.exists(), output
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_a_server_that_dies_fails_its_tests_with_its_log_and_other_deployments_run(project):
     project.makepyfile(
         test_death="""

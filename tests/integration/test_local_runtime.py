@@ -36,6 +36,7 @@ def run_session(project, *args: str) -> pytest.RunResult:
     return project.runpytest_subprocess("-p", "no:cacheprovider", *V1_ONLY, *args, timeout=600)
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_a_session_serves_reports_and_cleans_up(project):
     project.makepyfile(test_session=SESSION_TESTS)
     report = project.path / "out" / "r.json"
@@ -74,6 +75,7 @@ def test_a_second_session_reuses_the_cached_engine(project):
     assert "building" not in again.stdout.str()
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_the_wheels_own_binary_named_by_triton_binary_serves_like_the_default(project):
     project.makepyfile(test_session=SESSION_TESTS.split("def test_fails")[0])
     result = run_session(project, "--triton-binary", str(locate().binary))
@@ -81,6 +83,7 @@ def test_the_wheels_own_binary_named_by_triton_binary_serves_like_the_default(pr
     result.stdout.fnmatch_lines(["triton-llm: local runtime: tritonserver * (nvidia-pytriton 0.7.0 (--triton-binary); *"])
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_ctrl_c_leaves_no_server_behind(project, tmp_path):
     started = tmp_path / "started"
     project.makepyfile(

@@ -16,7 +16,8 @@ from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError
 from pytest_triton_llm.openai_target import OpenAITarget, openai_options
 from pytest_triton_llm.progress import Progress
 
-from .conftest import LLAMA_CACHE, ROOT
+from ..conftest import BUILT_CACHE
+from .conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -76,7 +77,7 @@ def test_serve_llama_cpp_prints_the_url_to_test_and_stops_on_sigterm(gguf, tmp_p
             "--engines-lock",
             str(ROOT / "engines.lock"),
             "--engines-cache",
-            str(LLAMA_CACHE),
+            str(BUILT_CACHE),
             "--threads",
             "1",
         ],

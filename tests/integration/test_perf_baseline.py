@@ -32,6 +32,7 @@ def perf_run(pytester, *args):
     )
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_perf_report_plot_baseline_and_a_regression(pytester):
     report, saved = pytester.path / "out" / "r.json", pytester.path / "base.json"
     first = perf_run(pytester, "--triton-llm-report", str(report), "--perf-save", str(saved))

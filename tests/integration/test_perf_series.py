@@ -18,6 +18,7 @@ TRTLLM_KEYS = (
 )
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_a_load_point_keeps_the_servers_metrics_over_time(pytester):
     # a budget of another engine only: the load point is measured, not judged (a busy machine must not fail it)
     (pytester.path / "budgets.toml").write_text('[[budget]]\nengine = "none"\nhardware = "cpu"\nmin_output_tokens_per_s = 1\n')

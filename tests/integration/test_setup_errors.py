@@ -102,6 +102,7 @@ def test_a_download_without_a_reachable_index_is_one_line(project, monkeypatch):
     )
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_a_stopped_docker_daemon_is_one_line(project, monkeypatch):
     pytest.importorskip("docker", reason="the container extra (docker SDK) is not installed")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{project.path / 'no-dockerd.sock'}")
@@ -116,6 +117,7 @@ def test_a_stopped_docker_daemon_is_one_line(project, monkeypatch):
     )
 
 
+@pytest.mark.usefixtures("warm_cache")
 def test_a_model_that_never_becomes_ready_is_one_line_naming_its_log(project):
     """The 26.07 image's llmapi model without the `openai` module (server#8430): the session stops at once."""
     project.makepyfile(TESTS)
