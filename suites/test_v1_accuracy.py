@@ -58,10 +58,10 @@ def test_rouge_over_v1_meets_the_engines_thresholds(
     seconds = round(time.monotonic() - start, 1)
 
     def record(accuracy: dict) -> None:
-        where = {"url": openai_target.options.url, "model": openai_target.model, "family": openai_target.family_name}
+        served = {"url": openai_target.options.url, "model": openai_target.model, "family": openai_target.family_name}
         endpoint = "/chat/completions" if chat else "/completions"
         triton_llm_report.record_run(
-            "v1_accuracy", dict(accuracy, seconds=seconds, engine=openai_target.options.engine, endpoint=endpoint, **where)
+            "v1_accuracy", dict(accuracy, seconds=seconds, engine=openai_target.options.engine, endpoint=endpoint, **served)
         )
 
     where = f"{openai_target.options.url} against engine {openai_target.options.engine}'s thresholds"
