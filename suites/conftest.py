@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
+from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores, rouge_scores
 from pytest_triton_llm.accuracy.verdicts import THRESHOLD_HEADER, InconclusiveAccuracy, judge_thresholds
 from pytest_triton_llm.equality import rule_for
@@ -52,6 +54,26 @@ def equality_rule_of(served):
     """How equal outputs that should be the same must be on a served deployment's engine (its lock's [equality], else
     by dtype and device: pytest_triton_llm.equality.rule_for)."""
     return rule_for(served.ref.engine, served.hardware)
+
+
+V1_CONCURRENCY = 4  # a server that runs one request at a time (llama-cpp-python) queues the rest
+V1_ENDPOINT = {"chat": "/chat/completions", "plain": "/completions"}  # by the [accuracy] table's prompt
+
+
+def v1_summaries(openai_target, articles, settings, tokenizer, max_input_len: int) -> list[str]:
+    """Greedy summaries over /v1 as an engine's [accuracy] table says, V1_CONCURRENCY at a time: each article the user
+    message of /v1/chat/completions (the server renders its own chat template, as users' clients call it) or, for a
+    "plain" prompt, the rendered text on /v1/completions; cut to fit by `tokenizer` as on Triton."""
+
+    def summary(article) -> str:
+        if settings.prompt == "chat":
+            message = user_message(article, settings, tokenizer, max_input_len)
+            return openai_target.endpoint.chat(openai_target.chat(message, settings.max_new_tokens)).text
+        prompt = build_prompt(article, settings, tokenizer, max_input_len)
+        return openai_target.endpoint.complete(openai_target.completion(prompt, settings.max_new_tokens)).text
+
+    with ThreadPoolExecutor(V1_CONCURRENCY) as pool:
+        return list(pool.map(summary, articles))
 
 
 def rouge_meets_the_thresholds(outputs: list[str], cnn, settings, options, record, where: str) -> None:

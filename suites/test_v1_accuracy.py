@@ -9,16 +9,11 @@ Triton, by the endpoint's tokenizer (--tokenizer, else the served model's id) an
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
-from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
-
-from .conftest import rouge_meets_the_thresholds
+from .conftest import V1_ENDPOINT, rouge_meets_the_thresholds, v1_summaries
 
 pytestmark = pytest.mark.accuracy
-CONCURRENCY = 4  # a server that runs one request at a time (llama-cpp-python) queues the rest
 
 
 @pytest.fixture(scope="module")
@@ -42,26 +37,16 @@ def test_rouge_over_v1_meets_the_engines_thresholds(
     openai_target, v1_settings, cnn, triton_llm_accuracy_options, triton_llm_report, triton_llm_progress
 ):
     settings, engine = v1_settings, openai_target.engine
-    tokenizer, chat = openai_target.tokenizer, settings.prompt == "chat"
-
-    def summary(article) -> str:
-        if chat:
-            message = user_message(article, settings, tokenizer, engine.max_input_len)
-            return openai_target.endpoint.chat(openai_target.chat(message, settings.max_new_tokens)).text
-        prompt = build_prompt(article, settings, tokenizer, engine.max_input_len)
-        return openai_target.endpoint.complete(openai_target.completion(prompt, settings.max_new_tokens)).text
-
     start = time.monotonic()
     with triton_llm_progress.step(f"accuracy: summarizing {len(cnn.articles)} articles on {openai_target.options.url}"):
-        with ThreadPoolExecutor(CONCURRENCY) as pool:
-            outputs = list(pool.map(summary, cnn.articles))
+        outputs = v1_summaries(openai_target, cnn.articles, settings, openai_target.tokenizer, engine.max_input_len)
     seconds = round(time.monotonic() - start, 1)
 
     def record(accuracy: dict) -> None:
         served = {"url": openai_target.options.url, "model": openai_target.model, "family": openai_target.family_name}
-        endpoint = "/chat/completions" if chat else "/completions"
         triton_llm_report.record_run(
-            "v1_accuracy", dict(accuracy, seconds=seconds, engine=openai_target.options.engine, endpoint=endpoint, **served)
+            "v1_accuracy",
+            dict(accuracy, seconds=seconds, engine=openai_target.options.engine, endpoint=V1_ENDPOINT[settings.prompt], **served),
         )
 
     where = f"{openai_target.options.url} against engine {openai_target.options.engine}'s thresholds"

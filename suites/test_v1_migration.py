@@ -13,25 +13,23 @@ import dataclasses
 import statistics
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from pytest_triton_llm import openai_migration
-from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
+from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, InconclusiveAccuracy, as_report, drift_rows, judge_drift
 from pytest_triton_llm.equality import Rule, compare_texts
 from pytest_triton_llm.openai_migration import PairsFileError
 from pytest_triton_llm.terminal import table
 
-from .conftest import equality_rule_of
+from .conftest import V1_ENDPOINT, equality_rule_of, v1_summaries
 
 pytestmark = pytest.mark.migration
 
 TOKENS = 24
 TRITON_CONCURRENCY = 16  # the accuracy suite's
-V1_CONCURRENCY = 4  # a server that runs one request at a time (llama-cpp-python) queues the rest
 PAIRS_FILE = openai_migration.PAIRS_FILE
 
 
@@ -178,21 +176,11 @@ def test_rouge_drops_no_more_than_allowed_article_by_article(
         rule, drop_from = dataclasses.replace(rule, max_drop=pair_entry["max_rouge_drop"]), f"{PAIRS_FILE.name} max_rouge_drop"
     tokenizer, max_input_len = triton_llm.tokenizer, triton_llm.ref.engine.max_input_len
     articles = cnn.articles
-    chat = settings.prompt == "chat"
-
-    def v1_summary(article) -> str:
-        if chat:
-            message = user_message(article, settings, tokenizer, max_input_len)
-            return openai_target.endpoint.chat(openai_target.chat(message, settings.max_new_tokens)).text
-        prompt = build_prompt(article, settings, tokenizer, max_input_len)
-        return openai_target.endpoint.complete(openai_target.completion(prompt, settings.max_new_tokens)).text
-
     prompts = [build_prompt(a, settings, tokenizer, max_input_len) for a in articles]
     with triton_llm_progress.step(f"migration to /v1: summarizing {len(articles)} articles on {triton_llm.id}"):
         old = [g.text for g in triton_llm.client.generate_many(prompts, settings.max_new_tokens, concurrency=TRITON_CONCURRENCY)]
     with triton_llm_progress.step(f"migration to /v1: summarizing {len(articles)} articles on {openai_target.options.url}"):
-        with ThreadPoolExecutor(V1_CONCURRENCY) as pool:
-            new = list(pool.map(v1_summary, articles))
+        new = v1_summaries(openai_target, articles, settings, tokenizer, max_input_len)
     references = [a.reference for a in articles]
     before, now = per_article_scores(old, references), per_article_scores(new, references)
     results = judge_drift(before, now, rule)
@@ -202,7 +190,7 @@ def test_rouge_drops_no_more_than_allowed_article_by_article(
         {
             "against": openai_target.options.url,
             "family": openai_target.family_name,
-            "v1_endpoint": "/chat/completions" if chat else "/completions",
+            "v1_endpoint": V1_ENDPOINT[settings.prompt],
             "dataset": cnn.source,
             "articles": len(articles),
             "max_new_tokens": settings.max_new_tokens,
