@@ -16,7 +16,7 @@ from .conftest import V1_ENDPOINT, rouge_meets_the_thresholds, v1_summaries
 pytestmark = pytest.mark.accuracy
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # as cnn is, so it is set up first (argument order): a skip loads no articles
 def v1_settings(openai_target):
     """The [accuracy] table of --openai-engine; skipped without one, as it cannot apply."""
     engine, name = openai_target.engine, openai_target.options.engine
