@@ -5,6 +5,8 @@ tests/integration/test_openai_endpoint.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,6 +15,8 @@ import pytest
 from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from pytest_triton_llm.openai_target import OpenAITarget, OpenAITargetError, openai_options
 from pytest_triton_llm.usage import OptionError
+
+from ..conftest import ROOT
 
 CHUNKS = [
     {"choices": [{"index": 0, "text": "Hello", "finish_reason": None}]},
@@ -174,6 +178,15 @@ def test_the_tokenizer_is_tokenizers_else_the_model_ids_and_one_not_there_says_w
         _Handler.model_id = "m"
     said = f"the model id {tmp_path}: the directory holds no tokenizer ({files}); pass --tokenizer DIR_OR_HF_ID"
     assert str(caught.value) == said
+
+
+def test_the_v1_accuracy_test_skips_without_openai_engine_before_loading_any_article(server):
+    """No dataset option and no network needed: the skip comes before the CNN/DailyMail fixture would load one."""
+    argv = [sys.executable, "-m", "pytest", "suites/test_v1_accuracy.py", "--openai-url", server, "-p", "no:cacheprovider"]
+    argv += ["-q", "-rs"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("1 skipped"), done.stdout[-2000:]
+    assert "no --openai-engine: ROUGE thresholds are an engine's of the lock" in done.stdout
 
 
 def test_an_unreachable_endpoint_is_one_line_naming_the_url():
