@@ -4,7 +4,8 @@ open loop (Poisson or constant arrivals), each timed per response.
 
 - gRPC: one bidirectional ModelStreamInfer stream per request with Triton's empty final response
   enabled, so streamed tokens give TTFT and inter-token latency; works for decoupled models and others;
-- HTTP: `infer` (v2 JSON tensors), `generate` (JSON body) or `generate_stream` (server-sent events).
+- HTTP: `infer` (v2 JSON tensors), `generate` (JSON body) or `generate_stream` (server-sent events);
+- an OpenAI /v1 endpoint: v1_load.V1Target, JSON bodies streamed over server-sent events.
 
 The perf suite measures with it, the batching suite compares batching modes with it, and
 LLMClient.generate_many sends concurrent requests through it.
@@ -17,7 +18,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -40,6 +41,22 @@ class Target:
             raise ValueError(f"protocol must be grpc or one of {HTTP_PROTOCOLS}, not {self.protocol!r}")
         if self.channels < 1:
             raise ValueError(f"channels must be >= 1, not {self.channels}")
+
+    def sender(self, keep: bool):
+        """What sends this target's requests in one load process (its own connections)."""
+        return _GrpcSender(self, keep) if self.protocol == "grpc" else _HttpSender(self, keep)
+
+
+class Sender(Protocol):
+    async def send(self, index: int, request) -> RequestRecord: ...
+
+    async def close(self) -> None: ...
+
+
+class LoadTarget(Protocol):
+    """Where a load point's requests go (Triton's Target, or v1_load.V1Target): picklable, for the load processes."""
+
+    def sender(self, keep: bool) -> Sender: ...
 
 
 @dataclass
@@ -322,7 +339,7 @@ async def _open_loop(
 class _Plan:
     """One load point as one process runs it: which requests and clients are its own."""
 
-    target: Target
+    target: LoadTarget
     requests: Sequence[Inputs]
     warmup: Sequence[Inputs]
     concurrency: int | None  # closed loop: all processes' clients together
@@ -336,7 +353,7 @@ class _Plan:
 async def _send_point(plan: _Plan, queue: _Queue | None = None, ready=None) -> tuple[LoadRecords, float]:
     """Warm up, then run the load point from now, or (`ready` given) from the start the coordinator of the processes
     names; -> (records with the CPU time spent sending them, start)."""
-    sender = _GrpcSender(plan.target, plan.keep) if plan.target.protocol == "grpc" else _HttpSender(plan.target, plan.keep)
+    sender = plan.target.sender(plan.keep)
     try:
         if plan.warmup:
             clients = len(plan.clients) if plan.clients is not None else (plan.concurrency or 1)
@@ -452,7 +469,7 @@ def _measured_s(records: list[RequestRecord], start: float) -> float:
 
 
 def run_load(
-    target: Target,
+    target: LoadTarget,
     requests: Sequence[Inputs],
     warmup: Sequence[Inputs] = (),
     *,
