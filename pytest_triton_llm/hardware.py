@@ -38,6 +38,9 @@ def _known(field: str) -> str | None:
     return None if field.startswith("[") else field
 
 
+REMOTE = "remote (not known from here)"  # a server elsewhere: perf budgets match its hardware only by "*"
+
+
 def hardware(gpu: str | None = None) -> str:
     """The GPU's name as nvidia-smi prints it (GPU `gpu`, else the first), or "cpu" (also for gpu "none")."""
     details = gpu_details(gpu)

@@ -7,10 +7,12 @@ session, so the endpoint stands beside whichever runtime serves Triton.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TritonLLMError
+from .hardware import REMOTE, hardware
 from .lock import Engine
 from .openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from .openai_contract import ErrorCase, Family, load_families
@@ -110,6 +112,17 @@ class OpenAITarget:
             except TokenizerNotFound as exc:
                 raise OpenAITargetError(f"{exc}{'' if given else '; pass --tokenizer DIR_OR_HF_ID'}") from None
         return self._tokenizer
+
+    @property
+    def hardware(self) -> str:
+        """What serves, as perf budgets match it: this host's GPU or "cpu" for an endpoint on a loopback address (its
+        server runs on this host; on a host of several GPUs the first stands for them), else REMOTE."""
+        host = self.endpoint.host
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a name other than localhost
+            loopback = False
+        return hardware() if loopback else REMOTE
 
     def greedy(self, **body) -> dict:
         """A request body that decodes greedily on this family: temperature 0 and the family's own greedy fields."""

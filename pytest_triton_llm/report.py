@@ -59,6 +59,10 @@ class RunReport:
     def record_run(self, key: str, value) -> None:
         self.extra[key] = value
 
+    def record_run_entry(self, key: str, name: str, value) -> None:
+        """One entry of a run-level table (the /v1 perf suite's load points): workers' tables are merged."""
+        self.extra.setdefault(key, {})[name] = value
+
     def record_perf(self, deployment_id: str, load_point: str, entry: dict) -> None:
         metrics = self.deployments.setdefault(deployment_id, {}).setdefault("metrics", {})
         metrics.setdefault("perf", {})[load_point] = entry
@@ -73,7 +77,11 @@ class RunReport:
                 mine["metrics"] = metrics
         self.tests.extend(document.get("tests", []))
         skip = {"schema", "run", "deployments", "tests", "summary"}
-        self.extra.update({k: v for k, v in document.items() if k not in skip})
+        for key, value in document.items():
+            if key in skip:
+                continue
+            table = self.extra.get(key)  # a table of entries (record_run_entry) gains the worker's; else replaced
+            self.extra[key] = {**table, **value} if isinstance(table, dict) and isinstance(value, dict) else value
         run = document.get("run", {})
         for key in ("startup_s", "first_test_s"):  # the earliest worker's
             if run.get(key) is not None:

@@ -17,6 +17,7 @@ from pytest_triton_llm.accuracy.verdicts import THRESHOLD_HEADER, InconclusiveAc
 from pytest_triton_llm.equality import rule_for
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
+from pytest_triton_llm.perf.budgets import find_budget
 from pytest_triton_llm.plugin import deselect, perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
@@ -168,6 +169,42 @@ def pytest_collection_modifyitems(config, items):
 def perf_workload(triton_llm_perf_options):
     """(name, workload): --perf-workload of --perf-workloads's file, else of fixtures/perf_workloads.toml."""
     return triton_llm_perf_options.workload_from(FIXTURES / "perf_workloads.toml")
+
+
+def judge_budget(
+    budgets_file: Path, budgets: list, identity: dict, result: dict, runs: list[dict], strict: bool, required: bool
+) -> tuple[list[str], str | None]:
+    """The load point `result` (of `runs`) against the budget that matches `identity` (engine, deployment, hardware,
+    hardware_class, image, load_point, workload): records on `result` whether and by what it was judged; -> (what
+    fails it, the text of an inconclusive verdict to warn about, or None). `strict` (--perf-strict) fails an
+    inconclusive one; `required` (--perf-require-budget) fails a load point that no budget matches."""
+    budget = find_budget(budgets, **identity)
+    problems: list[str] = []
+    unsure = None
+    result["judged"], result["budget_match"] = budget is not None, None
+    if budget is None:
+        result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
+        if required:
+            problems.append(
+                f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
+                f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
+                f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
+                "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
+                "run with --perf-compare"
+            )
+        return problems, None
+    result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
+    rows = budget.check(result, runs)
+    result["budget"] = {r[0]: r[3] for r in rows}
+    shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
+    if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
+        unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
+        if strict:  # --perf-strict: every verdict is pass or fail
+            problems.append(f"inconclusive under --perf-strict ({unsure})")
+            unsure = None
+    if any(r[3] == "MISSED" for r in rows):
+        problems.append(f"missed its budget:\n{shown}")
+    return problems, unsure
 
 
 @pytest.fixture(scope="session")

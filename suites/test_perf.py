@@ -21,7 +21,6 @@ import pytest
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.client_processes import BUSY_LOOP, client_figures, free_cores, load_processes
-from pytest_triton_llm.perf.budgets import find_budget
 from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
 from pytest_triton_llm.hardware import hardware_class
@@ -32,7 +31,8 @@ from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy, spread
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
-from pytest_triton_llm.terminal import table
+
+from .conftest import judge_budget
 
 pytestmark = pytest.mark.perf
 # the report's word on which definition each metric follows (the terminal summary prints the summary line)
@@ -157,32 +157,9 @@ def test_load_point(
     if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
-    budget = find_budget(budgets, **identity)
-    problems = []
-    result["judged"], result["budget_match"] = budget is not None, None
-    if budget is not None:
-        result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
-        rows = budget.check(result, runs)
-        result["budget"] = {r[0]: r[3] for r in rows}
-        shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
-        if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
-            unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
-            if options.strict:  # --perf-strict: every verdict is pass or fail
-                problems.append(f"inconclusive under --perf-strict ({unsure})")
-            else:
-                warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {unsure}"), stacklevel=1)
-        if any(r[3] == "MISSED" for r in rows):
-            problems.append(f"missed its budget:\n{shown}")
-    else:
-        result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
-        if options.require_budget:
-            problems.append(
-                f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
-                f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
-                f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
-                "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
-                "run with --perf-compare"
-            )
+    problems, unsure = judge_budget(budgets_file, budgets, identity, result, runs, options.strict, options.require_budget)
+    if unsure is not None:
+        warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {unsure}"), stacklevel=1)
 
     if behind := [r["client"]["loop_busy"] for r in runs if not r["client"]["kept_up"]]:
         slow = (

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from ..cache import BuiltEngine
 from ..endpoints import Endpoints
 from ..engines.base import BuildSite
+from ..hardware import REMOTE
 from ..capabilities import ServedInputs, canonical
 from ..llmapi_contract import speaks_llmapi
 from ..lock import ENSEMBLE_LAYOUT, LLMAPI_LAYOUT, Batching, Deployment, DeploymentRef, Lock, ServingLayout
@@ -108,7 +109,7 @@ class RemoteRuntime(RuntimeBase):
     name: ClassVar[str] = "remote"
     attaches: ClassVar[bool] = True
     entry = None  # which NGC image serves is not known from outside
-    hardware = "remote (not known from here)"
+    hardware = REMOTE
     gpu = "none"  # none of this host's: the server's hardware is not known from outside
 
     def __init__(self, options: RemoteOptions, metadata: dict, progress: Progress):

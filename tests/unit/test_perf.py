@@ -431,7 +431,7 @@ def test_a_budget_for_one_workload_does_not_judge_the_same_load_point_of_another
 def test_the_shipped_2_core_budgets_name_load_points_their_workload_has():
     workloads = load_workloads(Path("fixtures/perf_workloads.toml"))
     tight = [b for b in load_budgets(Path("fixtures/perf_budgets.toml")) if b.hardware == "cpu-2"]
-    assert {b.deployment for b in tight} == {"v1", "inflight", "llmapi"}
+    assert {b.deployment for b in tight} == {"v1", "inflight", "llmapi", "openai:llama-cpp-python"}
     for b in tight:
         assert b.load_point in [name for name, _ in workloads[b.workload].load_points()], (b.workload, b.load_point)
 

@@ -28,3 +28,15 @@ def test_workers_reports_merge_into_one():
         "e:v1": {"concurrency=1": {"output_tokens_per_s": 10.0}},
         "e:inflight": {"concurrency=1": {"output_tokens_per_s": 10.0}},
     }
+
+
+def test_a_run_level_table_keeps_every_workers_entries_and_a_plain_value_is_replaced():
+    controller = RunReport({"runtime": "local"})
+    for point, rate in (("concurrency=1", 40.0), ("concurrency=4", 41.0)):
+        worker = RunReport({"runtime": "local"})
+        worker.record_run_entry("v1_perf", point, {"output_tokens_per_s": rate})
+        worker.record_run("ratio", rate)
+        controller.merge(worker.document(startup_s=None, first_test_s=None))
+    document = controller.document(startup_s=None, first_test_s=None)
+    assert document["v1_perf"] == {"concurrency=1": {"output_tokens_per_s": 40.0}, "concurrency=4": {"output_tokens_per_s": 41.0}}
+    assert document["ratio"] == 41.0

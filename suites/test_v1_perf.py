@@ -1,0 +1,126 @@
+"""Throughput and latency of an OpenAI-compatible endpoint (--openai-url) per load point of the perf workload, with the
+metrics and budgets of the Triton perf suite.
+
+The workload (fixtures/perf_workloads.toml, --perf-workload) draws the same token lengths; each prompt is its token ids
+decoded by the endpoint's tokenizer, sent as a streamed /v1/completions body from the load engine's asyncio clients
+(v1_load.V1Target), each content chunk timed. Output lengths are held to the drawn ones by ignore_eos or min_tokens,
+whichever the family's contract honours; tokens are counted by the stream's usage where the family streams it, else
+by its content chunks. Budgets (fixtures/perf_budgets.toml) match the endpoint as engine (--openai-engine, else the
+model id), deployment "openai:<family>", image "openai" and the hardware that serves: this host's for an endpoint on a
+loopback address, else not known (only "*" matches). --perf-against and --perf-compare judge Triton deployments, not
+this test.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from pytest_triton_llm.hardware import hardware_class
+from pytest_triton_llm.load import run_load
+from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
+from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
+from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
+from pytest_triton_llm.perf.repeats import PerfNoisy, judge_goodput, median_run, spread
+from pytest_triton_llm.perf.workload import synthetic_requests, v1_bodies
+from pytest_triton_llm.terminal import V1_PERF
+from pytest_triton_llm.v1_load import V1Target
+
+from .conftest import judge_budget
+
+pytestmark = pytest.mark.perf
+IMAGE = "openai"  # what budgets match as the image of an OpenAI endpoint
+TOKENS_FROM = {True: "usage (stream_options.include_usage)", False: "content chunks (the family streams no usage)"}
+
+
+def test_load_point_over_v1(
+    openai_target,
+    load_point,
+    perf_workload,
+    perf_budgets,
+    triton_llm_report,
+    triton_llm_perf_options,
+    record_property,
+    triton_llm_progress,
+):
+    point_name, point = load_point
+    workload_name, workload = perf_workload
+    options = triton_llm_perf_options
+    tokenizer, engine = openai_target.tokenizer, openai_target.engine
+    vocab = range(100, tokenizer.vocab_size)  # clear of the special tokens at the start
+    limits = (engine.max_input_len, engine.max_output_len) if engine is not None else (10**9, 10**9)
+    requests = synthetic_requests(workload, workload.requests, vocab, *limits)
+    warmup = synthetic_requests(workload, workload.warmup, vocab, *limits, seed_offset=1)
+    family, base = openai_target.family, openai_target.greedy()
+    bodies, held = v1_bodies(requests, base, tokenizer.decode, family, workload.fixed_output)
+    warmup_bodies, _ = v1_bodies(warmup, base, tokenizer.decode, family, workload.fixed_output)
+    by_usage = "stream_options" in bodies[0]
+    given = openai_target.options
+    target = V1Target(given.url, given.headers, given.ca_file)
+    workers = load_processes(options.workers, point, free_cores(openai_target.hardware == "cpu"))
+    runs, records_all, seconds_all = [], [], 0.0
+    for repeat in range(1, options.repeats + 1):
+        label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
+        offset_ns = epoch_offset_ns()
+        with triton_llm_progress.step(
+            f"perf over /v1: {given.url} {point_name}{label} ({len(bodies)} requests, workload {workload_name})"
+        ):
+            records, seconds = run_load(target, bodies, warmup_bodies, seed=workload.seed, workers=workers, **point)
+        if options.records:
+            identity = dict(deployment=f"openai {given.url}", load_point=point_name, workload=workload_name, repeat=repeat)
+            write_records(options.records, records, offset_ns, **identity)
+        summary = summarize(records, seconds)
+        summary["client"] = client_figures(records, seconds)
+        runs.append(summary)
+        records_all += records
+        seconds_all += seconds
+    result = dict(median_run(runs))
+    if len(runs) > 1:
+        result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
+    if options.slos:
+        result["goodput"] = judge_goodput(records_all, options.slos, seconds_all)
+    if options.mlperf:
+        result["mlperf"] = judge_mlperf(*options.mlperf, records_all)
+    served = openai_target.hardware
+    identity = dict(
+        engine=given.engine or openai_target.model,
+        deployment=f"openai:{openai_target.family_name}",
+        hardware=served,
+        hardware_class=hardware_class(served),
+        image=IMAGE,
+        load_point=point_name,
+        workload=workload_name,
+    )
+    result.update(
+        url=given.url,
+        model=openai_target.model,
+        family=openai_target.family_name,
+        endpoint=target.path,
+        load_point=point_name,
+        workload=workload_name,
+        streamed=True,
+        hardware=served,
+        image=IMAGE,
+        budget_file=str(perf_budgets[0]),
+        lengths_held_by=held,
+        tokens_from=TOKENS_FROM[by_usage],
+    )
+    problems, unsure = judge_budget(*perf_budgets, identity, result, runs, options.strict, options.require_budget)
+    # recorded before the asserts, so that a failed load point still says what was measured and what judged it
+    triton_llm_report.record_run_entry(V1_PERF, point_name, result)
+    for key in ("throughput_rps", "output_tokens_per_s"):
+        record_property(f"perf.v1.{point_name}.{key}", result[key])
+
+    assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
+    drawn = sum(r.max_tokens for r in requests)
+    if by_usage and held in ("ignore_eos", "min_tokens"):  # the usage counts every token: the lengths must be exact
+        assert [r["output_tokens"] for r in runs] == [drawn] * len(runs), (
+            f"the answers did not hold their drawn lengths ({drawn} tokens in all) by {held}"
+        )
+    assert result["ttft_ms"] and result["icl_ms"], "a streamed answer must give TTFT and inter-chunk latency"
+    if unsure is not None:
+        warnings.warn(PerfNoisy(f"/v1 {point_name}: {unsure}"), stacklevel=1)
+    if problems:
+        pytest.fail(f"/v1 {given.url} {point_name}: " + "\n".join(problems), pytrace=False)
