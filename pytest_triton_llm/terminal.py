@@ -21,7 +21,7 @@ def summary_lines(state, config) -> list[str]:
     # from the report: with pytest-xdist it holds what every worker served
     records = {d: r for d, r in state.report.deployments.items() if "engine_digest" in r}
     fault = fault_lines(state.fault_line(), records)
-    if not records:
+    if not records and set(state.report.extra) <= {"server"}:  # nothing served or measured (/v1 records run-level)
         return fault
     order = [ref.id for ref in state.selected]  # lock order, whichever worker reported first
     rows = []
@@ -39,12 +39,15 @@ def summary_lines(state, config) -> list[str]:
                 r["server_log"],
             ]
         )
-    lines = fault + table(["deployment", "engine", "server", "ready in", "server log"], rows)
+    lines = fault + (table(["deployment", "engine", "server", "ready in", "server log"], rows) if rows else [])
     lines += code_lines(records)
     lines += migration_v1_lines(records)
-    lines += perf_lines(state.report.perf_results(), dummy_deployments(state.report.deployments))
+    perf = {**state.report.perf_results(), **v1_perf_results(state.report.extra)}
+    lines += perf_lines(perf, dummy_deployments(state.report.deployments))
     lines += sweep_lines(state.report.perf_sweeps())
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
+        if key == V1_PERF or (key == "server" and not records):  # in the perf tables above; no Triton served
+            continue
         lines.append(f"{key}: {value.get('summary', value) if isinstance(value, dict) else value}")
     startup = state.startup_s if state.startup_s is not None else state.report.worker_times.get("startup_s")
     first_test = state.first_test_s if state.first_test_s is not None else state.report.worker_times.get("first_test_s")
@@ -114,12 +117,23 @@ def migration_v1_lines(records: dict) -> list[str]:
             )
         if (perf := metrics.get("migration_v1_perf")) is not None:
             floor = perf["budget"]["min_throughput_ratio"] if isinstance(perf["budget"], dict) else "none"
+            ttft = {side: (perf[side]["ttft_ms"] or {}).get("p50") for side in ("v1", "triton")}
             lines.append(
-                f"migration to /v1 ({deployment}): {perf['v1']['chunks_per_s']} chunks/s on /v1 against "
-                f"{perf['triton']['chunks_per_s']} ({perf['v1_vs_triton_throughput_ratio']}x, floor {floor}); TTFT p50 "
-                f"{perf['v1']['ttft_ms_p50']} against {perf['triton']['ttft_ms_p50']} ms"
+                f"migration to /v1 ({deployment}): {perf['v1']['output_tokens_per_s']} tokens/s on /v1 against "
+                f"{perf['triton']['output_tokens_per_s']} at concurrency {perf['concurrency']} "
+                f"({perf['v1_vs_triton_throughput_ratio']}x, the median of rounds {perf['round_ratios']}; floor {floor}); "
+                f"TTFT p50 {ttft['v1']} against {ttft['triton']} ms"
             )
     return ["", *lines] if lines else []
+
+
+V1_PERF = "v1_perf"  # the run-level table of the /v1 perf suite's load points
+
+
+def v1_perf_results(extra: dict) -> dict:
+    """{"openai URL": {load point: report entry}} of the /v1 perf suite, as perf_lines takes deployments' entries."""
+    points = extra.get(V1_PERF) or {}
+    return {f"openai {next(iter(points.values()))['url']}": points} if points else {}
 
 
 def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:

@@ -5,13 +5,13 @@ Greedy outputs must agree under the pair's equality rule (fixtures/openai_migrat
 own rule); every differing prompt is listed side by side. Streams must add up to the unary answer on both sides,
 max_tokens must give the same token counts, ROUGE on CNN/DailyMail must not drop by significantly more than the pair's
 max_rouge_drop (a paired test, article by article), and throughput, time to first token and inter-chunk latency go
-into the report side by side with their ratio, judged by the pair's min_throughput_ratio where the file sets one."""
+into the report side by side with their ratio (both sides driven by the perf suite's load engine at one concurrency),
+judged by the pair's min_throughput_ratio where the file sets one."""
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 import warnings
 
 import pytest
@@ -21,8 +21,12 @@ from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, InconclusiveAccuracy, as_report, drift_rows, judge_drift
 from pytest_triton_llm.equality import Rule, compare_texts
+from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.openai_migration import PairsFileError
+from pytest_triton_llm.perf.metrics import summarize
+from pytest_triton_llm.perf.repeats import median_run
 from pytest_triton_llm.terminal import table
+from pytest_triton_llm.v1_load import V1Target
 
 from .conftest import V1_ENDPOINT, equality_rule_of, v1_summaries
 
@@ -105,57 +109,66 @@ def test_max_tokens_gives_the_same_token_counts(triton_llm, openai_target, promp
         assert (triton_count, v1_count) == (max_tokens, max_tokens)
 
 
-def _timed(stream_once, batch) -> dict:
-    ttft, gaps, chunks, start = [], [], 0, time.perf_counter()
-    for prompt in batch:
-        sent, times = stream_once(prompt)
-        ttft.append(times[0] - sent)
-        gaps.extend(b - a for a, b in zip(times, times[1:], strict=False))
-        chunks += len(times)
-    return {
-        "chunks_per_s": round(chunks / (time.perf_counter() - start), 2),
-        "ttft_ms_p50": round(1000 * statistics.median(ttft), 1),
-        "icl_ms_p50": round(1000 * statistics.median(gaps), 1),  # every gap pooled: aiperf's ICL
-    }
+PERF_PROMPTS = 8  # each round: these prompts from both sides, PERF_CONCURRENCY at a time
+PERF_CONCURRENCY = 4
+PERF_ROUNDS = 3  # odd: the median round ratio is one round's
+SHOWN = ("output_tokens_per_s", "ttft_ms", "itl_ms", "icl_ms", "latency_ms")  # of each side's median round
 
 
 def test_throughput_ttft_and_itl_side_by_side(triton_llm, openai_target, prompts, triton_llm_report, pair_entry):
-    """One text chunk per token on both sides (the Triton stream's content events, the SSE deltas), in two
-    interleaved rounds so that the machine's noise hits both; the better round of each side is kept."""
+    """The same greedy prompts streamed by the perf suite's load engine from both sides at PERF_CONCURRENCY (the Triton
+    entry model over gRPC streams, /v1/completions over server-sent events), in PERF_ROUNDS interleaved rounds (A B,
+    B A, A B) so that the machine's noise hits both sides of a round; each round's ratio of output tokens/s (a Triton
+    streamed response or a /v1 content chunk counts one), and their median judged by the pair's min_throughput_ratio."""
     if not triton_llm.ref.options.decoupled:
         pytest.skip(f"{triton_llm.id} is not decoupled: its first token cannot be timed")
-    batch = prompts.batch(4)
-
-    def triton_once(prompt):
-        sent = time.perf_counter()
-        return sent, [sent + e.t_s for e in triton_llm.client.stream(prompt, TOKENS).content_events]
-
-    def v1_once(prompt):
-        streamed = openai_target.endpoint.stream("/completions", openai_target.completion(prompt, TOKENS))
-        return streamed.sent_s, streamed.times
-
-    rounds = [(_timed(triton_once, batch), _timed(v1_once, batch)) for _ in range(2)]
-    old = max((r[0] for r in rounds), key=lambda m: m["chunks_per_s"])
-    new = max((r[1] for r in rounds), key=lambda m: m["chunks_per_s"])
-    ratio = round(new["chunks_per_s"] / old["chunks_per_s"], 3)
+    batch = prompts.batch(PERF_PROMPTS)
+    given = openai_target.options
+    loads = {
+        "triton": (
+            Target(triton_llm.server.endpoints, model=triton_llm.client.ensemble),
+            [triton_llm.client.ensemble_inputs(p, TOKENS, stream=True) for p in batch],
+        ),
+        "v1": (
+            V1Target(given.url, given.headers, given.ca_file),
+            [openai_target.completion(p, TOKENS, stream=True) for p in batch],
+        ),
+    }
+    rounds: list[dict] = []
+    for number in range(PERF_ROUNDS):
+        measured = {}
+        for side in ("triton", "v1") if number % 2 == 0 else ("v1", "triton"):
+            records, seconds = run_load(*loads[side], concurrency=PERF_CONCURRENCY)
+            measured[side] = summarize(records, seconds)
+        rounds.append(measured)
+    errors = {side: sum(r[side]["errors"] for r in rounds) for side in loads}
+    ratios = [
+        round(r["v1"]["output_tokens_per_s"] / r["triton"]["output_tokens_per_s"], 3) for r in rounds if not any(errors.values())
+    ]
+    ratio = statistics.median(ratios) if ratios else None
     floor = pair_entry.get("min_throughput_ratio")
+    sides = {side: median_run([r[side] for r in rounds]) for side in loads}
     triton_llm_report.record(
         triton_llm.id,
         "migration_v1_perf",
         {
-            "against": openai_target.options.url,
-            "triton": old,
-            "v1": new,
+            "against": given.url,
+            "prompts": len(batch),
+            "max_tokens": TOKENS,
+            "concurrency": PERF_CONCURRENCY,
+            **{side: {k: sides[side][k] for k in ("requests", "errors", "output_tokens", *SHOWN)} for side in loads},
+            "round_ratios": ratios,
             "v1_vs_triton_throughput_ratio": ratio,
             "budget": {"file": str(PAIRS_FILE), "min_throughput_ratio": floor}
             if floor is not None
             else "none for this pair: measured, not judged",
         },
     )
-    assert old["chunks_per_s"] > 0 and new["chunks_per_s"] > 0
+    assert errors == {"triton": 0, "v1": 0}, {side: sides[side]["error_samples"] for side in loads}
     if floor is not None:
         assert ratio >= floor, (
-            f"/v1 at {ratio}x the Triton deployment's throughput, below {floor} ({PAIRS_FILE}); triton {old}, /v1 {new}"
+            f"/v1 at {ratio}x the Triton deployment's output tokens/s (the median of rounds {ratios}), below {floor} "
+            f"({PAIRS_FILE}); triton {sides['triton']['output_tokens_per_s']}, /v1 {sides['v1']['output_tokens_per_s']}"
         )
 
 

@@ -33,3 +33,20 @@ def test_the_rouge_line_gives_each_metrics_drop_verdict_and_the_gates_power():
 
 def test_a_deployment_without_migration_records_gives_no_lines():
     assert migration_v1_lines({"smollm2-135m:v1": {"metrics": {"accuracy": {}}}}) == []
+
+
+def test_the_perf_line_gives_both_sides_tokens_per_s_the_round_ratios_and_the_floor():
+    side = lambda rate, ttft: {"output_tokens_per_s": rate, "ttft_ms": {"p50": ttft}}  # noqa: E731
+    perf = {
+        "concurrency": 4,
+        "triton": side(60.0, 165.1),
+        "v1": side(18.3, 253.7),
+        "round_ratios": [0.285, 0.288, 0.276],
+        "v1_vs_triton_throughput_ratio": 0.285,
+        "budget": {"file": "fixtures/openai_migration.toml", "min_throughput_ratio": 0.6},
+    }
+    assert migration_v1_lines({"e:inflight": {"metrics": {"migration_v1_perf": perf}}}) == [
+        "",
+        "migration to /v1 (e:inflight): 18.3 tokens/s on /v1 against 60.0 at concurrency 4 (0.285x, the median of "
+        "rounds [0.285, 0.288, 0.276]; floor 0.6); TTFT p50 253.7 against 165.1 ms",
+    ]
