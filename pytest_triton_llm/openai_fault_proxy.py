@@ -141,7 +141,9 @@ def _as_chat_answer(answer: dict) -> dict:
 
 DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
 NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] event
-EVENT_DELAY_S = {"stream_slowed_down": 0.05}  # held before each event is sent on
+# held before each event is sent on, by one stream at a time: a server's one generation loop pays it, so concurrent
+# streams wait for each other's delays as they would on the server (the proxy itself reads the upstream unpaced)
+EVENT_DELAY_S = {"stream_slowed_down": 0.05}
 
 
 def _json_object(raw: bytes | None) -> dict | None:
@@ -163,6 +165,7 @@ class FaultProxy:
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.fault = fault
+        self.loop = threading.Lock()  # the server's one generation loop, for EVENT_DELAY_S
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -244,7 +247,9 @@ class FaultProxy:
                         data_lines = [] if data == DONE and proxy.fault in NO_DONE else [data]
                     if gone:
                         continue  # draining: the upstream generates on for nobody
-                    time.sleep(EVENT_DELAY_S.get(proxy.fault or "", 0.0))
+                    if delay := EVENT_DELAY_S.get(proxy.fault or ""):
+                        with proxy.loop:
+                            time.sleep(delay)
                     try:
                         for item in data_lines:
                             self.wfile.write(f"data: {item}\r\n\r\n".encode())

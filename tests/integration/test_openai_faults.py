@@ -42,6 +42,11 @@ def _failed(done: subprocess.CompletedProcess) -> list[str]:
     return sorted(line.split(" - ")[0].removeprefix("FAILED ") for line in done.stdout.splitlines() if line.startswith("FAILED "))
 
 
+def _v1_nodes(row: dict) -> list[str]:
+    """The row's catching tests that need no Triton deployment."""
+    return [n for n in row["caught_by"] if not n.startswith(MIGRATION_TESTS)]
+
+
 def test_the_catching_tests_pass_through_the_proxy_without_a_fault(upstream):
     """Every catching test but the migration gate's (those pass without a proxy in CI's migration step: a clean proxy
     in front of them would cost another Triton session), with the options their rows give, on CLEAN_ARTICLES
@@ -49,8 +54,8 @@ def test_the_catching_tests_pass_through_the_proxy_without_a_fault(upstream):
     and the fault's run on its row's articles shows that it can fail."""
     proxy = FaultProxy(upstream, None)
     try:
-        nodes = sorted({n for row in FAULTS.values() for n in row["caught_by"] if not n.startswith(MIGRATION_TESTS)})
-        given = {tuple(row.get("options", ())): None for row in FAULTS.values() if "deployment" not in row}
+        nodes = sorted({n for row in FAULTS.values() for n in _v1_nodes(row)})
+        given = {tuple(row.get("options", ())): None for row in FAULTS.values() if _v1_nodes(row)}
         options = (*(o for row_options in given for o in row_options), "--accuracy-samples", str(CLEAN_ARTICLES))
         done = _run(proxy.start(), *nodes, options=options)
     finally:
@@ -59,18 +64,32 @@ def test_the_catching_tests_pass_through_the_proxy_without_a_fault(upstream):
     assert done.stdout.splitlines()[-1].startswith(f"{len(nodes)} passed"), done.stdout[-3000:]  # none skipped
 
 
-@pytest.mark.parametrize(
-    "fault", [pytest.param(name, marks=[pytest.mark.triton_side] if "deployment" in row else []) for name, row in FAULTS.items()]
-)
-def test_the_fault_fails_the_tests_that_catch_it(upstream, fault):
-    row = FAULTS[fault]
+def _parts() -> list:
+    """Each row as the runs that show it: its /v1 tests alone (CI's fault step runs these), and its migration gate
+    tests with the row's Triton deployment beside them (marked triton_side: the full run's)."""
+    parts = []
+    for name, row in FAULTS.items():
+        v1 = _v1_nodes(row)
+        migration = [n for n in row["caught_by"] if n.startswith(MIGRATION_TESTS)]
+        if v1:
+            parts.append(pytest.param(name, tuple(v1), None, id=f"{name}-v1" if migration else name))
+        if migration:
+            marks = [pytest.mark.triton_side]
+            parts.append(
+                pytest.param(name, tuple(migration), row["deployment"], marks=marks, id=f"{name}-migration" if v1 else name)
+            )
+    return parts
+
+
+@pytest.mark.parametrize("fault, nodes, deployment", _parts())
+def test_the_fault_fails_the_tests_that_catch_it(upstream, fault, nodes, deployment):
     proxy = FaultProxy(upstream, fault)
     try:
-        done = _run(proxy.start(), *row["caught_by"], deployment=row.get("deployment"), options=tuple(row.get("options", ())))
+        done = _run(proxy.start(), *nodes, deployment=deployment, options=tuple(FAULTS[fault].get("options", ())))
     finally:
         proxy.stop()
     assert done.returncode == 1, done.stdout[-3000:]
-    assert _failed(done) == sorted(row["caught_by"]), done.stdout[-3000:]
+    assert _failed(done) == sorted(nodes), done.stdout[-3000:]
 
 
 def test_llama_cpp_pythons_own_default_of_interrupting_streams_fails_the_concurrent_streams_check(gguf, tmp_path):
