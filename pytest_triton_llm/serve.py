@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+from collections.abc import Callable
 import tempfile
 import threading
 from pathlib import Path
@@ -72,7 +73,7 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
             flush=True,
         )
         return _until_stopped(
-            stop, served.server.alive, f"server {ref.id}: exited on its own; log {served.server.log_path}", progress
+            stop, served.server.alive, lambda: f"server {ref.id}: exited on its own; log {served.server.log_path}", progress
         )
     finally:
         with shielded():  # a second Ctrl-C must not leave the server behind
@@ -106,19 +107,34 @@ def serve_llama_cpp(args, progress: Progress | None = None, stop: threading.Even
     try:
         log = workdir / "llama_cpp.log"
         print(f"ready: --openai-url {server.url} (model {server.model}); log {log}; Ctrl-C or SIGTERM stops it", flush=True)
-        return _until_stopped(stop, server.process.alive, f"llama_cpp.server exited on its own; log {log}", progress)
+        return _until_stopped(
+            stop, server.process.alive, lambda: f"llama_cpp.server {_ended(server.process.returncode)}; log {log}", progress
+        )
     finally:
         with shielded():
             server.stop()
 
 
-def _until_stopped(stop: threading.Event, alive, gone: str, progress: Progress) -> int:
-    """0 once `stop` is set; 1, saying `gone`, if the server exits before."""
+def _until_stopped(stop: threading.Event, alive, gone: Callable[[], str], progress: Progress) -> int:
+    """0 once `stop` is set; 1, saying `gone()`, if the server exits before."""
     while not stop.wait(1.0):
         if not alive():
-            progress.say(gone)
+            progress.say(gone())
             return 1
     return 0
+
+
+def _ended(returncode: int | None) -> str:
+    """How llama_cpp.server ended by itself; for SIGILL, what to rebuild: a llama.cpp compiled for this CPU's reported
+    features (GGML_NATIVE) may run instructions the kernel has not enabled, AMX tiles on a VM (ggml-org/llama.cpp#26954)."""
+    if returncode is None or returncode >= 0:
+        return f"exited on its own (exit {returncode})"
+    if -returncode == signal.SIGILL:
+        return (
+            "was killed by SIGILL, an instruction this CPU refuses: reinstall the llama-cpp extra built with "
+            "CMAKE_ARGS=-DGGML_NATIVE=OFF (docs/troubleshooting.md)"
+        )
+    return f"was killed by {signal.Signals(-returncode).name}"
 
 
 def _stop_on_signals() -> threading.Event:
