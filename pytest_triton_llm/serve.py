@@ -132,7 +132,7 @@ def _ended(returncode: int | None) -> str:
     if -returncode == signal.SIGILL:
         return (
             "was killed by SIGILL, an instruction this CPU refuses: reinstall the llama-cpp extra built with "
-            "CMAKE_ARGS=-DGGML_NATIVE=OFF (docs/troubleshooting.md)"
+            "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF' (docs/troubleshooting.md)"
         )
     return f"was killed by {signal.Signals(-returncode).name}"
 

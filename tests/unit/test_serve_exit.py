@@ -9,7 +9,7 @@ from pytest_triton_llm.serve import _ended
 def test_a_server_killed_by_sigill_says_to_rebuild_llama_cpp_portable():
     assert _ended(-signal.SIGILL) == (
         "was killed by SIGILL, an instruction this CPU refuses: reinstall the llama-cpp extra built with "
-        "CMAKE_ARGS=-DGGML_NATIVE=OFF (docs/troubleshooting.md)"
+        "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF' (docs/troubleshooting.md)"
     )
 
 
