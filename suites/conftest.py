@@ -107,6 +107,23 @@ def rouge_meets_the_thresholds(outputs: list[str], cnn, settings, options, recor
         warnings.warn(InconclusiveAccuracy(message), stacklevel=2)
 
 
+def underpowered_drop_gate(results: dict, rule, articles: int, where: str, paired: str) -> None:
+    """The paired ROUGE-drop gates (the drift against a baseline, the migration to /v1): where the articles can only
+    catch a drop of more than twice the allowed one, a real regression may pass; a warning says so, and under
+    --accuracy-strict the gate fails."""
+    if not any(r.underpowered for r in results.values()):
+        return
+    detectable = max(r.detectable_drop for r in results.values())
+    message = (
+        f"{articles} articles can only catch a drop of {detectable:.2f} ROUGE points, more than twice the "
+        f"{rule.max_drop:g} allowed ({where}): a real regression may pass; more articles (--accuracy-samples, or a "
+        f"larger dataset) make the gate decisive\n{paired}"
+    )
+    if rule.strict:
+        pytest.fail(f"{message}\n--accuracy-strict: an underpowered gate fails", pytrace=False)
+    warnings.warn(InconclusiveAccuracy(message), stacklevel=2)
+
+
 @pytest.fixture(scope="session")
 def equality_rule(triton_llm):
     return equality_rule_of(triton_llm)

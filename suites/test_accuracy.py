@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import time
-import warnings
 
 import pytest
 
@@ -20,7 +19,6 @@ from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import per_article_scores
 from pytest_triton_llm.accuracy.verdicts import (
     DRIFT_HEADER,
-    InconclusiveAccuracy,
     as_report,
     drift_rows,
     judge_drift,
@@ -28,7 +26,7 @@ from pytest_triton_llm.accuracy.verdicts import (
 )
 from pytest_triton_llm.terminal import table
 
-from .conftest import rouge_meets_the_thresholds
+from .conftest import rouge_meets_the_thresholds, underpowered_drop_gate
 
 # an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
 pytestmark = [pytest.mark.accuracy, pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")]
@@ -153,11 +151,5 @@ def test_outputs_match_the_baseline(
             + describe(drift, baseline, summaries),
             pytrace=False,
         )
-    if any(r.underpowered for r in results.values()):
-        warnings.warn(
-            InconclusiveAccuracy(
-                f"{drift.compared} articles can only catch a drop of {detectable:.2f} ROUGE points, more than twice the "
-                f"{rule.max_drop:g} allowed: a real regression may pass (--accuracy-samples, or a larger dataset)\n{paired}"
-            ),
-            stacklevel=1,
-        )
+    where = f"against {path}, alpha {rule.alpha:g}"
+    underpowered_drop_gate(results, rule, drift.compared, where, paired)

@@ -52,7 +52,8 @@ def add_options(group) -> None:
     group.addoption(
         "--accuracy-strict",
         action="store_true",
-        help="fail, instead of warn, when the articles cannot tell a score from its threshold (inconclusive)",
+        help="fail, instead of warn, when the articles cannot tell a score from its threshold (inconclusive), or can "
+        "only catch more than twice the allowed drop in a paired drift gate (underpowered)",
     )
     group.addoption(
         "--accuracy-min-exact-match",
