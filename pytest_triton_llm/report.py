@@ -24,6 +24,7 @@ from .files import write_json
 from .hardware import gpu_details, hardware
 
 SCHEMA = 1
+V1_PERF = "v1_perf"  # the run-level table of the /v1 perf suite's load points
 
 
 def _version(dist: str) -> str | None:
@@ -90,6 +91,11 @@ class RunReport:
     def perf_results(self) -> dict:
         """{deployment: {load point: perf entry}} for every deployment the perf suite measured."""
         return {d: info["metrics"]["perf"] for d, info in self.deployments.items() if "perf" in info.get("metrics", {})}
+
+    def v1_perf_results(self) -> dict:
+        """{"openai URL": {load point: perf entry}} of the /v1 perf suite (a run-level table), shaped as perf_results."""
+        points = self.extra.get(V1_PERF) or {}
+        return {f"openai {next(iter(points.values()))['url']}": points} if points else {}
 
     def perf_sweeps(self) -> dict:
         """{deployment: its --perf-sweep result} for every deployment the perf suite swept."""

@@ -259,6 +259,7 @@ class TritonLLMSession:
             self.progress,
             dummy_deployments(self.report.deployments),
             self.report.perf_sweeps(),
+            self.report.v1_perf_results(),
         )
         if plots:
             self.report.record_run("plots", plots)

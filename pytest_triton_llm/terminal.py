@@ -9,6 +9,7 @@ from .perf.budgets import match_label
 from .perf.mlperf import verdict_line
 from .perf_judged import judged_by
 from .perf.publish import dummy_deployments
+from .report import V1_PERF
 
 
 def table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
@@ -42,7 +43,7 @@ def summary_lines(state, config) -> list[str]:
     lines = fault + (table(["deployment", "engine", "server", "ready in", "server log"], rows) if rows else [])
     lines += code_lines(records)
     lines += migration_v1_lines(records)
-    perf = {**state.report.perf_results(), **v1_perf_results(state.report.extra)}
+    perf = {**state.report.perf_results(), **state.report.v1_perf_results()}
     lines += perf_lines(perf, dummy_deployments(state.report.deployments))
     lines += sweep_lines(state.report.perf_sweeps())
     for key, value in state.report.extra.items():  # run-level measurements the suites recorded
@@ -125,15 +126,6 @@ def migration_v1_lines(records: dict) -> list[str]:
                 f"TTFT p50 {ttft['v1']} against {ttft['triton']} ms"
             )
     return ["", *lines] if lines else []
-
-
-V1_PERF = "v1_perf"  # the run-level table of the /v1 perf suite's load points
-
-
-def v1_perf_results(extra: dict) -> dict:
-    """{"openai URL": {load point: report entry}} of the /v1 perf suite, as perf_lines takes deployments' entries."""
-    points = extra.get(V1_PERF) or {}
-    return {f"openai {next(iter(points.values()))['url']}": points} if points else {}
 
 
 def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:

@@ -25,7 +25,7 @@ from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.repeats import PerfNoisy, judge_goodput, median_run, spread
 from pytest_triton_llm.perf.workload import synthetic_requests, v1_bodies
-from pytest_triton_llm.terminal import V1_PERF
+from pytest_triton_llm.report import V1_PERF
 from pytest_triton_llm.v1_load import V1Target
 
 from .conftest import judge_budget

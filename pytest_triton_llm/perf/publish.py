@@ -25,11 +25,17 @@ def publish(
     progress: Progress,
     dummy: frozenset[str] = frozenset(),
     sweeps: dict | None = None,
+    v1: dict | None = None,
 ) -> list[str]:
     """results: {deployment: {load point: perf entry}}; `dummy`: deployments of dummy-weight engines (marked in the
-    plot); `sweeps`: {deployment: its --perf-sweep result} (drawn, the knee marked); returns the plots written (next to
-    the report)."""
-    if not results and not sweeps:
+    plot); `sweeps`: {deployment: its --perf-sweep result} (drawn, the knee marked); `v1`: the /v1 perf suite's load
+    points, shaped as results (drawn, not saved: a baseline compares Triton deployments); returns the plots written
+    (next to the report)."""
+    if save and v1 and not results:
+        progress.say(
+            f"perf: {save} not written: --perf-save keeps Triton deployments' load points, and this run measured /v1 only"
+        )
+    if not results and not sweeps and not v1:
         return []
     series = take_series(results)  # a baseline and the report keep figures; the time series go to a side file
     if save and results:
@@ -40,7 +46,8 @@ def publish(
         return []
     plots = []
     try:
-        png = plot_latency_vs_throughput(results, Path(report).with_suffix(".perf.png"), dummy, sweeps or {})
+        drawn = {**results, **(v1 or {})}
+        png = plot_latency_vs_throughput(drawn, Path(report).with_suffix(".perf.png"), dummy, sweeps or {})
         plots += [str(png)] if png is not None else []
     except Exception as exc:  # a missing plot must not cost the report
         progress.say(f"WARNING: perf plot not written: {type(exc).__name__}: {exc}")

@@ -478,6 +478,20 @@ def test_publish_moves_the_series_to_a_side_file_that_the_entries_name_and_plots
     assert "series" not in (tmp_path / "base.json").read_text()  # the baseline keeps figures, not time series
 
 
+def test_a_v1_only_run_is_drawn_and_its_perf_save_says_why_no_baseline_was_written(tmp_path):
+    pytest.importorskip("matplotlib", reason="the reference extra (matplotlib) is not installed")
+    point = {"output_tokens_per_s": 40.0, "latency_ms": {"p50": 700.0, "p99": 800.0}, "requests": 12}
+    said = []
+    v1 = {"openai http://127.0.0.1:8000/v1": {"concurrency=1": point}}
+    report, base = tmp_path / "r.json", tmp_path / "base.json"
+    plots = publish({}, {}, str(base), str(report), Progress(said.append), v1=v1)
+    assert plots == [str(tmp_path / "r.perf.png")] and not base.exists()
+    assert said == [
+        f"[triton-llm] perf: {base} not written: --perf-save keeps Triton deployments' load points, and this run measured "
+        "/v1 only"
+    ]
+
+
 def test_the_series_plot_skips_deployments_without_a_measured_window(tmp_path):
     pytest.importorskip("matplotlib", reason="the reference extra (matplotlib) is not installed")
     assert plot_series({"e:v1": {"concurrency=1": [dict(series_of(1.0, False), window_s=None)]}}, {}, tmp_path / "r.json") == []
