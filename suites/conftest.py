@@ -18,6 +18,7 @@ from pytest_triton_llm.equality import rule_for
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
 from pytest_triton_llm.perf.budgets import find_budget
+from pytest_triton_llm.perf.client_processes import BUSY_LOOP
 from pytest_triton_llm.plugin import deselect, perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
@@ -222,6 +223,18 @@ def judge_budget(
     if any(r[3] == "MISSED" for r in rows):
         problems.append(f"missed its budget:\n{shown}")
     return problems, unsure
+
+
+def client_behind(runs: list[dict], workers: int) -> str | None:
+    """Why a load point's latency is partly the load generator's (its event loops busy over BUSY_LOOP in some run),
+    or None: the perf tests warn with it, and fail with it under --perf-strict."""
+    behind = [r["client"]["loop_busy"] for r in runs if not r["client"]["kept_up"]]
+    if not behind:
+        return None
+    return (
+        f"the load generator's event loops were busy {max(behind):.0%} of the run (over {BUSY_LOOP:.0%}: responses "
+        f"waited for the client, so latency is partly the client's); raise --perf-workers (now {workers})"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.perf.baseline import comparable
-from pytest_triton_llm.perf.client_processes import BUSY_LOOP, client_figures, free_cores, load_processes
+from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
 from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.selection import has_dummy_weights
 from pytest_triton_llm.hardware import hardware_class
@@ -32,7 +32,7 @@ from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, m
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 
-from .conftest import judge_budget
+from .conftest import client_behind, judge_budget
 
 pytestmark = pytest.mark.perf
 # the report's word on which definition each metric follows (the terminal summary prints the summary line)
@@ -161,12 +161,7 @@ def test_load_point(
     if unsure is not None:
         warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {unsure}"), stacklevel=1)
 
-    if behind := [r["client"]["loop_busy"] for r in runs if not r["client"]["kept_up"]]:
-        slow = (
-            f"the load generator's event loops were busy {max(behind):.0%} of the run (over {BUSY_LOOP:.0%}: responses "
-            f"waited for the client, so latency is partly the client's); raise --perf-workers (now "
-            f"{processes[triton_llm.id]})"
-        )
+    if slow := client_behind(runs, processes[triton_llm.id]):
         if options.strict:
             problems.append(slow)
         else:

@@ -28,7 +28,7 @@ from pytest_triton_llm.perf.workload import synthetic_requests, v1_bodies
 from pytest_triton_llm.report import V1_PERF
 from pytest_triton_llm.v1_load import V1Target
 
-from .conftest import judge_budget
+from .conftest import client_behind, judge_budget
 
 pytestmark = pytest.mark.perf
 IMAGE = "openai"  # what budgets match as the image of an OpenAI endpoint
@@ -122,5 +122,10 @@ def test_load_point_over_v1(
     assert result["ttft_ms"] and result["icl_ms"], "a streamed answer must give TTFT and inter-chunk latency"
     if unsure is not None:
         warnings.warn(PerfNoisy(f"/v1 {point_name}: {unsure}"), stacklevel=1)
+    if slow := client_behind(runs, workers):
+        if options.strict:
+            problems.append(slow)
+        else:
+            warnings.warn(PerfNoisy(f"/v1 {point_name}: {slow}"), stacklevel=1)
     if problems:
         pytest.fail(f"/v1 {given.url} {point_name}: " + "\n".join(problems), pytrace=False)
