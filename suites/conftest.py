@@ -19,6 +19,8 @@ from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
 from pytest_triton_llm.perf.budgets import find_budget
 from pytest_triton_llm.perf.client_processes import BUSY_LOOP
+from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
+from pytest_triton_llm.perf.repeats import PerfNoisy, judge_goodput, median_run, spread
 from pytest_triton_llm.plugin import deselect, perf_settings
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
@@ -189,20 +191,32 @@ def perf_workload(triton_llm_perf_options):
     return triton_llm_perf_options.workload_from(FIXTURES / "perf_workloads.toml")
 
 
+def load_point_result(runs: list[dict], records: list, seconds: float, options) -> dict:
+    """A load point's report entry: the run with the median throughput stands for it, every run's figures beside it
+    (--perf-repeats), goodput (--perf-slo) and MLPerf's VALID or INVALID (--perf-mlperf) over every run's requests."""
+    result = dict(median_run(runs))
+    if len(runs) > 1:
+        result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
+    if options.slos:
+        result["goodput"] = judge_goodput(records, options.slos, seconds)
+    if options.mlperf:
+        result["mlperf"] = judge_mlperf(*options.mlperf, records)
+    return result
+
+
 def judge_budget(
-    budgets_file: Path, budgets: list, identity: dict, result: dict, runs: list[dict], strict: bool, required: bool
-) -> tuple[list[str], str | None]:
+    budgets_file: Path, budgets: list, identity: dict, result: dict, runs: list[dict], options, who: str
+) -> list[str]:
     """The load point `result` (of `runs`) against the budget that matches `identity` (engine, deployment, hardware,
-    hardware_class, image, load_point, workload): records on `result` whether and by what it was judged; -> (what
-    fails it, the text of an inconclusive verdict to warn about, or None). `strict` (--perf-strict) fails an
-    inconclusive one; `required` (--perf-require-budget) fails a load point that no budget matches."""
+    hardware_class, image, load_point, workload): records on `result` whether and by what it was judged; -> what
+    fails it. An inconclusive verdict warns (naming `who`), and fails under --perf-strict; a load point that no budget
+    matches fails under --perf-require-budget."""
     budget = find_budget(budgets, **identity)
     problems: list[str] = []
-    unsure = None
     result["judged"], result["budget_match"] = budget is not None, None
     if budget is None:
         result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
-        if required:
+        if options.require_budget:
             problems.append(
                 f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
                 f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
@@ -210,31 +224,36 @@ def judge_budget(
                 "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
                 "run with --perf-compare"
             )
-        return problems, None
+        return problems
     result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
     rows = budget.check(result, runs)
     result["budget"] = {r[0]: r[3] for r in rows}
     shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
     if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
         unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
-        if strict:  # --perf-strict: every verdict is pass or fail
+        if options.strict:  # --perf-strict: every verdict is pass or fail
             problems.append(f"inconclusive under --perf-strict ({unsure})")
-            unsure = None
+        else:
+            warnings.warn(PerfNoisy(f"{who}: {unsure}"), stacklevel=2)
     if any(r[3] == "MISSED" for r in rows):
         problems.append(f"missed its budget:\n{shown}")
-    return problems, unsure
+    return problems
 
 
-def client_behind(runs: list[dict], workers: int) -> str | None:
-    """Why a load point's latency is partly the load generator's (its event loops busy over BUSY_LOOP in some run),
-    or None: the perf tests warn with it, and fail with it under --perf-strict."""
+def client_problems(runs: list[dict], workers: int, options, who: str) -> list[str]:
+    """Where the load generator's event loops were busy over BUSY_LOOP in some run, latency is partly the client's:
+    a warning naming `who`, or under --perf-strict what fails the load point."""
     behind = [r["client"]["loop_busy"] for r in runs if not r["client"]["kept_up"]]
     if not behind:
-        return None
-    return (
+        return []
+    slow = (
         f"the load generator's event loops were busy {max(behind):.0%} of the run (over {BUSY_LOOP:.0%}: responses "
         f"waited for the client, so latency is partly the client's); raise --perf-workers (now {workers})"
     )
+    if options.strict:
+        return [slow]
+    warnings.warn(PerfNoisy(f"{who}: {slow}"), stacklevel=2)
+    return []
 
 
 @pytest.fixture(scope="session")

@@ -28,11 +28,11 @@ from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.monitor import monitor_load
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
-from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy, spread
+from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 
-from .conftest import client_behind, judge_budget
+from .conftest import client_problems, judge_budget, load_point_result
 
 pytestmark = pytest.mark.perf
 # the report's word on which definition each metric follows (the terminal summary prints the summary line)
@@ -99,16 +99,9 @@ def test_load_point(
             series.append(watch.series)
             records_all += records
             seconds_all += seconds
-    # the run with the median throughput stands for the load point; every run's figures are kept beside it
-    result = dict(median_run(runs))
+    result = load_point_result(runs, records_all, seconds_all, options)
     if any(series):  # one per run: moved to <report>.series.json when the run ends
         result["series"] = series
-    if len(runs) > 1:
-        result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
-    if options.slos:
-        result["goodput"] = judge_goodput(records_all, options.slos, seconds_all)
-    if options.mlperf:  # VALID or INVALID under the benchmark's limits, over every run's requests
-        result["mlperf"] = judge_mlperf(*options.mlperf, records_all)
     triton_llm_report.record_run("perf_definitions", PERF_DEFINITIONS)
     # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
     identity = dict(
@@ -157,15 +150,10 @@ def test_load_point(
     if streaming:
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
-    problems, unsure = judge_budget(budgets_file, budgets, identity, result, runs, options.strict, options.require_budget)
-    if unsure is not None:
-        warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {unsure}"), stacklevel=1)
+    who = f"{triton_llm.id} {point_name}"
+    problems = judge_budget(budgets_file, budgets, identity, result, runs, options, who)
 
-    if slow := client_behind(runs, processes[triton_llm.id]):
-        if options.strict:
-            problems.append(slow)
-        else:
-            warnings.warn(PerfNoisy(f"{triton_llm.id} {point_name}: {slow}"), stacklevel=1)
+    problems += client_problems(runs, processes[triton_llm.id], options, who)
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
         result["noisy"] = noisy_metrics
         warnings.warn(

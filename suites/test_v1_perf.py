@@ -13,7 +13,6 @@ this test.
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 
@@ -21,14 +20,12 @@ from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.load import run_load
 from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
 from pytest_triton_llm.perf.metrics import summarize
-from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
-from pytest_triton_llm.perf.repeats import PerfNoisy, judge_goodput, median_run, spread
 from pytest_triton_llm.perf.workload import synthetic_requests, v1_bodies
 from pytest_triton_llm.report import V1_PERF
 from pytest_triton_llm.v1_load import V1Target
 
-from .conftest import client_behind, judge_budget
+from .conftest import client_problems, judge_budget, load_point_result
 
 pytestmark = pytest.mark.perf
 IMAGE = "openai"  # what budgets match as the image of an OpenAI endpoint
@@ -59,7 +56,8 @@ def test_load_point_over_v1(
     by_usage = "stream_options" in bodies[0]
     given = openai_target.options
     target = V1Target(given.url, given.headers, given.ca_file)
-    workers = load_processes(options.workers, point, free_cores(openai_target.hardware == "cpu"))
+    served = openai_target.hardware  # this host's for a loopback URL, else REMOTE
+    workers = load_processes(options.workers, point, free_cores(served == "cpu"))
     runs, records_all, seconds_all = [], [], 0.0
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
@@ -76,14 +74,7 @@ def test_load_point_over_v1(
         runs.append(summary)
         records_all += records
         seconds_all += seconds
-    result = dict(median_run(runs))
-    if len(runs) > 1:
-        result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
-    if options.slos:
-        result["goodput"] = judge_goodput(records_all, options.slos, seconds_all)
-    if options.mlperf:
-        result["mlperf"] = judge_mlperf(*options.mlperf, records_all)
-    served = openai_target.hardware
+    result = load_point_result(runs, records_all, seconds_all, options)
     identity = dict(
         engine=given.engine or openai_target.model,
         deployment=f"openai:{openai_target.family_name}",
@@ -107,7 +98,8 @@ def test_load_point_over_v1(
         lengths_held_by=held,
         tokens_from=TOKENS_FROM[by_usage],
     )
-    problems, unsure = judge_budget(*perf_budgets, identity, result, runs, options.strict, options.require_budget)
+    who = f"/v1 {point_name}"
+    problems = judge_budget(*perf_budgets, identity, result, runs, options, who)
     # recorded before the asserts, so that a failed load point still says what was measured and what judged it
     triton_llm_report.record_run_entry(V1_PERF, point_name, result)
     for key in ("throughput_rps", "output_tokens_per_s"):
@@ -120,12 +112,6 @@ def test_load_point_over_v1(
             f"the answers did not hold their drawn lengths ({drawn} tokens in all) by {held}"
         )
     assert result["ttft_ms"] and result["icl_ms"], "a streamed answer must give TTFT and inter-chunk latency"
-    if unsure is not None:
-        warnings.warn(PerfNoisy(f"/v1 {point_name}: {unsure}"), stacklevel=1)
-    if slow := client_behind(runs, workers):
-        if options.strict:
-            problems.append(slow)
-        else:
-            warnings.warn(PerfNoisy(f"/v1 {point_name}: {slow}"), stacklevel=1)
+    problems += client_problems(runs, workers, options, who)
     if problems:
         pytest.fail(f"/v1 {given.url} {point_name}: " + "\n".join(problems), pytrace=False)
