@@ -12,7 +12,14 @@ from .errors import TritonLLMError
 from .fault_campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
 from .options import DEFAULT_CACHE, DEFAULT_LOCK
-from .serve import add_arguments, add_llama_cpp_arguments, serve, serve_llama_cpp
+from .serve import (
+    add_arguments,
+    add_llama_cpp_arguments,
+    add_trtllm_stand_in_arguments,
+    serve,
+    serve_llama_cpp,
+    serve_trtllm_stand_in,
+)
 
 
 def _add_cache_commands(commands) -> None:
@@ -98,6 +105,9 @@ def run(pytest_args: list[str]) -> int:
     return 0  # not reached
 
 
+SERVERS = {"serve": serve, "serve-llama-cpp": serve_llama_cpp, "serve-trtllm-stand-in": serve_trtllm_stand_in}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:  # everything after it is pytest's, options included
@@ -125,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
             "Ctrl-C or SIGTERM",
         )
     )
+    add_trtllm_stand_in_arguments(
+        commands.add_parser(
+            "serve-trtllm-stand-in",
+            help="serve a lock engine's reference checkpoint behind trtllm-serve's OpenAI protocol on 127.0.0.1 (the "
+            "project's stand-in, for --openai-url), until Ctrl-C or SIGTERM",
+        )
+    )
     _add_cache_commands(commands)
     add_campaign_arguments(
         commands.add_parser(
@@ -143,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         return _cache(args)
     if args.command == "faults":
         return _faults(args)
-    if args.command in ("serve", "serve-llama-cpp"):
+    if args.command in SERVERS:
         try:
-            return serve(args) if args.command == "serve" else serve_llama_cpp(args)
+            return SERVERS[args.command](args)
         except TritonLLMError as exc:  # a user's input or this host: one line and exit 2, never a traceback
             print(f"pytest-triton-llm {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2

@@ -15,7 +15,7 @@ from .engines.sources import fetch_source
 from .errors import TritonLLMError
 from .lock import Lock
 from .openai_client import OpenAIEndpoint
-from .processes import ManagedProcess
+from .processes import ManagedProcess, log_tail
 from .progress import Progress
 from .runtimes.ports import free_ports
 
@@ -105,7 +105,9 @@ def start(
         deadline = time.monotonic() + timeout_s
         while True:
             if not process.alive():
-                raise LlamaCppUnavailable(f"llama_cpp.server exited ({process.returncode}) before it served: {_tail(log_path)}")
+                raise LlamaCppUnavailable(
+                    f"llama_cpp.server exited ({process.returncode}) before it served: {log_tail(log_path)}"
+                )
             try:
                 [listed] = endpoint.models()
                 return LlamaCppServer(url, listed["id"], process)
@@ -113,13 +115,6 @@ def start(
                 if time.monotonic() > deadline:
                     process.stop()
                     raise LlamaCppUnavailable(
-                        f"llama_cpp.server did not answer within {timeout_s:.0f} s: {_tail(log_path)}"
+                        f"llama_cpp.server did not answer within {timeout_s:.0f} s: {log_tail(log_path)}"
                     ) from None
                 time.sleep(0.25)
-
-
-def _tail(log_path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return "(no log)"

@@ -18,6 +18,9 @@ from urllib.parse import urlsplit
 from .errors import TritonLLMError
 
 DONE = "[DONE]"  # the event that ends an OpenAI stream
+# the header every answer of the project's trtllm-serve stand-in carries (reference_backend/trtllm_serve/server.py),
+# with the project's version: a real server never sends it
+STAND_IN_HEADER = "x-triton-llm-stand-in"
 
 
 class OpenAIURLError(TritonLLMError, ValueError):
@@ -38,6 +41,7 @@ class Reply:
 
     status: int
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 @dataclass(frozen=True)
@@ -103,20 +107,26 @@ class OpenAIEndpoint:
         connection.request(method, path, body=body, headers=headers)
         return connection, connection.getresponse()
 
-    def request(self, method: str, path: str, body: dict | bytes | str | None = None) -> Reply:
-        """`path` under /v1; a dict body is sent as JSON, bytes or str as they are (a robustness test's malformed body)."""
+    def request(self, method: str, path: str, body: dict | bytes | str | None = None, under_v1: bool = True) -> Reply:
+        """`path` under /v1 (else beside it: a server's own /health, /perf_metrics); a dict body is sent as JSON, bytes
+        or str as they are (a robustness test's malformed body)."""
         data = json.dumps(body).encode() if isinstance(body, dict) else body.encode() if isinstance(body, str) else body
-        connection, response = self._send(method, self.base_path + path, data, "application/json")
+        base = self.base_path if under_v1 else self.base_path.removesuffix("/v1")
+        connection, response = self._send(method, base + path, data, "application/json")
         try:
-            return Reply(response.status, _parsed(response.read()))
+            return Reply(response.status, _parsed(response.read()), {k.lower(): v for k, v in response.getheaders()})
         finally:
             connection.close()
 
     def models(self) -> list[dict]:
+        return self.listing()[0]
+
+    def listing(self) -> tuple[list[dict], dict[str, str]]:
+        """GET /models: the models it lists, and the answer's headers."""
         reply = self.request("GET", "/models")
         if reply.status != 200 or not isinstance(reply.body, dict) or not isinstance(reply.body.get("data"), list):
             raise OpenAIRequestError("GET", "/models", reply.status, reply.body)
-        return reply.body["data"]
+        return reply.body["data"], reply.headers
 
     def _unary(self, path: str, body: dict, chat: bool) -> Completion:
         reply = self.request("POST", path, body)

@@ -14,7 +14,7 @@ from pathlib import Path
 from .errors import TritonLLMError
 from .hardware import REMOTE, hardware
 from .lock import Engine
-from .openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
+from .openai_client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from .openai_contract import ErrorCase, Family, load_families
 from .tokenizer_source import TokenizerNotFound, load_named_tokenizer
 from .usage import OptionError, header_pairs
@@ -69,7 +69,7 @@ class OpenAITarget:
         self._tokenizer = None
         self.endpoint = OpenAIEndpoint(options.url, dict(options.headers), options.ca_file, timeout_s)
         try:
-            listed = self.endpoint.models()
+            listed, headers = self.endpoint.listing()
         except OpenAIRequestError as exc:
             raise OpenAITargetError(f"--openai-url {options.url}: GET /v1/models answered HTTP {exc.status}") from None
         except OSError as exc:
@@ -83,6 +83,7 @@ class OpenAITarget:
             self.model = ids[0]
         else:
             raise OpenAITargetError(f"{options.url}/models lists {len(ids)} models {ids}: pick one with --openai-model")
+        self.stand_in: str | None = headers.get(STAND_IN_HEADER)  # the project's version, when its stand-in answers
         families = load_families()
         owned_by = [m.get("owned_by") for m in listed if str(m.get("id")) == self.model][0]
         self.family_name = options.family or self._recognised(owned_by, families)
@@ -99,7 +100,14 @@ class OpenAITarget:
 
     def describe(self) -> str:
         how = "--openai-family" if self.options.family else "owned_by in /v1/models"
-        return f"{self.options.url}, model {self.model!r}, family {self.family_name} ({self.family.title}; by {how})"
+        served = f"; served by the project's stand-in {self.stand_in}, not by {self.family_name}" if self.stand_in else ""
+        return f"{self.options.url}, model {self.model!r}, family {self.family_name} ({self.family.title}; by {how}){served}"
+
+    @property
+    def deployment(self) -> str:
+        """What serves, as perf budgets and reports name it: "openai:<family>", with ":stand-in" where the project's
+        stand-in answers (its figures never stand for the real server's)."""
+        return f"openai:{self.family_name}" + (":stand-in" if self.stand_in else "")
 
     @property
     def tokenizer(self):

@@ -201,3 +201,11 @@ def _stop_all() -> None:
     with shielded():
         for proc in list(_RUNNING):
             proc.stop(grace_s=5)
+
+
+def log_tail(log_path: Path, lines: int = 5) -> str:
+    """The last lines of a server's log on one line, for an error that says why it did not start."""
+    try:
+        return " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,6 +1,7 @@
 """`pytest-triton-llm serve DEPLOYMENT`: one deployment built (or reused), rendered and served exactly as the
 fixtures serve it, until Ctrl-C or SIGTERM; then the server is stopped and its files removed.
-`pytest-triton-llm serve-llama-cpp`: llama-cpp-python's /v1 server on a lock engine's GGUF, the same way."""
+`pytest-triton-llm serve-llama-cpp`: llama-cpp-python's /v1 server on a lock engine's GGUF, the same way.
+`pytest-triton-llm serve-trtllm-stand-in`: the project's trtllm-serve stand-in on a lock engine's reference checkpoint."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import llama_cpp_server
+from . import llama_cpp_server, trtllm_serve_stand_in
 from .cache import EngineCache
 from .deployments import DeploymentManager
 from .engines import check_lock
@@ -109,6 +110,53 @@ def serve_llama_cpp(args, progress: Progress | None = None, stop: threading.Even
         print(f"ready: --openai-url {server.url} (model {server.model}); log {log}; Ctrl-C or SIGTERM stops it", flush=True)
         return _until_stopped(
             stop, server.process.alive, lambda: f"llama_cpp.server {_ended(server.process.returncode)}; log {log}", progress
+        )
+    finally:
+        with shielded():
+            server.stop()
+
+
+def add_trtllm_stand_in_arguments(parser) -> None:
+    parser.add_argument(
+        "--engine",
+        default="smollm2-135m",
+        help="the lock engine (reference backend) whose checkpoint it serves (default: smollm2-135m)",
+    )
+    parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument(
+        "--perf-metrics",
+        type=int,
+        default=0,
+        metavar="N",
+        help="serve /perf_metrics as trtllm-serve does with return_perf_metrics and perf_metrics_max_requests N (default: off)",
+    )
+    add_engine_options(_Declare(parser))
+
+
+def serve_trtllm_stand_in(args, progress: Progress | None = None, stop: threading.Event | None = None) -> int:
+    """Serve `args.engine`'s reference checkpoint behind trtllm-serve's protocol until `stop` is set; prints the
+    options to pass (--openai-url, --tokenizer)."""
+    progress = progress or Progress()
+    stop = stop or _stop_on_signals()
+    lock = check_lock(load_lock(Path(args.engines_lock or DEFAULT_LOCK)))
+    cache = EngineCache(args.engines_cache, progress, verify=args.engines_verify)
+    reap_orphans(cache.root / "run", progress)
+    workdir = Path(tempfile.mkdtemp(prefix="triton-llm-trtllm-stand-in-"))
+    server = trtllm_serve_stand_in.serve_engine(
+        lock, args.engine, cache, workdir, rebuild=args.engines_rebuild, port=args.port, perf_metrics=args.perf_metrics
+    )
+    try:
+        log = workdir / "trtllm_serve_stand_in.log"
+        print(
+            f"ready: --openai-url {server.url} --tokenizer {server.tokenizer} (model {server.model}; the project's "
+            f"trtllm-serve stand-in); log {log}; Ctrl-C or SIGTERM stops it",
+            flush=True,
+        )
+        return _until_stopped(
+            stop,
+            server.process.alive,
+            lambda: f"the trtllm-serve stand-in exited on its own (exit {server.process.returncode}); log {log}",
+            progress,
         )
     finally:
         with shielded():

@@ -67,6 +67,7 @@ def test_greedy_outputs_agree_on_the_prompts(triton_llm, openai_target, prompts,
         {
             "against": openai_target.options.url,
             "family": openai_target.family_name,
+            "stand_in": openai_target.stand_in,
             "rule": pair_rule.describe(),
             "prompts": len(batch),
             "identical": identical,
@@ -205,6 +206,7 @@ def test_rouge_drops_no_more_than_allowed_article_by_article(
         {
             "against": openai_target.options.url,
             "family": openai_target.family_name,
+            "stand_in": openai_target.stand_in,
             "v1_endpoint": V1_ENDPOINT[settings.prompt],
             "dataset": cnn.source,
             "articles": len(articles),

@@ -77,7 +77,7 @@ def test_load_point_over_v1(
     result = load_point_result(runs, records_all, seconds_all, options)
     identity = dict(
         engine=given.engine or openai_target.model,
-        deployment=f"openai:{openai_target.family_name}",
+        deployment=openai_target.deployment,
         hardware=served,
         hardware_class=hardware_class(served),
         image=IMAGE,
@@ -88,6 +88,7 @@ def test_load_point_over_v1(
         url=given.url,
         model=openai_target.model,
         family=openai_target.family_name,
+        stand_in=openai_target.stand_in,
         endpoint=target.path,
         load_point=point_name,
         workload=workload_name,

@@ -72,6 +72,7 @@ class GenerationRequest:
     embedding_bias: np.ndarray | None = None
     return_log_probs: bool = False
     lora: object | None = None  # a lora.LoraAdapter, applied to this request's batch row only
+    top_logprobs: int = 0  # the trtllm-serve stand-in's logprobs=K: the K likeliest tokens of each step, with theirs
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Sequence:
     request: GenerationRequest
     tokens: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
+    top_log_probs: list[dict[int, float]] = field(default_factory=list)  # per token, when request.top_logprobs > 0
     finish_reason: str | None = None  # length | end_id | stop_words | cancelled
     generator: torch.Generator | None = None
 
@@ -91,6 +93,14 @@ class Sequence:
     @property
     def cum_log_prob(self) -> float:
         return float(sum(self.log_probs))
+
+
+def _top(log_probs: torch.Tensor, k: int) -> dict[int, float] | None:
+    """The k likeliest tokens of one step and their log probabilities; None when none were asked for."""
+    if k <= 0:
+        return None
+    values, ids = torch.topk(log_probs, min(k, log_probs.numel()))
+    return dict(zip(ids.tolist(), values.tolist(), strict=True))
 
 
 def _ends_with(history: list[int], word: list[int]) -> bool:
@@ -190,15 +200,17 @@ class ReferenceEngine:
             if self.fault("greedy_not_deterministic"):  # unseeded noise: near ties go either way, run to run
                 rows = rows + GREEDY_NOISE * torch.randn_like(rows)
             picks = rows.argmax(dim=-1)
-            chosen = torch.log_softmax(rows, dim=-1).gather(1, picks.unsqueeze(1)).squeeze(1)
-            for i, pick, log_prob in zip(simple, picks.tolist(), chosen.tolist(), strict=True):  # one copy off the GPU
-                self._append(sequences[i], pick, log_prob)
+            log_probs = torch.log_softmax(rows, dim=-1)
+            chosen = log_probs.gather(1, picks.unsqueeze(1)).squeeze(1)
+            for j, (i, pick, log_prob) in enumerate(zip(simple, picks.tolist(), chosen.tolist(), strict=True)):
+                self._append(sequences[i], pick, log_prob, _top(log_probs[j], sequences[i].request.top_logprobs))
         for i, seq in enumerate(sequences):
             if i in simple or seq.finished:
                 continue
             row = self._process(seq, logits[i].to("cpu", copy=True))  # penalties and sampling on the CPU
             token = self._sample(seq, row, slot=i)
-            self._append(seq, token, float(torch.log_softmax(row, dim=-1)[token]))
+            log_probs = torch.log_softmax(row, dim=-1)
+            self._append(seq, token, float(log_probs[token]), _top(log_probs, seq.request.top_logprobs))
 
     def _needs_processing(self, seq: Sequence) -> bool:
         r = seq.request
@@ -255,8 +267,10 @@ class ReferenceEngine:
             seq.generator = torch.Generator().manual_seed(seed)
         return int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
 
-    def _append(self, seq: Sequence, token: int, log_prob: float) -> None:
+    def _append(self, seq: Sequence, token: int, log_prob: float, top: dict[int, float] | None = None) -> None:
         r = seq.request
+        if top is not None and token != r.end_id:
+            seq.top_log_probs.append({**top, token: log_prob})  # the chosen token's too, as TensorRT-LLM's logprobs
         if token == r.end_id and not self.fault("end_id_ignored"):
             seq.finish_reason = "end_id"
             if self.fault("end_id_pads_output"):  # the end token returned, repeated up to max_new_tokens
