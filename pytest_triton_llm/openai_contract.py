@@ -110,7 +110,8 @@ class ErrorCase:
     body: str  # the JSON body's shape, or "unknown"
     cite: str
     note: str = ""
-    kind: str = ""  # what a suite asks for: "invalid_body" (a body that fails the request model), "not_json"
+    kind: str = ""  # what a suite asks for: "invalid_body" (a body that fails the request model), "not_json",
+    # "unknown_field" (a field the request type lacks), "max_tokens_beyond_context"
     text: str = ""  # the exact plain-text body, where the server answers this case without JSON
 
 

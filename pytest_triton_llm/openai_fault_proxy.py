@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .files import fixtures_dir
-from .openai_client import DONE, sse_events
+from .openai_client import DONE, STAND_IN_HEADER, sse_events
 from .schema import load_toml
 
 FAULTS_FILE = fixtures_dir() / "openai_faults.toml"
@@ -53,11 +53,19 @@ def _repeat_last_text(events: Events) -> Events:
     return events[: last + 1] + [repeat] + events[last + 1 :]
 
 
+def _one_short(event: dict) -> dict:
+    usage = event.get("usage")
+    if isinstance(usage, dict) and usage.get("completion_tokens"):
+        usage.update(completion_tokens=usage["completion_tokens"] - 1, total_tokens=usage["total_tokens"] - 1)
+    return event
+
+
 # per fault: (what it does to a whole stream, or None), (what it does to a unary answer, given the request, or None)
 STREAM_FAULTS: dict[str, Callable[[Events], Events]] = {
     "stream_drops_final_tokens": _drop_final_text,
     "stream_repeats_last_token": _repeat_last_text,
     "stream_buffered_until_done": lambda events: events,  # held back, then sent at once
+    "stream_usage_one_short": lambda events: [_one_short(e) for e in events],
 }
 
 
@@ -111,8 +119,16 @@ def _truncate_from_the_left(request: dict) -> dict:
     return request
 
 
+# the request fields the /v1 suites send, all a server that drops what it does not know keeps
+KNOWN_FIELDS = {
+    "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop",
+    "stream", "stream_options", "logprobs", "top_logprobs", "n", "ignore_eos", "min_tokens", "repeat_penalty",
+}  # fmt: skip
+
 # what a fault does to the request on its way to the server
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
+    "ignore_eos_dropped": lambda request: {k: v for k, v in request.items() if k != "ignore_eos"},
+    "unknown_fields_dropped": lambda request: {k: v for k, v in request.items() if k in KNOWN_FIELDS},
     "seed_ignored": lambda request: {k: v for k, v in request.items() if k != "seed"},
     # temperature 0 taken for "not given": the server's own default temperature samples instead
     "temperature_zero_ignored": lambda request: {k: v for k, v in request.items() if (k, v) != ("temperature", 0.0)},
@@ -139,6 +155,18 @@ def _as_chat_answer(answer: dict) -> dict:
     return dict(answer, object="chat.completion")
 
 
+def _arrival_at_first_token(entries):
+    for entry in entries if isinstance(entries, list) else []:
+        timing = (entry.get("perf_metrics") or {}).get("timing_metrics") or {}
+        if "first_token_time" in timing:
+            timing["arrival_time"] = timing["first_token_time"]
+    return entries
+
+
+# what a fault does to the answer of a GET beside /v1 (a server's own endpoints), by path
+SERVER_PATH_FAULTS: dict[str, tuple[str, Callable]] = {
+    "perf_metrics_arrival_at_first_token": ("/perf_metrics", _arrival_at_first_token),
+}
 DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
 NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] event
 # held before each event is sent on, by one stream at a time: a server's one generation loop pays it, so concurrent
@@ -216,24 +244,31 @@ class FaultProxy:
                 finally:
                     upstream.close()
 
-            def _head(self, status: int, content_type: str) -> None:
+            def _head(self, status: int, content_type: str, stand_in: str | None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                if stand_in is not None:  # the proxy stands in front of the project's stand-in: still the stand-in
+                    self.send_header(STAND_IN_HEADER, stand_in)
                 self.end_headers()
 
             def _unary(self, answer, request: dict | None, as_chat: bool) -> None:
                 raw = answer.read()
                 rewrite = UNARY_FAULTS.get(proxy.fault or "")
+                path, rewrite_path = SERVER_PATH_FAULTS.get(proxy.fault or "", ("", None))
+                if rewrite_path is not None and self.path == path and answer.status == 200:
+                    raw = json.dumps(rewrite_path(json.loads(raw))).encode()
                 reply = _json_object(raw) if answer.status == 200 else None
                 if as_chat and reply is not None:
                     raw = json.dumps(_as_chat_answer(reply)).encode()
                 if rewrite is not None and request is not None and reply is not None:
                     raw = json.dumps(rewrite(request, reply)).encode()
-                self._head(answer.status, answer.getheader("Content-Type") or "application/json")
+                self._head(
+                    answer.status, answer.getheader("Content-Type") or "application/json", answer.getheader(STAND_IN_HEADER)
+                )
                 self.wfile.write(raw)
 
             def _stream(self, answer) -> None:
-                self._head(answer.status, "text/event-stream")
+                self._head(answer.status, "text/event-stream", answer.getheader(STAND_IN_HEADER))
                 rewrite = STREAM_FAULTS.get(proxy.fault or "")
                 held: Events = []
                 gone = False

@@ -1,7 +1,7 @@
 """Functional conformance of an OpenAI-compatible endpoint (--openai-url): the model list, greedy determinism,
 max_tokens exact and never exceeded, stop strings, seeds and log probabilities, on /v1/completions and
-/v1/chat/completions. What the server family's contract (openai_families.toml) says it does not honour is skipped
-with the contract's words."""
+/v1/chat/completions; the extension fields ignore_eos and min_tokens, and trtllm-serve's /perf_metrics. What the server
+family's contract (openai_families.toml) says it does not honour is skipped with the contract's words."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ pytestmark = pytest.mark.functional
 
 LONG = 48  # tokens of the reference greedy text that the max_tokens and stop checks cut
 SEEDS = (1, 2, 3, 4)
+ROOM = 256  # tokens the greedy answer of the fox prompt must end within, by itself
+PAST_THE_END = 8  # tokens asked for beyond where the greedy answer ends
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +24,15 @@ def long_greedy(openai_target, prompts):
     # a precondition, not the check: the model must not have ended before LONG tokens (whether the count and the
     # finish reason are exact is what the tests check)
     assert answer.usage["completion_tokens"] >= LONG, f"the model ended by itself ({answer.usage}): {answer.text!r}"
+    return answer
+
+
+@pytest.fixture(scope="module")
+def ended_greedy(openai_target, prompts):
+    """The greedy completion of the fox prompt, which ends by itself (its finish_reason "stop") within ROOM tokens."""
+    answer = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], ROOM))
+    # a precondition, not the check: the ignore_eos and min_tokens checks need an answer that ends by itself
+    assert answer.finish_reason == "stop", f"the greedy answer must end on its own within {ROOM} tokens: {answer.text!r}"
     return answer
 
 
@@ -95,3 +106,55 @@ def test_log_probs_describe_the_greedy_tokens(openai_target, prompts):
         assert len(top) == 2
         # greedy: the chosen token is the likeliest (ties aside)
         assert logprob >= max(top.values()) - 1e-4, (token, logprob, top)
+
+
+def test_ignore_eos_runs_past_the_end_to_exactly_max_tokens(openai_target, prompts, ended_greedy):
+    """A benchmark's fixed output lengths rest on it: the answer goes on past where the model would end."""
+    if why := openai_target.lacks("ignore_eos"):
+        pytest.skip(why)
+    wanted = ended_greedy.usage["completion_tokens"] + PAST_THE_END
+    answer = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], wanted, ignore_eos=True))
+    assert answer.usage["completion_tokens"] == wanted, (answer.finish_reason, answer.text)
+    if openai_target.max_tokens_finish_reason is not None:
+        assert answer.finish_reason == openai_target.max_tokens_finish_reason
+    assert answer.text.startswith(ended_greedy.text), (answer.text, ended_greedy.text)
+
+
+def test_min_tokens_holds_the_end_back(openai_target, prompts, ended_greedy):
+    """At least min_tokens tokens, the greedy answer unchanged up to where it ended."""
+    if why := openai_target.lacks("min_tokens"):
+        pytest.skip(why)
+    least = ended_greedy.usage["completion_tokens"] + PAST_THE_END
+    body = openai_target.completion(prompts.completion["fox"], least + ROOM, min_tokens=least)
+    answer = openai_target.endpoint.complete(body)
+    assert answer.usage["completion_tokens"] >= least, (answer.finish_reason, answer.text)
+    assert answer.text.startswith(ended_greedy.text), (answer.text, ended_greedy.text)
+
+
+PERF_METRICS = "/perf_metrics"
+TIMES = ("arrival_time", "first_scheduled_time", "first_token_time", "last_token_time")
+KEPT_WHEN = (
+    "trtllm-serve fills it only when run with return_perf_metrics and perf_metrics_max_requests > 0 (--extra_llm_api_options)"
+)
+
+
+def test_perf_metrics_time_each_request_in_order(openai_target, prompts):
+    """trtllm-serve's /perf_metrics: an entry per finished request, its executor timestamps in the order of a request's
+    life, each entry handed out once (a read drains them). Skipped where the server keeps none (KEPT_WHEN)."""
+    if PERF_METRICS not in openai_target.family.endpoints:
+        pytest.skip(f"{openai_target.family.title}: no {PERF_METRICS} endpoint")
+    openai_target.endpoint.request("GET", PERF_METRICS, under_v1=False)  # what earlier requests left
+    for prompt in prompts.batch(2):
+        openai_target.endpoint.complete(openai_target.completion(prompt, 8))
+    first = openai_target.endpoint.request("GET", PERF_METRICS, under_v1=False)
+    assert first.status == 200, first.body
+    if first.body == []:
+        pytest.skip(f"the server keeps no perf metrics ({PERF_METRICS} answered []): {KEPT_WHEN}")
+    second = openai_target.endpoint.request("GET", PERF_METRICS, under_v1=False)
+    ids = [entry["request_id"] for entry in first.body]
+    assert len(ids) >= 2 and len(set(ids)) == len(ids), ids  # the two requests (and any other client's), each once
+    assert not {entry["request_id"] for entry in second.body} & set(ids), "a read handed out entries a read before had"
+    for entry in first.body:
+        timing = entry["perf_metrics"]["timing_metrics"]
+        times = [timing[name] for name in TIMES]
+        assert times == sorted(times), dict(zip(TIMES, times, strict=True))

@@ -68,3 +68,20 @@ def test_a_huge_max_tokens_is_answered_as_the_contract_says_and_the_server_serve
         assert _message(reply.body), f"HTTP {reply.status} without an error message: {reply.body!r}"
     again = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8))
     assert again.text == reference_answer
+
+
+def test_an_unknown_field_is_answered_as_the_contract_says_and_the_server_serves_on(openai_target, prompts, reference_answer):
+    """A misspelt field (max_token for max_tokens): a family that refuses unknown fields answers the stated 4xx with a
+    message, so the typo is seen; one that drops them serves the request as though the field were absent."""
+    error = openai_target.error_case("unknown_field")
+    if error is None or not error.status.isdigit():
+        pytest.skip(f"{openai_target.family.title}: the contract does not say what an unknown request field does")
+    body = openai_target.completion(prompts.completion["fox"], 8, max_token=4)
+    reply = openai_target.endpoint.request("POST", "/completions", body)
+    assert reply.status == int(error.status), f"{error.case}: expected HTTP {error.status}, got {reply.status}: {reply.body!r}"
+    if reply.status == 200:
+        assert reply.body["choices"][0]["text"] == reference_answer
+    else:
+        assert _message(reply.body), f"HTTP {reply.status} without an error message: {reply.body!r}"
+    again = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8))
+    assert again.text == reference_answer

@@ -118,7 +118,12 @@ def test_trtllm_serve_refused_completion_logprobs_before_pr_10809_and_limits_the
 def test_trtllm_serve_reports_the_llm_api_finish_reasons_and_a_400_for_a_bad_body():
     family = FAMILIES["trtllm-serve"]
     assert family.response.finish_reasons.values == ("stop", "length", "timeout", "cancelled", "tool_calls")
-    assert [(e.status, e.body.split(":")[0]) for e in family.errors] == [("400", '{"error"'), ("400", '{"object"')]
+    assert [(e.kind, e.status, e.body.split(":")[0]) for e in family.errors] == [
+        ("invalid_body", "400", '{"error"'),
+        ("unknown_field", "400", '{"error"'),
+        ("max_tokens_beyond_context", "200", "a completion"),
+        ("", "400", '{"object"'),
+    ]
 
 
 # -- across families ----------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ MECHANISMS = {
     "no done": proxy.NO_DONE,
     "delay": set(proxy.EVENT_DELAY_S),
     "generic chat template": proxy.GENERIC_TEMPLATE,
+    "server path": set(proxy.SERVER_PATH_FAULTS),
 }
 
 
