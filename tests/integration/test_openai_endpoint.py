@@ -1,6 +1,7 @@
 """The OpenAI endpoint path through a real /v1 server: llama-cpp-python's, on the embedded default's GGUF, behind
 a bearer token and TLS (a self-signed certificate made here), and `pytest-triton-llm serve-llama-cpp` as users and
-CI start it. Skipped (failed under TRITON_LLM_CI_TOOLS=1) where the llama-cpp extra is not installed."""
+CI start it (skipped, failed under TRITON_LLM_CI_TOOLS=1, where the llama-cpp extra is not installed); and
+`pytest-triton-llm serve-trtllm-stand-in`, the project's trtllm-serve stand-in, started the same way."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pytest_triton_llm import llama_cpp_server
 from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError
 from pytest_triton_llm.openai_target import OpenAITarget, openai_options
 from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.repository.stand_in import version
 
 from ..conftest import BUILT_CACHE
 from .conftest import ROOT
@@ -94,6 +96,43 @@ def test_serve_llama_cpp_prints_the_url_to_test_and_stops_on_sigterm(gguf, tmp_p
         url = lines[-1].split("--openai-url ")[1].split()[0]
         target = OpenAITarget(openai_options(url, [], None, None, None))
         assert target.family_name == "llama-cpp-python"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, "".join(lines) + output
+    with pytest.raises(OSError):
+        target.endpoint.models()  # the server went with it
+
+
+def test_serve_trtllm_stand_in_prints_the_options_to_test_with_and_its_answers_say_it_is_the_stand_in(tmp_path):
+    """The reference extra only: no llama-cpp-python needed."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_triton_llm.cli",
+            "serve-trtllm-stand-in",
+            "--engines-lock",
+            str(ROOT / "engines.lock"),
+            "--engines-cache",
+            str(BUILT_CACHE),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("ready: "):
+                break
+        words = lines[-1].split()
+        url, tokenizer = words[words.index("--openai-url") + 1], words[words.index("--tokenizer") + 1]
+        target = OpenAITarget(openai_options(url, [], None, None, None, tokenizer=tokenizer))
+        assert (target.family_name, target.model, target.stand_in) == ("trtllm-serve", "smollm2-135m", version())
+        answer = target.endpoint.complete(target.completion("Hello there", 1))  # the printed tokenizer is the model's
+        assert answer.usage["prompt_tokens"] == len(target.tokenizer.encode("Hello there"))
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)

@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
+from pytest_triton_llm.openai_client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
+from pytest_triton_llm.openai_fault_proxy import FaultProxy
 from pytest_triton_llm.openai_target import OpenAITarget, OpenAITargetError, openai_options
 from pytest_triton_llm.usage import OptionError
 
@@ -29,6 +30,7 @@ CHUNKS = [
 class _Handler(BaseHTTPRequestHandler):
     owned_by = "me"
     model_id = "m"
+    stand_in: str | None = None  # the stand-in header's value, where the canned server plays the project's stand-in
     seen: list = []
 
     def log_message(self, *args):  # quiet
@@ -39,6 +41,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.stand_in is not None:
+            self.send_header(STAND_IN_HEADER, self.stand_in)
         self.end_headers()
         self.wfile.write(data)
 
@@ -159,6 +163,24 @@ def test_the_family_is_recognised_by_owned_by_and_an_unknown_owner_asks_for_open
         assert OpenAITarget(openai_options(server, [], None, None, "trtllm-serve")).greedy() == {"model": "m", "temperature": 0.0}
     finally:
         _Handler.owned_by = "me"
+
+
+def test_an_endpoint_that_marks_its_answers_as_the_projects_stand_in_is_named_so_and_the_fault_proxy_keeps_the_mark(server):
+    _Handler.owned_by = "tensorrt_llm"
+    try:
+        real = OpenAITarget(openai_options(server, [], None, None, None))
+        assert (real.stand_in, real.deployment) == (None, "openai:trtllm-serve")
+        _Handler.stand_in = "0.1.0"
+        proxy = FaultProxy(server, None)
+        try:
+            for url in (server, proxy.start()):
+                target = OpenAITarget(openai_options(url, [], None, None, None))
+                assert (target.stand_in, target.deployment) == ("0.1.0", "openai:trtllm-serve:stand-in")
+                assert target.describe().endswith("; served by the project's stand-in 0.1.0, not by trtllm-serve")
+        finally:
+            proxy.stop()
+    finally:
+        _Handler.owned_by, _Handler.stand_in = "me", None
 
 
 def test_the_tokenizer_is_tokenizers_else_the_model_ids_and_one_not_there_says_what_to_pass(server, tmp_path):
