@@ -79,7 +79,7 @@ def _v1_nodes(row: dict) -> list[str]:
     return [n for n in row["caught_by"] if not n.startswith(MIGRATION_TESTS)]
 
 
-@pytest.mark.parametrize("server", [LLAMA, STAND_IN])
+@pytest.mark.parametrize("server", [LLAMA, pytest.param(STAND_IN, marks=pytest.mark.trtllm_stand_in)])
 def test_the_catching_tests_pass_through_the_proxy_without_a_fault(request, server):
     """Every catching test of the server's rows but the migration gate's (those pass without a proxy in CI's migration
     step: a clean proxy in front of them would cost another Triton session), with the options their rows give, on
@@ -107,7 +107,8 @@ def _parts() -> list:
         v1 = _v1_nodes(row)
         migration = [n for n in row["caught_by"] if n.startswith(MIGRATION_TESTS)]
         if v1:
-            parts.append(pytest.param(name, tuple(v1), None, id=f"{name}-v1" if migration else name))
+            marks = [pytest.mark.trtllm_stand_in] if row.get("server") == STAND_IN else []
+            parts.append(pytest.param(name, tuple(v1), None, marks=marks, id=f"{name}-v1" if migration else name))
         if migration:
             marks = [pytest.mark.triton_side]
             parts.append(
