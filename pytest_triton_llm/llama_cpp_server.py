@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +14,10 @@ from .engines.sources import fetch_source
 from .errors import TritonLLMError
 from .lock import Lock
 from .openai_client import OpenAIEndpoint
-from .processes import ManagedProcess, log_tail
+from .processes import ManagedProcess, start_until_ready
 from .progress import Progress
 from .runtimes.ports import free_ports
+from .runtimes.server import cpu_share, serving_environment
 
 CONTEXT = 2048  # tokens: the lock's max_input_len + max_output_len of the embedded default fit
 
@@ -94,27 +94,20 @@ def start(
     if missing is not None:
         raise LlamaCppUnavailable(missing)
     port = port or free_ports(1)[0]
-    threads = threads or max(1, (os.cpu_count() or 2))
+    threads = threads or cpu_share(dict(os.environ))  # this xdist worker's share: pools that spin must not overlap
     argv = command(gguf, port, threads, api_key, tls, interrupt)
-    process = ManagedProcess(argv, dict(os.environ), log_path, run_dir, "llama_cpp.server")
+    process = ManagedProcess(argv, serving_environment(dict(os.environ)), log_path, run_dir, "llama_cpp.server")
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     endpoint = OpenAIEndpoint(url, headers, ca_file, timeout_s=5)
     with progress.step(f"llama_cpp.server: {gguf.name} on {url} (log {log_path})"):
-        process.start()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if not process.alive():
-                raise LlamaCppUnavailable(
-                    f"llama_cpp.server exited ({process.returncode}) before it served: {log_tail(log_path)}"
-                )
-            try:
-                [listed] = endpoint.models()
-                return LlamaCppServer(url, listed["id"], process)
-            except (OSError, TritonLLMError):
-                if time.monotonic() > deadline:
-                    process.stop()
-                    raise LlamaCppUnavailable(
-                        f"llama_cpp.server did not answer within {timeout_s:.0f} s: {log_tail(log_path)}"
-                    ) from None
-                time.sleep(0.25)
+        [listed] = start_until_ready(
+            process,
+            endpoint.models,
+            what="llama_cpp.server",
+            log_path=log_path,
+            timeout_s=timeout_s,
+            unavailable=LlamaCppUnavailable,
+            retry_on=(OSError, TritonLLMError),
+        )
+    return LlamaCppServer(url, listed["id"], process)

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol, TypeVar
 
 from .progress import Progress
 
@@ -206,6 +206,35 @@ def _stop_all() -> None:
 def log_tail(log_path: Path, lines: int = 5) -> str:
     """The last lines of a server's log on one line, for an error that says why it did not start."""
     try:
-        return " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-lines:])
+        return " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-lines:]) or "(its log is empty)"
     except OSError:
         return "(no log)"
+
+
+Ready = TypeVar("Ready")
+
+
+def start_until_ready(
+    process: ManagedProcess,
+    ready: Callable[[], Ready],
+    *,
+    what: str,
+    log_path: Path,
+    timeout_s: float,
+    unavailable: Callable[[str], Exception],
+    retry_on: tuple[type[Exception], ...],
+) -> Ready:
+    """Start `process` and return what `ready()` first returns without raising one of `retry_on`. If the process exits
+    first, or `timeout_s` passes (the process then stopped), `unavailable(why)` is raised with the log's tail."""
+    process.start()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not process.alive():
+            raise unavailable(f"{what} exited ({process.returncode}) before it served: {log_tail(log_path)}")
+        try:
+            return ready()
+        except retry_on:
+            if time.monotonic() > deadline:
+                process.stop()
+                raise unavailable(f"{what} did not answer within {timeout_s:.0f} s: {log_tail(log_path)}") from None
+            time.sleep(0.25)

@@ -11,7 +11,6 @@ import importlib.util
 import os
 import shutil
 import sys
-import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -23,10 +22,11 @@ from .engines import BuildSite, backend_of
 from .errors import TritonLLMError
 from .lock import Lock
 from .openai_client import OpenAIEndpoint
-from .processes import ManagedProcess, log_tail
+from .processes import ManagedProcess, start_until_ready
 from .progress import Progress
 from .repository.stand_in import version
 from .runtimes.ports import free_ports
+from .runtimes.server import serving_environment
 
 CODE = resources.files("pytest_triton_llm") / "reference_backend"
 # the stand-in's own modules, and the reference engine's modules it imports by bare name
@@ -142,24 +142,18 @@ def start(
     port = port or free_ports(1)[0]
     log_path = work_dir / "trtllm_serve_stand_in.log"
     argv = command(run_dir, model, tokenizer, port, version(), options_file)
-    process = ManagedProcess(argv, dict(os.environ), log_path, pid_dir, "trtllm-serve stand-in")
+    # its torch threads take this xdist worker's share of the cores, as a local tritonserver's do, and no credentials
+    process = ManagedProcess(argv, serving_environment(dict(os.environ)), log_path, pid_dir, "trtllm-serve stand-in")
     url = f"http://127.0.0.1:{port}/v1"
     endpoint = OpenAIEndpoint(url, timeout_s=5)
     with progress.step(f"trtllm-serve stand-in: {served_name} on {url} (log {log_path})"):
-        process.start()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if not process.alive():
-                raise StandInUnavailable(
-                    f"the trtllm-serve stand-in exited ({process.returncode}) before it served: {log_tail(log_path)}"
-                )
-            try:
-                [listed] = endpoint.models()
-                return TrtllmServeStandIn(url, listed["id"], tokenizer, process)
-            except (OSError, TritonLLMError):
-                if time.monotonic() > deadline:
-                    process.stop()
-                    raise StandInUnavailable(
-                        f"the trtllm-serve stand-in did not answer within {timeout_s:.0f} s: {log_tail(log_path)}"
-                    ) from None
-                time.sleep(0.25)
+        [listed] = start_until_ready(
+            process,
+            endpoint.models,
+            what="the trtllm-serve stand-in",
+            log_path=log_path,
+            timeout_s=timeout_s,
+            unavailable=StandInUnavailable,
+            retry_on=(OSError, TritonLLMError),
+        )
+    return TrtllmServeStandIn(url, listed["id"], tokenizer, process)

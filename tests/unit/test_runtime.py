@@ -15,7 +15,7 @@ from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.runtimes import RUNTIMES, ServerOptions
 from pytest_triton_llm.runtimes.local import tritonserver_command
 from pytest_triton_llm.runtimes.remote import remote_options
-from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess, reap_orphans
+from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess, reap_orphans, start_until_ready
 from pytest_triton_llm.runtimes.server import serving_environment
 from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
 
@@ -133,3 +133,53 @@ def test_pidfiles_of_another_pid_namespace_are_never_signalled(tmp_path):
     finally:
         victim.kill()
         victim.wait()
+
+
+class _NotYet(Exception):
+    pass
+
+
+def test_start_until_ready_returns_what_the_first_ready_answer_gave(tmp_path):
+    proc = ManagedProcess(["sleep", "300"], dict(os.environ), tmp_path / "log", tmp_path / "run", "ready")
+    answers = iter([_NotYet(), _NotYet(), "served"])
+
+    def ready():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    try:
+        got = start_until_ready(
+            proc, ready, what="it", log_path=proc.log_path, timeout_s=30, unavailable=RuntimeError, retry_on=(_NotYet,)
+        )
+        assert (got, proc.alive()) == ("served", True)
+    finally:
+        proc.stop()
+
+
+def test_start_until_ready_says_the_process_exited_with_its_code_and_log_tail(tmp_path):
+    script = "echo loading; echo 'bad weights' >&2; exit 3"
+    proc = ManagedProcess(["bash", "-c", script], dict(os.environ), tmp_path / "log", tmp_path / "run", "dies")
+
+    def never():
+        raise _NotYet()
+
+    with pytest.raises(RuntimeError) as raised:
+        start_until_ready(
+            proc, never, what="the server", log_path=proc.log_path, timeout_s=30, unavailable=RuntimeError, retry_on=(_NotYet,)
+        )
+    assert str(raised.value) == "the server exited (3) before it served: loading | bad weights"
+
+
+def test_start_until_ready_stops_a_process_that_never_answers_and_says_how_long_it_waited(tmp_path):
+    proc = ManagedProcess(["sleep", "300"], dict(os.environ), tmp_path / "log", tmp_path / "run", "silent")
+
+    def never():
+        raise _NotYet()
+
+    with pytest.raises(RuntimeError) as raised:
+        start_until_ready(
+            proc, never, what="the server", log_path=proc.log_path, timeout_s=1, unavailable=RuntimeError, retry_on=(_NotYet,)
+        )
+    assert (str(raised.value), proc.alive()) == ("the server did not answer within 1 s: (its log is empty)", False)
