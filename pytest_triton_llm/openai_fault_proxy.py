@@ -98,7 +98,26 @@ def _one_completion_token(request: dict, answer: dict) -> dict:
     return answer
 
 
+WINDOW = 2048  # the context window of the servers the faults run against (llama n_ctx, the stand-in's max_seq_len)
+
+
+def _empty_beyond_the_window(request: dict, answer: dict) -> dict:
+    asked = request.get("max_tokens", request.get("max_completion_tokens"))
+    if isinstance(asked, int) and asked > WINDOW:
+        for choice in answer.get("choices", []):
+            if "text" in choice:
+                choice["text"] = ""
+            else:
+                choice.setdefault("message", {})["content"] = ""
+            choice["finish_reason"] = "length"
+        usage = answer.get("usage")
+        if isinstance(usage, dict) and "prompt_tokens" in usage:
+            usage.update(completion_tokens=0, total_tokens=usage["prompt_tokens"])
+    return answer
+
+
 UNARY_FAULTS: dict[str, Callable[[dict, dict], dict]] = {
+    "max_tokens_beyond_the_window_answered_empty": _empty_beyond_the_window,
     "finish_reason_always_stop": _always_stop,
     "stop_string_kept": _keep_stop_string,
     "response_names_another_model": _name_the_checkpoint,
@@ -128,6 +147,7 @@ KNOWN_FIELDS = {
 # what a fault does to the request on its way to the server
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
     "ignore_eos_dropped": lambda request: {k: v for k, v in request.items() if k != "ignore_eos"},
+    "min_tokens_dropped": lambda request: {k: v for k, v in request.items() if k != "min_tokens"},
     "unknown_fields_dropped": lambda request: {k: v for k, v in request.items() if k in KNOWN_FIELDS},
     "seed_ignored": lambda request: {k: v for k, v in request.items() if k != "seed"},
     # temperature 0 taken for "not given": the server's own default temperature samples instead
