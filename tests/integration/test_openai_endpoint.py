@@ -5,6 +5,7 @@ CI start it (skipped, failed under TRITON_LLM_CI_TOOLS=1, where the llama-cpp ex
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -69,73 +70,43 @@ def test_an_endpoint_behind_a_token_and_tls_is_reached_with_openai_header_and_ca
         server.stop()
 
 
-def test_serve_llama_cpp_prints_the_url_to_test_and_stops_on_sigterm(gguf, tmp_path):
+@contextlib.contextmanager
+def _served(command: str, *options: str):
+    """`pytest-triton-llm COMMAND` as a user starts it: yields the options its `ready:` line prints ({"--openai-url":
+    URL, ...}); then SIGTERM, and the command must exit 0 with its server gone."""
+    argv = [sys.executable, "-m", "pytest_triton_llm.cli", command, "--engines-lock", str(ROOT / "engines.lock")]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_triton_llm.cli",
-            "serve-llama-cpp",
-            "--engines-lock",
-            str(ROOT / "engines.lock"),
-            "--engines-cache",
-            str(BUILT_CACHE),
-            "--threads",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        [*argv, "--engines-cache", str(BUILT_CACHE), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    lines: list[str] = []
     try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("ready: "):
-                break
-        url = lines[-1].split("--openai-url ")[1].split()[0]
-        target = OpenAITarget(openai_options(url, [], None, None, None))
-        assert target.family_name == "llama-cpp-python"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, "".join(lines) + output
-    with pytest.raises(OSError):
-        target.endpoint.models()  # the server went with it
-
-
-def test_serve_trtllm_stand_in_prints_the_options_to_test_with_and_its_answers_say_it_is_the_stand_in(tmp_path):
-    """The reference extra only: no llama-cpp-python needed."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_triton_llm.cli",
-            "serve-trtllm-stand-in",
-            "--engines-lock",
-            str(ROOT / "engines.lock"),
-            "--engines-cache",
-            str(BUILT_CACHE),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        lines = []
         for line in proc.stdout:
             lines.append(line)
             if line.startswith("ready: "):
                 break
         words = lines[-1].split()
-        url, tokenizer = words[words.index("--openai-url") + 1], words[words.index("--tokenizer") + 1]
-        target = OpenAITarget(openai_options(url, [], None, None, None, tokenizer=tokenizer))
-        assert (target.family_name, target.model, target.stand_in) == ("trtllm-serve", "smollm2-135m", version())
-        answer = target.endpoint.complete(target.completion("Hello there", 1))  # the printed tokenizer is the model's
-        assert answer.usage["prompt_tokens"] == len(target.tokenizer.encode("Hello there"))
+        yield {word: words[i + 1] for i, word in enumerate(words[:-1]) if word.startswith("--")}
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, "".join(lines) + output
+
+
+def test_serve_llama_cpp_prints_the_url_to_test_and_stops_on_sigterm(gguf):
+    with _served("serve-llama-cpp", "--threads", "1") as printed:
+        target = OpenAITarget(openai_options(printed["--openai-url"], [], None, None, None))
+        assert target.family_name == "llama-cpp-python"
+    with pytest.raises(OSError):
+        target.endpoint.models()  # the server went with it
+
+
+@pytest.mark.trtllm_stand_in
+def test_serve_trtllm_stand_in_prints_the_options_to_test_with_and_its_answers_say_it_is_the_stand_in():
+    """The reference extra only: no llama-cpp-python needed."""
+    with _served("serve-trtllm-stand-in") as printed:
+        target = OpenAITarget(openai_options(printed["--openai-url"], [], None, None, None, tokenizer=printed["--tokenizer"]))
+        assert (target.family_name, target.model, target.stand_in) == ("trtllm-serve", "smollm2-135m", version())
+        answer = target.endpoint.complete(target.completion("Hello there", 1))  # the printed tokenizer is the model's
+        assert answer.usage["prompt_tokens"] == len(target.tokenizer.encode("Hello there"))
     with pytest.raises(OSError):
         target.endpoint.models()  # the server went with it

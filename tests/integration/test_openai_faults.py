@@ -6,6 +6,7 @@ TRITON_LLM_CI_TOOLS=1) without the llama-cpp extra."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -80,23 +81,30 @@ def _v1_nodes(row: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("server", [LLAMA, pytest.param(STAND_IN, marks=pytest.mark.trtllm_stand_in)])
-def test_the_catching_tests_pass_through_the_proxy_without_a_fault(request, server):
+def test_the_catching_tests_pass_through_the_proxy_without_a_fault(request, server, tmp_path):
     """Every catching test of the server's rows but the migration gate's (those pass without a proxy in CI's migration
     step: a clean proxy in front of them would cost another Triton session), with the options their rows give, on
     CLEAN_ARTICLES articles: the /v1 accuracy test's clean verdict is inconclusive on a dozen as on four (a warning,
-    which passes), and the fault's run on its row's articles shows that it can fail."""
+    which passes), and the fault's run on its row's articles shows that it can fail. On the stand-in the /v1 perf test
+    must have taken its exact path: lengths held by ignore_eos, tokens counted by the streamed usage."""
     up = _upstream(request, server)
     rows = [row for row in FAULTS.values() if row.get("server", LLAMA) == server and _v1_nodes(row)]
     proxy = FaultProxy(up.url, None)
+    report = tmp_path / "report.json"
     try:
         nodes = sorted({n for row in rows for n in _v1_nodes(row)})
         given = {tuple(row.get("options", ())): None for row in rows}
         options = (*(o for row_options in given for o in row_options), "--accuracy-samples", str(CLEAN_ARTICLES))
-        done = _run(up, proxy.start(), *nodes, options=options)
+        done = _run(up, proxy.start(), *nodes, options=(*options, "--triton-llm-report", str(report)))
     finally:
         proxy.stop()
     assert done.returncode == 0, done.stdout[-3000:]
     assert done.stdout.splitlines()[-1].startswith(f"{len(nodes)} passed"), done.stdout[-3000:]  # none skipped
+    if server == STAND_IN:
+        points = json.loads(report.read_text())["v1_perf"]
+        exact = {(bool(p["stand_in"]), p["lengths_held_by"], p["tokens_from"].split()[0]) for p in points.values()}
+        load_points = [n for n in nodes if "::test_load_point_over_v1[" in n]
+        assert (len(points), exact) == (len(load_points), {(True, "ignore_eos", "usage")}), points
 
 
 def _parts() -> list:
