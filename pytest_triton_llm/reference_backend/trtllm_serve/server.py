@@ -103,6 +103,12 @@ def _error(message: str, kind: str = "BadRequestError", status: int = 400) -> JS
     return JSONResponse(ErrorResponse(message=message, type=kind, code=status).model_dump(), status_code=status)
 
 
+def _usage_options(options) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats) of a request's stream_options: usage is continuous only when included."""
+    include_usage = bool(options and options.include_usage)
+    return include_usage, include_usage and bool(options.continuous_usage_stats)
+
+
 def _refuse_unimplemented(request) -> None:
     for name, default in NOT_IMPLEMENTED.items():
         if name in type(request).model_fields and getattr(request, name) not in (default, None if default == [] else default):
@@ -410,9 +416,7 @@ def build_app(stand_in: StandIn, mark: str) -> FastAPI:
     async def _completion_stream(raw: Request, request: CompletionRequest, prompt: int, output: Output, queue):
         """completion_stream_post_processor: a chunk per delivery, nulls written; the usage chunk; [DONE]."""
         stream_id, created = f"cmpl-{output.job.request_id}", int(time.time())  # the engine request's id
-        options = request.stream_options
-        include_usage = bool(options and options.include_usage)
-        continuous = include_usage and bool(options.continuous_usage_stats)
+        include_usage, continuous = _usage_options(request.stream_options)
 
         async for new_text, new_tokens in deliveries(raw, output, queue):
             choice = CompletionResponseStreamChoice(
@@ -429,7 +433,7 @@ def build_app(stand_in: StandIn, mark: str) -> FastAPI:
             if continuous:
                 chunk.usage = usage(output, prompt)
             yield f"data: {chunk.model_dump_json(exclude_unset=False)}\n\n"
-        if include_usage and output.done:
+        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
             final = CompletionStreamResponse(
                 choices=[], model=request.model, usage=usage(output, prompt), id=stream_id, created=created
             )
@@ -470,9 +474,7 @@ def build_app(stand_in: StandIn, mark: str) -> FastAPI:
     async def _chat_stream(raw: Request, request: ChatCompletionRequest, prompt: int, output: Output, queue):
         """chat_stream_post_processor: the role chunk, a chunk per delivery (nulls left out), the usage chunk; [DONE]."""
         stream_id, created = f"chatcmpl-{output.job.request_id}", int(time.time())
-        options = request.stream_options
-        include_usage = bool(options and options.include_usage)
-        continuous = include_usage and bool(options.continuous_usage_stats)
+        include_usage, continuous = _usage_options(request.stream_options)
         first = ChatCompletionStreamResponse(
             choices=[ChatCompletionResponseStreamChoice(index=0, delta=DeltaMessage(role="assistant"))],
             model=request.model,
@@ -502,7 +504,7 @@ def build_app(stand_in: StandIn, mark: str) -> FastAPI:
             if continuous:
                 chunk.usage = usage(output, prompt)
             yield f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
-        if include_usage and output.done:
+        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
             final = ChatCompletionStreamResponse(
                 choices=[], model=request.model, usage=usage(output, prompt), id=stream_id, created=created
             )
