@@ -84,6 +84,7 @@ def _served(command: str, *options: str):
             lines.append(line)
             if line.startswith("ready: "):
                 break
+        assert lines and lines[-1].startswith("ready: "), "".join(lines)  # it exited without serving
         words = lines[-1].split()
         yield {word: words[i + 1] for i, word in enumerate(words[:-1]) if word.startswith("--")}
     finally:
