@@ -13,8 +13,8 @@ from pathlib import Path
 from .engines.sources import fetch_source
 from .errors import TritonLLMError
 from .lock import Lock
-from .openai_client import OpenAIEndpoint
-from .processes import ManagedProcess, start_until_ready
+from .openai_client import OpenAIEndpoint, start_until_listed
+from .processes import ManagedProcess
 from .progress import Progress
 from .runtimes.ports import free_ports
 from .runtimes.server import cpu_share, serving_environment
@@ -101,13 +101,5 @@ def start(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     endpoint = OpenAIEndpoint(url, headers, ca_file, timeout_s=5)
     with progress.step(f"llama_cpp.server: {gguf.name} on {url} (log {log_path})"):
-        [listed] = start_until_ready(
-            process,
-            endpoint.models,
-            what="llama_cpp.server",
-            log_path=log_path,
-            timeout_s=timeout_s,
-            unavailable=LlamaCppUnavailable,
-            retry_on=(OSError, TritonLLMError),
-        )
+        listed = start_until_listed(process, endpoint, "llama_cpp.server", timeout_s, LlamaCppUnavailable)
     return LlamaCppServer(url, listed["id"], process)

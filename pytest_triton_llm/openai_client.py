@@ -10,12 +10,13 @@ import http.client
 import json
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import TritonLLMError
+from .processes import ManagedProcess, start_until_ready
 
 DONE = "[DONE]"  # the event that ends an OpenAI stream
 # the header every answer of the project's trtllm-serve stand-in carries (reference_backend/trtllm_serve/server.py),
@@ -176,6 +177,23 @@ class OpenAIEndpoint:
         finally:
             connection.close()
         return result
+
+
+def start_until_listed(
+    process: ManagedProcess, endpoint: OpenAIEndpoint, what: str, timeout_s: float, unavailable: Callable[[str], Exception]
+) -> dict:
+    """Start a /v1 server's process and return the one model its /v1/models lists, once that answers (refused
+    connections and error answers until then are waited out; start_until_ready says why it gave up)."""
+    [listed] = start_until_ready(
+        process,
+        endpoint.models,
+        what=what,
+        log_path=process.log_path,
+        timeout_s=timeout_s,
+        unavailable=unavailable,
+        retry_on=(OSError, TritonLLMError),
+    )
+    return listed
 
 
 def _parsed(raw: bytes) -> Any:

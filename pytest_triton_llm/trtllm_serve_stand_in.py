@@ -21,8 +21,8 @@ from .cache import EngineCache
 from .engines import BuildSite, backend_of
 from .errors import TritonLLMError
 from .lock import Lock
-from .openai_client import OpenAIEndpoint
-from .processes import ManagedProcess, start_until_ready
+from .openai_client import OpenAIEndpoint, start_until_listed
+from .processes import ManagedProcess
 from .progress import Progress
 from .repository.stand_in import version
 from .runtimes.ports import free_ports
@@ -147,13 +147,5 @@ def start(
     url = f"http://127.0.0.1:{port}/v1"
     endpoint = OpenAIEndpoint(url, timeout_s=5)
     with progress.step(f"trtllm-serve stand-in: {served_name} on {url} (log {log_path})"):
-        [listed] = start_until_ready(
-            process,
-            endpoint.models,
-            what="the trtllm-serve stand-in",
-            log_path=log_path,
-            timeout_s=timeout_s,
-            unavailable=StandInUnavailable,
-            retry_on=(OSError, TritonLLMError),
-        )
+        listed = start_until_listed(process, endpoint, "the trtllm-serve stand-in", timeout_s, StandInUnavailable)
     return TrtllmServeStandIn(url, listed["id"], tokenizer, process)
