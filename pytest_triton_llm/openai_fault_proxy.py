@@ -60,12 +60,25 @@ def _one_short(event: dict) -> dict:
     return event
 
 
+KV_BLOCK = 32  # tokens: the stand-in's KV-cache block
+
+
+def _cached_in_whole_blocks(event: dict) -> dict:
+    """The cached prompt tokens counted in whole KV blocks, the prompt's partly filled last block included."""
+    usage = event.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    if isinstance(details, dict) and details.get("cached_tokens"):
+        details["cached_tokens"] = -(-usage["prompt_tokens"] // KV_BLOCK) * KV_BLOCK
+    return event
+
+
 # per fault: (what it does to a whole stream, or None), (what it does to a unary answer, given the request, or None)
 STREAM_FAULTS: dict[str, Callable[[Events], Events]] = {
     "stream_drops_final_tokens": _drop_final_text,
     "stream_repeats_last_token": _repeat_last_text,
     "stream_buffered_until_done": lambda events: events,  # held back, then sent at once
     "stream_usage_one_short": lambda events: [_one_short(e) for e in events],
+    "stream_cached_tokens_beyond_the_prompt": lambda events: [_cached_in_whole_blocks(e) for e in events],
 }
 
 
