@@ -66,7 +66,9 @@ KV_BLOCK = 32  # tokens: the stand-in's KV-cache block
 def _cached_in_whole_blocks(event: dict) -> dict:
     """The cached prompt tokens counted in whole KV blocks, the prompt's partly filled last block included."""
     usage = event.get("usage")
-    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return event
+    details = usage.get("prompt_tokens_details")
     if isinstance(details, dict) and details.get("cached_tokens"):
         details["cached_tokens"] = -(-usage["prompt_tokens"] // KV_BLOCK) * KV_BLOCK
     return event
