@@ -6,7 +6,9 @@ teardown (also after Ctrl-C), by an atexit hook, and - if the owning pytest died
 without either (SIGKILL) - by `reap_orphans` at the start of the next session. Stopping
 is shielded from a second Ctrl-C or SIGTERM (`shielded`): an impatient user cannot cut it
 short, and a server gets SIGTERM from the kernel the moment its pytest dies (Linux
-PR_SET_PDEATHSIG), so even a SIGKILL leaves none behind for long.
+PR_SET_PDEATHSIG), so even a SIGKILL leaves none behind for long. The POSIX shared memory a server's python
+backend stubs name with its prefix (`shm_prefix`) goes with it: tritonserver exits at its exit timeout without
+unloading what is still loaded, and those stubs' regions would stay in /dev/shm for good.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Callable, Protocol, TypeVar
 from .progress import Progress
 
 _RUNNING: set["ManagedProcess"] = set()
+SHARED_MEMORY = Path("/dev/shm")
 
 
 def _pid_namespace() -> str:
@@ -98,9 +101,24 @@ class ServerProcess(Protocol):
     def stop(self, grace_s: float = 15.0) -> None: ...
 
 
+def remove_shared_memory(prefix: str | None) -> int:
+    """Unlink the shared memory regions whose names start with `prefix` (none for None); returns how many."""
+    if not prefix:
+        return 0
+    removed = 0
+    for region in SHARED_MEMORY.glob(f"{prefix}*"):
+        with contextlib.suppress(FileNotFoundError):
+            region.unlink()
+            removed += 1
+    return removed
+
+
 class ManagedProcess:
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, run_dir: Path, label: str):
+    def __init__(
+        self, argv: list[str], env: dict[str, str], log_path: Path, run_dir: Path, label: str, shm_prefix: str | None = None
+    ):
         self.argv, self.env, self.log_path, self.run_dir, self.label = argv, env, log_path, run_dir, label
+        self.shm_prefix = shm_prefix  # the names of the shared memory its group creates start with it
         self.popen: subprocess.Popen | None = None
         self.pidfile: Path | None = None
 
@@ -131,6 +149,7 @@ class ManagedProcess:
                     "owner_start": process_start_time(owner),
                     "log": str(self.log_path),
                     "pid_namespace": PID_NAMESPACE,
+                    "shm_prefix": self.shm_prefix,
                 }
             )
         )
@@ -166,6 +185,7 @@ class ManagedProcess:
         deadline = time.monotonic() + 5
         while _group_alive(self.popen.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
+        remove_shared_memory(self.shm_prefix)
         _RUNNING.discard(self)
         if self.pidfile is not None:
             self.pidfile.unlink(missing_ok=True)
@@ -192,6 +212,7 @@ def reap_orphans(run_dir: Path, progress: Progress) -> int:
             except ProcessLookupError:
                 pass
             reaped += 1
+        remove_shared_memory(info.get("shm_prefix"))
         pidfile.unlink(missing_ok=True)
     return reaped
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,9 +21,23 @@ from ..conftest import processes_mentioning
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a hung server fails the test, not the CI job
 
 SESSION_TESTS = """
+from pathlib import Path
+
 def test_answer(triton_llm):
     prompt = triton_llm.chat_prompt("What is the capital of France?")
     assert "Paris" in triton_llm.client.generate(prompt, 24).text
+    # the server's python stubs and the shared memory named with its prefix, for the session's caller to look at
+    process = triton_llm.server.process
+    group = [p for p in Path("/proc").glob("[0-9]*") if p.name != str(process.pid) and _pgid(p) == process.pid]
+    stubs = [p for p in group if (p / "comm").read_text().strip().startswith("triton_python")]
+    regions = list(Path("/dev/shm").glob(process.shm_prefix + "*"))
+    Path(__file__).with_name("shm.txt").write_text(f"{process.shm_prefix} {len(stubs)} {len(regions)}")
+
+def _pgid(proc):
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError):
+        return None
 
 def test_fails_on_purpose(triton_llm):
     assert triton_llm.client.generate("Hello", 2).text == "this is not what the model says"
@@ -64,6 +79,10 @@ def test_a_session_serves_reports_and_cleans_up(project):
     assert data["summary"] == {"passed": 1, "failed": 1}
     assert 0 < data["run"]["startup_s"] <= data["run"]["first_test_s"]
     assert processes_mentioning(str(project.path)) == []
+    # one shared memory region a stub while it served, none left once it stopped, though its BLS never unloads in time
+    prefix, stubs, regions = (project.path / "shm.txt").read_text().split()
+    assert prefix.startswith("triton_llm_") and int(stubs) == int(regions) > 1, (stubs, regions)
+    assert list(Path("/dev/shm").glob(prefix + "*")) == []
 
 
 def test_a_second_session_reuses_the_cached_engine(project):

@@ -15,17 +15,25 @@ from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.runtimes import RUNTIMES, ServerOptions
 from pytest_triton_llm.runtimes.local import tritonserver_command
 from pytest_triton_llm.runtimes.remote import remote_options
-from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess, reap_orphans, start_until_ready
+from pytest_triton_llm.processes import (
+    PID_NAMESPACE,
+    SHARED_MEMORY,
+    ManagedProcess,
+    reap_orphans,
+    remove_shared_memory,
+    start_until_ready,
+)
 from pytest_triton_llm.runtimes.server import serving_environment
 from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
 
 
 def test_every_endpoint_binds_loopback_only():
-    argv = tritonserver_command(Path("/bin/tritonserver"), Path("/repo"), Path("/backends"), 1, 2, 3)
+    argv = tritonserver_command(Path("/bin/tritonserver"), Path("/repo"), Path("/backends"), 1, 2, 3, "p_")
     pairs = dict(arg.split("=", 1) for arg in argv[1:] if "=" in arg)
     assert pairs["--http-address"] == pairs["--grpc-address"] == pairs["--metrics-address"] == "127.0.0.1"
     assert (pairs["--http-port"], pairs["--grpc-port"], pairs["--metrics-port"]) == ("1", "2", "3")
     assert pairs["--model-repository"] == "/repo" and pairs["--backend-directory"] == "/backends"
+    assert pairs["--backend-config"] == "python,shm-region-prefix-name=p_"  # the regions its stop removes
 
 
 def test_server_environment_hides_tokens_and_points_the_stub_at_this_python():
@@ -81,15 +89,37 @@ def test_stop_takes_the_whole_process_group(tmp_path):
     assert not proc.pidfile.exists()
 
 
+def test_stop_removes_the_shared_memory_named_with_its_prefix_and_no_other(tmp_path):
+    # as tritonserver's python stubs leave their regions when it exits before unloading them (its exit timeout)
+    prefix, other = f"triton_llm_test_{os.getpid()}_", SHARED_MEMORY / f"triton_llm_other_{os.getpid()}_a"
+    other.write_bytes(b"x")
+    script = f"echo a > {SHARED_MEMORY}/{prefix}a; echo b > {SHARED_MEMORY}/{prefix}b; echo ready; sleep 300"
+    proc = ManagedProcess(["bash", "-c", script], dict(os.environ), tmp_path / "log", tmp_path / "run", "shm", prefix)
+    try:
+        proc.start()
+        deadline = time.monotonic() + 5
+        while "ready" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(p.name for p in SHARED_MEMORY.glob(f"{prefix}*")) == [f"{prefix}a", f"{prefix}b"]
+        proc.stop(grace_s=1)
+        assert list(SHARED_MEMORY.glob(f"{prefix}*")) == [] and other.exists()
+    finally:
+        remove_shared_memory(prefix)
+        other.unlink()
+
+
 def test_orphans_of_a_dead_session_are_reaped(tmp_path):
     # a "session" that starts a server group and dies without cleaning up (like SIGKILL)
+    prefix = f"triton_llm_orphan_{os.getpid()}_"
     code = (
         "import os, sys, time; from pathlib import Path;"
         "from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess;"
         f"d = Path({str(tmp_path)!r});"
-        "p = ManagedProcess(['sleep', '300'], dict(os.environ), d / 'log', d / 'run', 'orphan');"
+        f"p = ManagedProcess(['sleep', '300'], dict(os.environ), d / 'log', d / 'run', 'orphan', {prefix!r});"
         "p.start(); print(p.pid, flush=True); os._exit(0)"
     )
+    region = SHARED_MEMORY / f"{prefix}stub"  # what its stubs left in shared memory goes with it
+    region.write_bytes(b"x")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     orphan = int(out.split()[0])
     assert _group_members(orphan) == [orphan]
@@ -101,6 +131,7 @@ def test_orphans_of_a_dead_session_are_reaped(tmp_path):
     assert _group_members(orphan) == []
     assert "left behind" in lines[0]
     assert list((tmp_path / "run").iterdir()) == []
+    assert not region.exists()
 
 
 def test_live_sessions_are_not_reaped(tmp_path):
