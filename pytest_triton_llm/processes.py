@@ -101,16 +101,10 @@ class ServerProcess(Protocol):
     def stop(self, grace_s: float = 15.0) -> None: ...
 
 
-def remove_shared_memory(prefix: str | None) -> int:
-    """Unlink the shared memory regions whose names start with `prefix` (none for None); returns how many."""
-    if not prefix:
-        return 0
-    removed = 0
-    for region in SHARED_MEMORY.glob(f"{prefix}*"):
-        with contextlib.suppress(FileNotFoundError):
-            region.unlink()
-            removed += 1
-    return removed
+def remove_shared_memory(prefix: str | None) -> None:
+    """Unlink the shared memory regions whose names start with `prefix` (none for None)."""
+    for region in SHARED_MEMORY.glob(f"{prefix}*") if prefix else ():
+        region.unlink(missing_ok=True)
 
 
 class ManagedProcess:

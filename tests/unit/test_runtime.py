@@ -120,18 +120,21 @@ def test_orphans_of_a_dead_session_are_reaped(tmp_path):
     )
     region = SHARED_MEMORY / f"{prefix}stub"  # what its stubs left in shared memory goes with it
     region.write_bytes(b"x")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    orphan = int(out.split()[0])
-    assert _group_members(orphan) == [orphan]
-    lines = []
-    assert reap_orphans(tmp_path / "run", Progress(lines.append)) == 1
-    deadline = time.monotonic() + 5
-    while _group_members(orphan) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _group_members(orphan) == []
-    assert "left behind" in lines[0]
-    assert list((tmp_path / "run").iterdir()) == []
-    assert not region.exists()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        orphan = int(out.split()[0])
+        assert _group_members(orphan) == [orphan]
+        lines = []
+        assert reap_orphans(tmp_path / "run", Progress(lines.append)) == 1
+        deadline = time.monotonic() + 5
+        while _group_members(orphan) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group_members(orphan) == []
+        assert "left behind" in lines[0]
+        assert list((tmp_path / "run").iterdir()) == []
+        assert not region.exists()
+    finally:
+        region.unlink(missing_ok=True)  # a failed run leaves nothing in /dev/shm
 
 
 def test_live_sessions_are_not_reaped(tmp_path):
