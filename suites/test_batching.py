@@ -3,7 +3,11 @@
 The throughput ratio goes into the report (`inflight_vs_v1_throughput_ratio`) and the
 terminal summary; the two deployments are measured one after the other, never at once, in
 interleaved rounds of which each mode's best counts: on a shared machine a busy neighbour only
-ever slows a round down.
+ever slows a round down. Two rounds, and up to two more only while the best of those so far misses
+the floor: once a host slowdown spanned three of the four measurements on a 2-core machine (in-flight
+56 and 37 tok/s, V1 67 and 18; in-flight runs at 100+ unloaded) and failed the gate for the machine's
+reason. The extra rounds raise V1's best as well as in-flight's, so a real regression (in-flight slow
+in every round, as with inflight_serializes_requests) still fails, two rounds later.
 
 Why in-flight wins, and by how much (a decode step of batch 16 costs little more than one of batch 1:
 95 vs 67 ms on a 2-core CPU, and likewise on a GPU): a V1 batch runs as long as its longest request,
@@ -33,7 +37,7 @@ CONCURRENCY = 16
 REQUESTS = 48
 MIN_TOKENS, MAX_TOKENS = 8, 128
 REQUIRED_RATIO = 1.5
-ROUNDS = 2
+ROUNDS, MAX_ROUNDS = 2, 4  # rounds 3 and 4 run only while the best ratio so far misses REQUIRED_RATIO
 RAMP_S = 0.02  # between client starts
 
 
@@ -75,11 +79,15 @@ def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, p
     v1_served, inflight_served = triton_llm_pair
     batch = prompts.batch()
     rounds: dict[str, list[dict]] = {"v1": [], "inflight": []}
-    for _ in range(ROUNDS):
+    while True:
         rounds["v1"].append(_throughput(v1_served, batch))
         rounds["inflight"].append(_throughput(inflight_served, batch))
-    v1, inflight = (max(measured, key=lambda m: m["output_tokens_per_s"]) for measured in rounds.values())
-    ratio = inflight["output_tokens_per_s"] / v1["output_tokens_per_s"]
+        v1, inflight = (max(measured, key=lambda m: m["output_tokens_per_s"]) for measured in rounds.values())
+        ratio = inflight["output_tokens_per_s"] / v1["output_tokens_per_s"]
+        done = len(rounds["v1"])
+        if done >= MAX_ROUNDS or (done >= ROUNDS and ratio >= REQUIRED_RATIO):
+            break
+    per_round = {mode: [m["output_tokens_per_s"] for m in measured] for mode, measured in rounds.items()}
     triton_llm_report.record_run("inflight_vs_v1_throughput_ratio", round(ratio, 3))
     triton_llm_report.record_run(
         "inflight_vs_v1_throughput",
@@ -92,14 +100,15 @@ def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, p
                 "output_tokens": [MIN_TOKENS, MAX_TOKENS],
                 "client_ramp_ms": RAMP_S * 1000,
             },
-            "rounds_output_tokens_per_s": {mode: [m["output_tokens_per_s"] for m in ms] for mode, ms in rounds.items()},
+            "rounds_output_tokens_per_s": per_round,
             "summary": f"v1 {v1['output_tokens_per_s']:.1f} tok/s, inflight {inflight['output_tokens_per_s']:.1f} tok/s "
             f"({REQUESTS} requests of {MIN_TOKENS}..{MAX_TOKENS} tokens at concurrency {CONCURRENCY}, clients "
-            f"{RAMP_S * 1000:.0f} ms apart; best of {ROUNDS} interleaved rounds)",
+            f"{RAMP_S * 1000:.0f} ms apart; best of {done} interleaved rounds)",
         },
     )
     assert ratio >= REQUIRED_RATIO, (
-        f"inflight/V1 output-token throughput {ratio:.2f} < {REQUIRED_RATIO}: v1 {v1}, inflight {inflight}"
+        f"inflight/V1 output-token throughput {ratio:.2f} < {REQUIRED_RATIO} (best of {done} rounds, tok/s "
+        f"{per_round}): v1 {v1}, inflight {inflight}"
     )
 
 
