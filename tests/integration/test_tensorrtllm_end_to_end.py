@@ -21,17 +21,17 @@ from pytest_triton_llm.options import DEFAULT_CACHE
 from pytest_triton_llm.progress import Progress
 
 from ..conftest import run_child
+from ..third_party import UPSTREAM, needs_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = ROOT / "tests" / "stand_ins" / "tensorrt_llm"
-UPSTREAM = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"  # third-party test data, unmodified
 UPSTREAM_CODE = "upstream triton-inference-server/tensorrtllm_backend v0.14.0 (9958c21167e1)"
 # upstream's v0.14.0 BLS (lib/decode.py: a numpy array as a dataclass default) loads on its image's Python 3.10 only;
 # the stub runs this interpreter's Python, so on 3.11 the deployment serves the ensemble without it
 BLS_LOADS = sys.version_info < (3, 11)
 MODELS_SERVED = "" if BLS_LOADS else 'models = ["preprocessing", "tensorrt_llm", "postprocessing", "ensemble"]'
 PYTHON_MODELS = ("preprocessing", "postprocessing", "tensorrt_llm_bls") if BLS_LOADS else ("preprocessing", "postprocessing")
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800), needs_upstream]
 
 
 def hf_checkpoint(tmp_path: Path) -> Path:

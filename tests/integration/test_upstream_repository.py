@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_child
+from ..third_party import UPSTREAM_MODELS, needs_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0" / "all_models" / "inflight_batcher_llm"
+MODELS = UPSTREAM_MODELS
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(2400),
-    pytest.mark.skipif(not MODELS.is_dir(), reason=f"third-party test data {MODELS} is absent (CI has it)"),
+    needs_upstream,
 ]
 
 

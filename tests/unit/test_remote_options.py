@@ -1,7 +1,6 @@
 """--triton-url and its companions: endpoints, TLS, headers (never shown), refusals."""
 
 import json
-from pathlib import Path
 
 import pytest
 from google.protobuf import json_format, text_format
@@ -13,6 +12,7 @@ from pytest_triton_llm.repository.user import fill_like_upstream
 from pytest_triton_llm.runtimes import RuntimeUnavailable
 from pytest_triton_llm.runtimes.remote import RemoteRuntime, remote_options
 from pytest_triton_llm.usage import OptionError
+from ..third_party import UPSTREAM, needs_upstream
 
 
 def test_http_and_metrics_default_to_the_same_host_on_triton_s_ports():
@@ -66,9 +66,6 @@ batching = "inflight"
 decoupled = true
 url = "grpc://t:8001"
 """
-
-
-UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"
 
 
 class FakeServer:
@@ -148,6 +145,7 @@ def upstream_python_tensorrt_llm() -> str:
     return "\n".join(line for line in text.splitlines() if "${" not in line)
 
 
+@needs_upstream
 def test_a_python_backend_tensorrt_llm_without_the_stand_ins_parameter_is_tensorrt_llm_not_the_stand_in(monkeypatch, tmp_path):
     runtime = remote_runtime(monkeypatch, tmp_path, {"tensorrt_llm": upstream_python_tensorrt_llm()})
     [found] = runtime._discover(limits_needed=False)
@@ -169,6 +167,7 @@ def test_an_llmapi_server_is_known_by_its_contract_and_tested_as_llmapi(monkeypa
     assert found.ref.engine.entry_models == ("tensorrt_llm",)
 
 
+@needs_upstream
 def test_a_tensorrt_llm_without_gpt_model_type_is_refused_not_taken_for_v1(monkeypatch, tmp_path):
     text = "\n".join(line for line in upstream_python_tensorrt_llm().splitlines())
     config = text_format.Parse(text, model_config_pb2.ModelConfig())

@@ -17,12 +17,11 @@ from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.repository import model_code as rendered_code
 from pytest_triton_llm.repository import upstream
 from pytest_triton_llm.repository.stand_in import STAND_IN_PARAMETER
+from ..third_party import UPSTREAM, needs_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
-V0_14 = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"  # third-party test data, unmodified
-pytestmark = pytest.mark.skipif(
-    not V0_14.is_dir(), reason="../shared/upstream (third-party test data) is not beside the checkout"
-)
+V0_14 = UPSTREAM
+pytestmark = needs_upstream
 ORIGIN = "upstream triton-inference-server/tensorrtllm_backend v0.14.0 (9958c21167e1)"
 
 

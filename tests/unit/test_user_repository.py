@@ -18,11 +18,11 @@ from pytest_triton_llm.repository.fill import TemplateError
 from pytest_triton_llm.repository.stand_in import STAND_IN_PARAMETER
 from pytest_triton_llm.repository.stand_in import version as stand_in_version
 from pytest_triton_llm.repository.user import fill_like_upstream, placeholder_values
+from ..third_party import UPSTREAM, UPSTREAM_MODELS, needs_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM = ROOT.parent / "shared" / "upstream" / "tensorrtllm_backend-v0.14.0"
-MODELS = UPSTREAM / "all_models" / "inflight_batcher_llm"
-pytestmark = pytest.mark.skipif(not MODELS.is_dir(), reason=f"third-party test data {UPSTREAM} is absent (CI has it)")
+MODELS = UPSTREAM_MODELS
+pytestmark = needs_upstream
 
 LOCK = """
 version = 1
