@@ -55,7 +55,9 @@ class ReferenceBackend:
                 ref, built, out, engine_dir or str(built.path), partial(stand_in_code.swap_in, fault=site.fault)
             )
         code = {model: partial(stand_in_code.copy_model, model) for model in STAND_IN_MODELS}
-        return render_repository(ref, built, out, triton_version, engine_dir, "python", code, marked)
+        # the stand-in's decoupled BLS streams each request from a thread: one instance (one stub) serves every slot
+        bls_instances = 1 if ref.options.decoupled else None
+        return render_repository(ref, built, out, triton_version, engine_dir, "python", code, marked, bls_instances=bls_instances)
 
     def lacking(self, needs: set[str], entry: ImageEntry | None) -> str | None:
         """Nothing of the image's backend: the stand-in implements the whole contract (what the served family declares

@@ -63,9 +63,17 @@ def template_text(family: str, model: str) -> str:
     return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
 
 
-def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_backend: str, tokenizer_subdir: str = "") -> dict:
+def template_values(
+    ref: DeploymentRef,
+    engine_dir: Path,
+    family: str,
+    triton_backend: str,
+    tokenizer_subdir: str = "",
+    bls_instances: int | None = None,
+) -> dict:
     """Placeholder values for a deployment whose tensorrt_llm model runs on Triton backend `triton_backend`, its
-    tokenizer in `tokenizer_subdir` of the engine; None drops an optional parameter line."""
+    tokenizer in `tokenizer_subdir` of the engine, its BLS in `bls_instances` instances (default: upstream's rule);
+    None drops an optional parameter line."""
     engine, options = ref.engine, ref.options
     values = dict.fromkeys(set().union(*(placeholders(template_text(family, m)) for m in MODELS)))
     values.update(
@@ -84,7 +92,7 @@ def template_values(ref: DeploymentRef, engine_dir: Path, family: str, triton_ba
         preprocessing_instance_count=options.preprocessing_instances,
         postprocessing_instance_count=options.postprocessing_instances,
         # upstream's docs/model_config.md: as many BLS instances as the engine's batch, or requests run one by one
-        bls_instance_count=engine.max_batch_size,
+        bls_instance_count=bls_instances or engine.max_batch_size,
         accumulate_tokens=False,  # each streamed response holds its own tokens, as the ensemble's do
         tensorrt_llm_model_name="tensorrt_llm",
     )
@@ -114,16 +122,23 @@ def render_repository(
     python_code: Mapping[str, ModelCode],
     marked: Callable[[str], str] | None = None,
     upstream_python: bool = False,
+    bls_instances: int | None = None,
 ) -> Path:
     """Write the model repository for `ref` into `out` (which must not exist yet): the inflight_batcher_llm
     templates of the server's version, `tensorrt_llm` on Triton backend `tensorrt_llm_backend`, and each
     model of `python_code` with that code; `marked` rewrites the config of a model whose code is the project's
     stand-in; `upstream_python`: the python models are upstream's own, whose unfilled string parameters stay as
     upstream's fill_template.py leaves them. `engine_dir` is where the server sees the engine (a container's mount),
-    by default where the cache keeps it."""
+    by default where the cache keeps it; `bls_instances`: the BLS's instance count where its code needs fewer than
+    upstream's rule."""
     family = template_family(triton_version)
     values = template_values(
-        ref, Path(engine_dir) if engine_dir else built.path, family, tensorrt_llm_backend, built.manifest.get("tokenizer", "")
+        ref,
+        Path(engine_dir) if engine_dir else built.path,
+        family,
+        tensorrt_llm_backend,
+        built.manifest.get("tokenizer", ""),
+        bls_instances,
     )
     out.mkdir(parents=True)
     origins = {}

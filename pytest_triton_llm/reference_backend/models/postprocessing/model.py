@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from hf_tokenizer import load_tokenizer
+from hf_tokenizer import load_text_tokenizer
 from stand_in_faults import Faults
 from triton_io import flag, model_parameters
 
@@ -18,7 +18,7 @@ class TritonPythonModel:
     def initialize(self, args):
         params = model_parameters(args)
         self.skip_special_tokens = flag(params.get("skip_special_tokens"), True)
-        self.tokenizer = load_tokenizer(params["tokenizer_dir"])
+        self.tokenizer = load_text_tokenizer(params["tokenizer_dir"])
         self.fault = Faults(params, "postprocessing")
 
     def execute(self, requests):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from hf_tokenizer import load_tokenizer
+from hf_tokenizer import load_text_tokenizer
 from stand_in_faults import Faults
 from triton_io import flag, model_parameters, optional_input
 from words import to_word_list_format
@@ -27,7 +27,7 @@ class TritonPythonModel:
     def initialize(self, args):
         params = model_parameters(args)
         self.add_special_tokens = flag(params.get("add_special_tokens"), True)
-        self.tokenizer = load_tokenizer(params["tokenizer_dir"], padding_side="left")
+        self.tokenizer = load_text_tokenizer(params["tokenizer_dir"])
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.end_id = self.tokenizer.encode(self.tokenizer.eos_token, add_special_tokens=False)[0]

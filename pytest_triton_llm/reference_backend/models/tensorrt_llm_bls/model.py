@@ -14,6 +14,7 @@ Parameters: tensorrt_llm_model_name (default tensorrt_llm), accumulate_tokens (d
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -94,7 +95,11 @@ class TritonPythonModel:
         params = model_parameters(args)
         self.llm = params.get("tensorrt_llm_model_name", "tensorrt_llm")
         self.accumulate = flag(params.get("accumulate_tokens"), False)
-        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"]))
+        config = json.loads(args["model_config"])
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        # decoupled: each request streams from a thread of its own, so that one instance serves as many requests at
+        # once as the engine has slots (upstream's synchronous BLS needs max_batch_size instances, one stub each)
+        self.streams = ThreadPoolExecutor(max(1, int(config.get("max_batch_size", 1))), thread_name_prefix="bls")
         fault = Faults(params, "tensorrt_llm_bls")
         # BLS inputs a known upstream bug leaves out of the tensorrt_llm request
         self.not_forwarded = (
@@ -109,8 +114,11 @@ class TritonPythonModel:
         if not self.decoupled:
             return [self._answer_once(request) for request in requests]
         for request in requests:
-            self._stream(request)
+            self.streams.submit(self._stream, request)
         return None
+
+    def finalize(self):
+        self.streams.shutdown(wait=False, cancel_futures=True)
 
     # -- one request -----------------------------------------------------------------------
     def _inputs(self, request) -> tuple[list, dict[str, np.ndarray]]:
@@ -188,5 +196,6 @@ class TritonPythonModel:
                     accumulated = new if accumulated is None else np.concatenate([accumulated, new], axis=2)
                 sender.send(self._text(outputs, accumulated))
             sender.send(flags=FINAL)
-        except BlsError as exc:
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))), flags=FINAL)
+        except Exception as exc:  # BlsError, or a bug: on its own thread nothing else would answer the request
+            message = str(exc) if isinstance(exc, BlsError) else f"tensorrt_llm_bls: {type(exc).__name__}: {exc}"
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)), flags=FINAL)
