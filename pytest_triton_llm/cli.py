@@ -12,6 +12,7 @@ from .errors import TritonLLMError
 from .fault_campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
 from .options import DEFAULT_CACHE, DEFAULT_LOCK
+from .runtimes import warm
 from .serve import (
     add_arguments,
     add_llama_cpp_arguments,
@@ -31,7 +32,9 @@ def _add_cache_commands(commands) -> None:
         "--older-than", type=float, metavar="DAYS", help="required: remove engines and adapters built more than DAYS ago"
     )
     prune_.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
-    for action in (listing, prune_):
+    warm_ = actions.add_parser("warm", help="servers left warm by --triton-keep-warm: deployment, endpoint, since when")
+    warm_.add_argument("--stop", action="store_true", help="stop them (a session holding one loses its server)")
+    for action in (listing, prune_, warm_):
         action.add_argument(
             "--cache-dir",
             "--engines-cache",
@@ -46,6 +49,8 @@ def _cache(args: argparse.Namespace) -> int:
     try:
         if args.cache_command == "list":
             sys.stdout.write(render_listing(list_cache(args.cache_dir)))
+        elif args.cache_command == "warm":
+            sys.stdout.write(warm.render_slots(Path(args.cache_dir).expanduser(), args.stop))
         else:
             sys.stdout.write(render_pruned(prune(args.cache_dir, args.older_than, args.dry_run)))
     except CacheAdminError as exc:

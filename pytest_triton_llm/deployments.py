@@ -77,6 +77,13 @@ def weights_record(ref: DeploymentRef) -> dict:
     return {"weights": DUMMY, "dummy": {**dummy.describe(), "config": Path(dummy.config).name}}
 
 
+def _warm_words(warm: dict | None) -> str:
+    if not warm:
+        return ""
+    how = "reused, warm since" if warm["reused"] else "kept warm after the session, since"
+    return f"; {how} {warm['since']} ({warm['slot']})"
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
@@ -183,7 +190,7 @@ class DeploymentManager:
         served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
         self.progress.say(
             f"server {ref.id}: ready in {server.ready_seconds:.1f} s (Triton {server.version}, "
-            f"engine {engine.name} {engine.digest[:12]})"
+            f"engine {engine.name} {engine.digest[:12]}){_warm_words(server.warm)}"
         )
         self.served[ref.id] = served
         self.users[ref.id] = 1
@@ -207,6 +214,7 @@ class DeploymentManager:
             "server_version": server.version,
             "server_ready_s": round(server.ready_seconds, 2) if server.ready_seconds is not None else None,
             "server_log": str(server.log_path),
+            **({"warm": server.warm} if server.warm else {}),
             "total_s": round(time.monotonic() - start, 2),
         }
         return served
@@ -274,6 +282,8 @@ class DeploymentManager:
         served.client.close()  # an open keep-alive connection holds tritonserver's shutdown
         served.server.stop()
         done = "stopped" if served.server.process is not None else "left running (this session did not start it)"
+        if served.server.warm:
+            done = f"left warm for later sessions ({served.server.warm['keep_s']:g} s unless one takes it)"
         self.progress.say(f"server {deployment_id}: {done}")
 
     def close(self) -> None:

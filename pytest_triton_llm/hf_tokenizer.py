@@ -79,5 +79,5 @@ class TextTokenizer:
     def batch_decode(self, sequences, skip_special_tokens: bool = False) -> list[str]:
         return self._tokenizer.decode_batch([list(s) for s in sequences], skip_special_tokens=skip_special_tokens)
 
-    def convert_ids_to_tokens(self, ids) -> list[str]:
+    def convert_ids_to_tokens(self, ids) -> list[str | None]:
         return [self._tokenizer.id_to_token(i) for i in ids]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,16 @@ def add_server_options(group) -> None:
         "faults --list`), to see the suites catch it: the header, the report and the summary say the run is not clean",
     )
     group.addoption(
+        "--triton-keep-warm",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="leave each local server running after the session, for a later session that serves the same repository "
+        "(same engine, options and code: it starts nothing and reaches its first test at once); it stops once no "
+        "session has held it for SECONDS (default: $TRITON_LLM_KEEP_WARM, else 0: stop with the session). `pytest-triton-llm "
+        "cache warm` lists them, `--stop` stops them",
+    )
+    group.addoption(
         "--triton-start-timeout",
         metavar="SECONDS",
         type=float,
@@ -211,6 +222,7 @@ def server_options(opt) -> ServerOptions:
         raise OptionError(f"--triton-gpus {opt.triton_gpus!r}: give 'all', 'none' or GPU ids such as 0 or 0,1")
     if opt.triton_start_timeout <= 0:
         raise OptionError("--triton-start-timeout must be > 0")
+    keep_warm_s = keep_warm(opt.triton_keep_warm)
     if opt.trtllm_models is not None and not Path(opt.trtllm_models).is_dir():
         raise OptionError(f"--trtllm-models {opt.trtllm_models}: no such directory")
     if opt.stand_in_fault is not None:
@@ -218,7 +230,7 @@ def server_options(opt) -> ServerOptions:
             fault_named(opt.stand_in_fault)
         except (ValueError, SchemaError) as exc:
             raise OptionError(str(exc)) from None
-    return ServerOptions(
+    server = ServerOptions(
         image,
         opt.triton_runtime,
         opt.triton_binary,
@@ -227,7 +239,23 @@ def server_options(opt) -> ServerOptions:
         trtllm_stand_in=opt.trtllm_stand_in,
         trtllm_models=opt.trtllm_models,
         stand_in_fault=opt.stand_in_fault,
+        keep_warm_s=keep_warm_s,
     )
+    if opt.triton_keep_warm and not RUNTIMES[runtime_name(server)].keeps_warm:
+        raise OptionError(f"--triton-keep-warm keeps local servers only: the {runtime_name(server)} runtime stops its own")
+    return server
+
+
+def keep_warm(given: float | None) -> float:
+    """--triton-keep-warm's seconds, else $TRITON_LLM_KEEP_WARM's (a CI job keeps every session's servers warm), else 0."""
+    value = given if given is not None else os.environ.get("TRITON_LLM_KEEP_WARM") or 0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1
+    if seconds < 0:
+        raise OptionError(f"--triton-keep-warm / TRITON_LLM_KEEP_WARM {value!r}: give seconds >= 0 (0: stop with the session)")
+    return seconds
 
 
 def runtime_name(server: ServerOptions) -> str:
@@ -267,6 +295,8 @@ class Options:
         if opt.triton_url:
             if server.image is not None or (opt.triton_runtime is not None and not RUNTIMES[opt.triton_runtime].attaches):
                 raise OptionError("--triton-url tests a running server: give no --triton-image or --triton-runtime with it")
+            if opt.triton_keep_warm:
+                raise OptionError("--triton-url tests a running server: --triton-keep-warm is for servers a session starts")
             remote = remote_options(
                 opt.triton_url,
                 opt.triton_http_url,

@@ -51,6 +51,7 @@ class ServerOptions:
     trtllm_models: str | None = None  # --trtllm-models: upstream's python models at the image's tag, where no GitHub
     stand_in_fault: str | None = None  # --stand-in-fault: a known upstream bug the stand-ins reproduce (faults.py)
     remote: RemoteOptions | None = None  # --triton-url and its companions
+    keep_warm_s: float = 0.0  # --triton-keep-warm: local servers outlive the session by this much (runtimes/warm.py)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class Runtime(Protocol):
     # it attaches to a server that runs already: the deployments are that server's, nothing is built, rendered or
     # started here (so --trtllm-stand-in swaps nothing in), and the lock is optional
     attaches: ClassVar[bool]
+    # its servers can outlive their session for a later one (--triton-keep-warm, runtimes/warm.py)
+    keeps_warm: ClassVar[bool]
 
     @classmethod
     def default_for(cls, options: ServerOptions) -> bool:
@@ -167,6 +170,7 @@ class RuntimeBase:
 
     markers: ClassVar[dict[str, str]] = {}
     attaches: ClassVar[bool] = False
+    keeps_warm: ClassVar[bool] = False
 
     @classmethod
     def default_for(cls, options: ServerOptions) -> bool:

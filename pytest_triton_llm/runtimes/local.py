@@ -20,6 +20,7 @@ from .base import Launch, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .discovery import FoundServer, ServerNotFound, find_tritonserver
 from .ports import free_ports
 from .server import Endpoints, ServerStartError, TritonServer, serving_environment, tritonserver_args
+from . import warm
 from .tritonserver_wheel import prepare_backends, server_environment
 from .version_guard import VersionMismatch, check_versions
 
@@ -47,6 +48,7 @@ class LocalRuntime(RuntimeBase):
     (discovery.py), else the nvidia-pytriton wheel's, the embedded default."""
 
     name: ClassVar[str] = "local"
+    keeps_warm: ClassVar[bool] = True
     reference = NO_IMAGE
 
     def __init__(
@@ -57,11 +59,13 @@ class LocalRuntime(RuntimeBase):
         entry: ImageEntry | None = None,
         trtllm_examples: str | None = None,
         gpus: str | None = None,
+        keep_warm_s: float = 0.0,
     ):
         self.cache_root, self.progress, self.found = cache_root, progress, found
         self.gpus = gpus  # --triton-gpus: the servers' CUDA_VISIBLE_DEVICES ("none": no GPU; None: as inherited)
         self.entry = entry  # the compat.toml image this server stands for (version_guard), if known
         self.trtllm_examples = trtllm_examples
+        self.keep_warm_s = keep_warm_s  # --triton-keep-warm: servers left warm for later sessions (warm.py)
         self._version = found.declared_version
 
     @classmethod
@@ -85,7 +89,7 @@ class LocalRuntime(RuntimeBase):
             entry = check_versions(load_compat(), found, installed_tensorrt_llm(), requested)
         except (ServerNotFound, VersionMismatch) as exc:
             raise RuntimeUnavailable(str(exc)) from None
-        return cls(cache_root, progress, found, entry, options.trtllm_examples, options.gpus)
+        return cls(cache_root, progress, found, entry, options.trtllm_examples, options.gpus, options.keep_warm_s)
 
     def describe(self) -> str:
         return self.found.describe()
@@ -153,7 +157,10 @@ class LocalRuntime(RuntimeBase):
             raise ServerStartError(
                 f"{launch.deployment_id}: world size {launch.world_size} needs --triton-image (mpirun in a container)"
             )
-        server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)
+        if self.keep_warm_s > 0:
+            server = self._take_warm(launch.deployment_id, launch.repository, launch.timeout_s)
+        else:
+            server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)
         if self._version and server.version != self._version:
             server.stop()
             raise ServerStartError(
@@ -162,14 +169,35 @@ class LocalRuntime(RuntimeBase):
             )
         return server
 
-    def _start(self, name: str, repository: Path, log_path: Path, timeout_s: float) -> TritonServer:
+    def _server_setup(self) -> tuple[Path | None, dict[str, str]]:
+        """The backends directory and the environment a server of this runtime starts with."""
         wheel = self.found.wheel
         backends = prepare_backends(wheel, self.cache_root) if wheel else self.found.backends
         env = server_environment(wheel.libs if wheel else None, serving_environment(dict(os.environ)))
         env.update(visible_gpus(self.gpus))
+        return backends, env
+
+    def _start(self, name: str, repository: Path, log_path: Path, timeout_s: float) -> TritonServer:
+        backends, env = self._server_setup()
         return start_local_server(
             self.found, backends, env, name, repository, self.cache_root, log_path, self.progress, timeout_s
         )
+
+    def _take_warm(self, name: str, repository: Path, timeout_s: float) -> TritonServer:
+        """A warm server of this repository (warm.py): a free one left by an earlier session, else one started now."""
+        backends, env = self._server_setup()
+        digest = warm.repository_digest(repository, str(self.found.binary), str(backends) if backends else None, env)
+        http, grpc, metrics = free_ports(3)
+        shm_prefix = f"triton_llm_{secrets.token_hex(6)}_"
+        launch = {
+            "argv": tritonserver_command(self.found.binary, repository, backends, http, grpc, metrics, shm_prefix),
+            "env": env,
+            "shm_prefix": shm_prefix,
+            "endpoints": {"http": f"{HOST}:{http}", "grpc": f"{HOST}:{grpc}", "metrics": f"{HOST}:{metrics}"},
+            "label": name,
+            "idle_s": self.keep_warm_s,
+        }
+        return warm.take(self.cache_root, digest, name, repository, launch, timeout_s, self.progress)
 
 
 def start_local_server(

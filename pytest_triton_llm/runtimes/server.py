@@ -97,6 +97,7 @@ class TritonServer:
         self.binary = binary
         self.ready_seconds: float | None = None
         self.metadata: dict = {}
+        self.warm: dict | None = None  # a warm server's slot, since when it serves, whether this session reused it (warm.py)
 
     @property
     def version(self) -> str | None:

@@ -65,9 +65,7 @@ def test_the_light_tokenizer_answers_as_transformers_does(directory):
             assert ids == full.encode(text, add_special_tokens=special), (text, special)
     sequences = [light.encode(text) for text in TEXTS] + [light.encode(TEXTS[2])[:5]]  # a split multi-byte character
     for skip in (True, False):
-        assert light.batch_decode(sequences, skip_special_tokens=skip) == full.batch_decode(
-            sequences, skip_special_tokens=skip
-        )
+        assert light.batch_decode(sequences, skip_special_tokens=skip) == full.batch_decode(sequences, skip_special_tokens=skip)
     assert light.convert_ids_to_tokens(sequences[2]) == full.convert_ids_to_tokens(sequences[2])
 
 
