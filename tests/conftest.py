@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# the project's own tests start hundreds of throwaway servers (pytester HOMEs): none may be kept warm after its test,
+# whatever the caller's environment says, nor by a fault campaign under test (it keeps its runs' servers warm unless
+# told); tests/integration/test_warm_servers.py asks for it by option
+os.environ["TRITON_LLM_KEEP_WARM"] = "0"
 LOCK = ROOT / "engines.lock"
 # the cache this machine's sessions built into (.ci/run's Quickstart builds it first); what seed_engine_cache links from
 BUILT_CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()

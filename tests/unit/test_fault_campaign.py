@@ -589,12 +589,21 @@ def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session
 
 def test_runs_at_once_share_the_cores_openmp_threads_and_a_run_alone_takes_them_all(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("TRITON_LLM_KEEP_WARM", "0")
     monkeypatch.setattr(fault_campaign.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     assert fault_campaign.run_env(alone=False, jobs=2) == {"OMP_NUM_THREADS": "2"}
     assert fault_campaign.run_env(alone=True, jobs=2) == {"OMP_NUM_THREADS": "4"}
     assert fault_campaign.run_env(alone=False, jobs=8) == {"OMP_NUM_THREADS": "1"}
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
     assert fault_campaign.run_env(alone=False, jobs=2) == {}
+
+
+def test_runs_keep_their_servers_warm_for_the_next_run_unless_the_user_chose(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("TRITON_LLM_KEEP_WARM", raising=False)
+    assert fault_campaign.run_env(alone=True, jobs=1) == {"TRITON_LLM_KEEP_WARM": str(fault_campaign.WARM_BETWEEN_RUNS_S)}
+    monkeypatch.setenv("TRITON_LLM_KEEP_WARM", "0")
+    assert fault_campaign.run_env(alone=True, jobs=1) == {}
 
 
 def test_a_server_that_never_got_ready_catches_only_a_fault_that_keeps_models_from_loading(tmp_path):
