@@ -158,7 +158,7 @@ class LocalRuntime(RuntimeBase):
                 f"{launch.deployment_id}: world size {launch.world_size} needs --triton-image (mpirun in a container)"
             )
         if self.keep_warm_s > 0:
-            server = self._take_warm(launch.deployment_id, launch.repository, launch.timeout_s)
+            server = self._take_warm(launch)
         else:
             server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)
         if self._version and server.version != self._version:
@@ -183,13 +183,16 @@ class LocalRuntime(RuntimeBase):
             self.found, backends, env, name, repository, self.cache_root, log_path, self.progress, timeout_s
         )
 
-    def _take_warm(self, name: str, repository: Path, timeout_s: float) -> TritonServer:
-        """A warm server of this repository (warm.py): a free one left by an earlier session, else one started now."""
+    def _take_warm(self, launch: Launch) -> TritonServer:
+        """A warm server of this repository and engine build (warm.py): a free one left by an earlier session, else one
+        started now."""
+        name, repository = launch.deployment_id, launch.repository
         backends, env = self._server_setup()
-        digest = warm.repository_digest(repository, str(self.found.binary), str(backends) if backends else None, env)
+        served = (str(self.found.binary), str(backends) if backends else None, launch.engine_dir / "manifest.json")
+        digest = warm.repository_digest(repository, *served, env)
         http, grpc, metrics = free_ports(3)
         shm_prefix = f"triton_llm_{secrets.token_hex(6)}_"
-        launch = {
+        keeper = {
             "argv": tritonserver_command(self.found.binary, repository, backends, http, grpc, metrics, shm_prefix),
             "env": env,
             "shm_prefix": shm_prefix,
@@ -197,7 +200,7 @@ class LocalRuntime(RuntimeBase):
             "label": name,
             "idle_s": self.keep_warm_s,
         }
-        return warm.take(self.cache_root, digest, name, repository, launch, timeout_s, self.progress)
+        return warm.take(self.cache_root, digest, name, repository, keeper, launch.timeout_s, self.progress)
 
 
 def start_local_server(

@@ -39,12 +39,14 @@ LEASE, HOLDER, LAUNCH = "lease.json", "holder.json", "launch.json"
 SERVING_ENV = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 
 
-def repository_digest(repository: Path, binary: str, backends: str | None, env: dict[str, str]) -> str:
-    """What a server serves, as one digest: every file of the repository (its path in it and its bytes), the binary,
-    the backends and the environment settings that change answers or speed."""
+def repository_digest(repository: Path, binary: str, backends: str | None, manifest: Path, env: dict[str, str]) -> str:
+    """What a server serves, as one digest: every file of the repository (its path in it and its bytes), the engine
+    build's manifest (a rebuilt engine in the same folder is another server), the binary, the backends and the
+    environment settings that change answers or speed."""
     digest = hashlib.sha256()
     for path in sorted(p for p in repository.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(repository)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(manifest.read_bytes() if manifest.is_file() else b"no manifest")
     for value in (binary, backends or "", *(f"{k}={env.get(k, '')}" for k in SERVING_ENV)):
         digest.update(value.encode() + b"\0")
     return digest.hexdigest()[:20]

@@ -22,17 +22,22 @@ def repository(root):
     return root
 
 
-def test_the_same_files_anywhere_are_the_same_server_and_any_change_is_another(tmp_path):
+def test_the_same_files_anywhere_are_the_same_server_and_any_change_or_rebuild_is_another(tmp_path):
     one = repository(tmp_path / "a" / "model_repository")
     two = shutil.copytree(one, tmp_path / "b" / "model_repository")
     (two / "tensorrt_llm" / "1" / "__pycache__").mkdir()
     (two / "tensorrt_llm" / "1" / "__pycache__" / "model.pyc").write_bytes(b"compiled")  # the server's, not ours
-    digest = warm.repository_digest(one, "/bin/tritonserver", None, ENV)
-    assert warm.repository_digest(two, "/bin/tritonserver", None, {**ENV, "PATH": "/other"}) == digest
-    assert warm.repository_digest(two, "/bin/tritonserver", None, {**ENV, "OMP_NUM_THREADS": "1"}) != digest
-    assert warm.repository_digest(two, "/other/tritonserver", None, ENV) != digest
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"digest": "1", "built_at": "then"}')
+    digest = warm.repository_digest(one, "/bin/tritonserver", None, manifest, ENV)
+    assert warm.repository_digest(two, "/bin/tritonserver", None, manifest, {**ENV, "PATH": "/other"}) == digest
+    assert warm.repository_digest(two, "/bin/tritonserver", None, manifest, {**ENV, "OMP_NUM_THREADS": "1"}) != digest
+    assert warm.repository_digest(two, "/other/tritonserver", None, manifest, ENV) != digest
+    manifest.write_text('{"digest": "1", "built_at": "now"}')  # the engine rebuilt where it was
+    assert warm.repository_digest(two, "/bin/tritonserver", None, manifest, ENV) != digest
+    manifest.write_text('{"digest": "1", "built_at": "then"}')
     (two / "tensorrt_llm" / "config.pbtxt").write_text('name: "tensorrt_llm"\nparameters {}\n')
-    assert warm.repository_digest(two, "/bin/tritonserver", None, ENV) != digest
+    assert warm.repository_digest(two, "/bin/tritonserver", None, manifest, ENV) != digest
 
 
 def me() -> dict:
