@@ -16,6 +16,7 @@ contents; the report says which server served and since when (`warm`), so a resu
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -105,17 +106,20 @@ class Lease:
 
 
 def _free_slot(root: Path, digest: str) -> tuple[Path, dict | None]:
-    """The first slot of `digest` whose server is up and held by nobody, with its lease; else a slot with no live
-    keeper, to start in (lease None)."""
-    index = 0
-    while True:
+    """A slot of `digest` whose server is up, not being stopped and held by nobody, with its lease; else the first slot
+    no keeper runs in, to start one there (lease None). A keeper still stopping its server keeps its slot: its clean-up
+    must not meet a new server's files."""
+    start_in = None
+    for index in itertools.count():
         slot = root / f"{digest}-{index}"
+        if not slot.exists():
+            return start_in or slot, None
         lease = _read(slot / LEASE)
         if lease is None or not _alive(lease.get("keeper")):
-            return slot, None
-        if not _alive(_read(slot / HOLDER)):
+            start_in = start_in or slot
+        elif not lease.get("withdrawn") and not _alive(_read(slot / HOLDER)):
             return slot, lease
-        index += 1
+    raise AssertionError("unreachable")
 
 
 def take(
@@ -206,7 +210,7 @@ def render_slots(cache_root: Path, stop: bool) -> str:
         return f"no warm servers in {cache_root / WARM}\n"
     lines = []
     for slot, lease, held in found:
-        state = "held by a session" if held else "idle"
+        state = "stopping" if lease.get("withdrawn") else "held by a session" if held else "idle"
         if stop:
             state = "stopped" if stop_slot(slot) else "already gone"
         lines.append(f"{lease['deployment']}  http {lease['endpoints']['http']}  since {lease['since']}  {state}  {slot}")

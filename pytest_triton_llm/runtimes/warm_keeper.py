@@ -31,6 +31,11 @@ def _held(slot: Path) -> bool:
     return holder is not None
 
 
+def _withdraw(slot: Path) -> None:
+    """Mark the lease withdrawn (the caller holds the lock): no session takes the server from now on."""
+    (slot / LEASE).write_text(json.dumps({**(_read(slot / LEASE) or {}), "withdrawn": True}))
+
+
 def _idle_out(slot: Path, lock: FileLock, idle_s: float, stopping: list[bool], process: ManagedProcess) -> None:
     """Wait until the server exits, SIGTERM comes, or nobody held the slot for `idle_s`; then withdraw the lease."""
     idle_since = None
@@ -42,11 +47,12 @@ def _idle_out(slot: Path, lock: FileLock, idle_s: float, stopping: list[bool], p
         elif time.monotonic() - idle_since >= idle_s:
             with lock:
                 if not _held(slot):
-                    break
+                    _withdraw(slot)
+                    return
             idle_since = None
         time.sleep(POLL_S)
     with lock:
-        (slot / LEASE).unlink(missing_ok=True)
+        _withdraw(slot)
 
 
 def main(slot: Path) -> int:
@@ -68,6 +74,8 @@ def main(slot: Path) -> int:
         process.stop()
         shutil.rmtree(slot / "model_repository", ignore_errors=True)
         (slot / LAUNCH).unlink(missing_ok=True)
+        with lock:  # last: from now on a session may start a server in this slot
+            (slot / LEASE).unlink(missing_ok=True)
     print(f"stopped {launch['label']} ({'SIGTERM' if stopping else 'idle or exited'})", flush=True)
     return 0
 

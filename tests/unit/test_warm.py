@@ -60,6 +60,15 @@ def test_a_session_takes_an_idle_slot_never_a_held_one_and_starts_over_a_dead_ke
     assert warm._free_slot(tmp_path, "d") == (tmp_path / "d-2", None)  # every live server held: a new slot
     lease(tmp_path / "e-0", gone, held=None)  # its keeper is gone: started over in place
     assert warm._free_slot(tmp_path, "e") == (tmp_path / "e-0", None)
+    lease(tmp_path / "e-1", me(), held=None)  # ... unless a later slot's server is free
+    assert warm._free_slot(tmp_path, "e")[0] == tmp_path / "e-1"
+
+
+def test_a_server_being_stopped_is_neither_taken_nor_started_over_in_its_slot(tmp_path):
+    lease(tmp_path / "d-0", me(), held=None)
+    withdrawn = json.loads((tmp_path / "d-0" / warm.LEASE).read_text())
+    (tmp_path / "d-0" / warm.LEASE).write_text(json.dumps({**withdrawn, "withdrawn": True}))
+    assert warm._free_slot(tmp_path, "d") == (tmp_path / "d-1", None)
 
 
 @pytest.mark.parametrize(("given", "env", "seconds"), [(None, None, 0.0), (None, "90", 90.0), (30.0, "90", 30.0)])
