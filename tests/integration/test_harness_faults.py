@@ -108,6 +108,7 @@ def test_ctrl_c_on_the_outer_run_stops_its_inner_pytest_and_the_run(pytester, tm
     pid, after = tmp_path / "inner.pid", tmp_path / "after"
     pytester.makepyfile(test_outer=OUTER.format(pid=str(pid), after=str(after)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # a terminal's Ctrl-C: SIGINT must not be inherited as ignored (as in a job a script runs in the background)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:triton_llm"],
         cwd=pytester.path,
@@ -115,6 +116,7 @@ def test_ctrl_c_on_the_outer_run_stops_its_inner_pytest_and_the_run(pytester, tm
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not pid.exists() or not pid.read_text():
