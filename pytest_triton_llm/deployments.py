@@ -170,6 +170,7 @@ class DeploymentManager:
                     self.start_timeout_s,
                     ref.engine.world_size,
                     gpu=backend.needs_gpu and not swapped,
+                    faulted=fault is not None,
                 )
             )
         layout = ref.serving_layout

@@ -236,8 +236,8 @@ def run_env(alone: bool, jobs: int) -> dict[str, str]:
     """What a run's environment adds: its servers' OpenMP threads, the cores shared by the runs at once (all of them
     for a run that goes alone), unless the user set OMP_NUM_THREADS. Two runs of 2 threads each on 2 cores spin
     against each other (runtimes/server.py cpu_share: -n 2 ran 2.6x slower before it gave each worker its share).
-    And warm servers (runtimes/warm.py), unless the user chose: a run whose deployment renders what an earlier run's
-    did (a perf fault's clean twin, a clean deployment, a fault its layout does not hold) takes that server."""
+    And warm servers (runtimes/warm.py), unless the user chose: a run's clean servers (its clean run's deployments, a
+    perf fault's clean twin) stay up for the next run that serves the same; faulted servers are never kept."""
     added = {} if "TRITON_LLM_KEEP_WARM" in os.environ else {"TRITON_LLM_KEEP_WARM": str(WARM_BETWEEN_RUNS_S)}
     if "OMP_NUM_THREADS" in os.environ:
         return added

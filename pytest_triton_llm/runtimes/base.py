@@ -66,6 +66,9 @@ class Launch:
     timeout_s: float
     world_size: int = 1
     gpu: bool = False  # the engine runs on a GPU (its backend's needs_gpu); --triton-gpus overrides
+    # it reproduces a stand-in fault: never kept warm (no other session serves that repository, and the state a fault
+    # leaves in a server must not reach a clean run)
+    faulted: bool = False
 
 
 class Runtime(Protocol):

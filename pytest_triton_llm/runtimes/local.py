@@ -157,7 +157,7 @@ class LocalRuntime(RuntimeBase):
             raise ServerStartError(
                 f"{launch.deployment_id}: world size {launch.world_size} needs --triton-image (mpirun in a container)"
             )
-        if self.keep_warm_s > 0:
+        if self.keep_warm_s > 0 and not launch.faulted:
             server = self._take_warm(launch)
         else:
             server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)

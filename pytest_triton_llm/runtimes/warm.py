@@ -7,8 +7,9 @@ server and stops it once no session has held it for SECONDS. A later session who
 takes the slot's server instead of starting one: no start, its first test seconds sooner.
 
 A slot serves one session at a time (a lease: `holder.json`), so two sessions at once (pytest-xdist's workers) never
-share a server: the second starts a slot of its own. A session that changes what a deployment serves (a stand-in
-fault, other options, another engine or image) renders another digest and gets its own server. What a reused server
+share a server: the second starts a slot of its own. A session that changes what a deployment serves (other
+options, another engine or image) renders another digest and gets its own server; a server that reproduces a stand-in
+fault is never kept warm (LocalRuntime.start). What a reused server
 keeps from earlier sessions is what a long-running deployment keeps: its metrics counters, KV-cache and LoRA-cache
 contents; the report says which server served and since when (`warm`), so a result that depends on it can be read.
 """

@@ -1,6 +1,6 @@
 """--triton-keep-warm through the real local runtime: a session leaves its server warm, the next session serving the
-same repository takes it instead of starting one, a session that serves something else (a stand-in fault) gets its
-own, and the keeper stops an idle server by itself."""
+same repository takes it instead of starting one, a session with a stand-in fault gets a server of its own that stops
+with it, and the keeper stops an idle server by itself."""
 
 import json
 import subprocess
@@ -51,8 +51,8 @@ def test_a_later_session_takes_the_warm_server_and_an_idle_one_stops(project):
     assert second["warm"]["slot"] == first["warm"]["slot"] and second["warm"]["since"] == first["warm"]["since"]
     assert second["server_ready_s"] < first["server_ready_s"]
     faulty = session(project, "faulty", "--stand-in-fault", "stream_drops_leading_space")
-    assert faulty["warm"]["reused"] is False and faulty["warm"]["slot"] != first["warm"]["slot"]
+    assert "warm" not in faulty  # a server that reproduces a fault is its session's alone, and stops with it
     deadline = time.monotonic() + 60
     while "no warm servers" not in (listing := warm_listing(project)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert "no warm servers" in listing, listing  # both keepers stopped their idle servers
+    assert "no warm servers" in listing, listing  # the keeper stopped its idle server
