@@ -63,18 +63,11 @@ class TextTokenizer:
     def bos_token_id(self) -> int | None:
         return self._id(self.bos_token)
 
-    @property
-    def pad_token_id(self) -> int | None:
-        return self._id(self.pad_token)
-
     def __len__(self) -> int:
         return self._tokenizer.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
-
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def batch_decode(self, sequences, skip_special_tokens: bool = False) -> list[str]:
         return self._tokenizer.decode_batch([list(s) for s in sequences], skip_special_tokens=skip_special_tokens)

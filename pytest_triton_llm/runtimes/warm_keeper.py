@@ -2,8 +2,8 @@
 
 It starts the slot's tritonserver (launch.json) in a process group of its own that dies with the keeper, and stops it
 when no session has held the slot for the idle time, when the server exits, or on SIGTERM (`pytest-triton-llm cache
-warm --stop`). The decision to stop is taken under the slot's lock with the lease removed first, so a session never
-takes a server that is about to stop.
+warm --stop`). The decision to stop is taken under the slot's lock with the lease withdrawn first, and the lease is
+removed last, so a session never takes a server that is about to stop nor starts one in a slot still being cleaned.
 """
 
 from __future__ import annotations
