@@ -26,7 +26,7 @@ TEXTS = [
 
 def trained(directory: Path) -> Path:
     """A byte-level BPE with special tokens, saved as transformers saves a fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -34,6 +34,9 @@ def trained(directory: Path) -> Path:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tokenizer.train_from_iterator(TEXTS * 20, trainer)
+    # a BOS added to every encoding with special tokens, so that add_special_tokens has an effect to compare
+    bos = ("<|im_start|>", tokenizer.token_to_id("<|im_start|>"))
+    tokenizer.post_processor = processors.TemplateProcessing(single="<|im_start|> $A", special_tokens=[bos])
     tokenizer.save(str(directory / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
