@@ -137,6 +137,9 @@ class DeploymentManager:
         start = time.monotonic()
         runtime = self.runtime
         fault = None if clean else self.fault
+        # a fault that can be switched on in a clean warm server is, rather than a server of its own (warm.py)
+        switched = fault is not None and not fault.own_server and runtime.switches_faults()
+        rendered = None if switched else fault
         attached, swapped = runtime.attach(ref), False
         if attached is not None:  # served by itself (a remote server): nothing built, rendered or started
             (engine, server), engine_s, repository = attached, 0.0, Path("(remote)")
@@ -155,11 +158,11 @@ class DeploymentManager:
                 base / "model_repository",
                 runtime.triton_version,
                 runtime.engine_dir_in_server(engine.name),
-                self._render_site(backend, fault),
+                self._render_site(backend, rendered),
             )
             swapped = self.trtllm_stand_in and not backend.stand_in
             if swapped:
-                self._swap_in(ref, repository, fault)
+                self._swap_in(ref, repository, rendered)
             server = runtime.start(
                 Launch(
                     ref.id,
@@ -170,7 +173,8 @@ class DeploymentManager:
                     self.start_timeout_s,
                     ref.engine.world_size,
                     gpu=backend.needs_gpu and not swapped,
-                    faulted=fault is not None,
+                    faulted=rendered is not None,
+                    fault_switch=fault.name if switched and fault is not None else None,
                 )
             )
         layout = ref.serving_layout

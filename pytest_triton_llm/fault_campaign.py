@@ -1,10 +1,13 @@
 """`pytest-triton-llm faults`: run each fault of the catalog on its deployment beside clean runs, and say what caught it.
 
-Each run is its own `python -m pytest` of the suites (own basetemp, own --triton-llm-report). The clean run of a
-deployment starts first: it selects everything its faults' runs select, without a fault, and must pass. A fault run
-selects its row's markers (`-m`), `keyword` (`-k`) and `pytest_args` on its row's deployment with `--stand-in-fault
-NAME`, and is judged once its clean run has ended: the fault is caught when a test failed or errored that the clean run
-ran without a failure (so that what the harness or the host broke in both runs never passes for a catch).
+Each run is its own `python -m pytest` of the suites (own basetemp, own --triton-llm-report). The clean runs of a
+deployment start first: together they select everything its faults' runs select, without a fault, and must pass; the
+tests that time nothing run beside other runs, those that do (perf, batching) alone. A fault run selects its row's
+markers (`-m`), `keyword` (`-k`) and `pytest_args` on its row's deployment with `--stand-in-fault NAME`, and is judged
+once its clean runs have ended: the fault is caught when a test failed or errored that a clean run ran without a
+failure (so that what the harness or the host broke in both runs never passes for a catch). The runs share warm
+servers (runtimes/warm.py): a fault run switches its fault on in a clean one while it holds it, unless its row gives it
+a server of its own (own_server).
 
 Baselines: a row whose pytest_args hold `{accuracy_baseline}` compares with a baseline that the clean run of its
 deployment saves (--accuracy-save into OUT/baselines/). A clean run passes its rows' arguments (a workload, a dataset)
@@ -88,9 +91,9 @@ class Run:
     keyword: str  # pytest's -k expression ("" selects by markers only)
     args: tuple[str, ...]  # the rest of pytest's arguments, placeholders filled
     fault: Fault | None = None
-    clean: str | None = None  # a fault's: the label of its deployment's clean run, which judges it
-    baseline: bool = False  # a fault's: it reads the baseline its clean run saves (starts after it; not if it failed)
-    alone: bool = False  # nothing runs beside it: its tests measure speed, or it is a clean run
+    cleans: tuple[str, ...] = ()  # a fault's: the labels of its deployment's clean runs, which judge it
+    baseline: bool = False  # a fault's: it reads the baseline a clean run saves (starts after them; not if one failed)
+    alone: bool = False  # nothing runs beside it: its tests measure speed
 
     def argv(self, base: list[str], out: Path) -> list[str]:
         selection = ["-m", " or ".join(self.markers), "--deployment", self.deployment]
@@ -173,17 +176,24 @@ def _timed(markers) -> bool:
     return any(m in TIMED_MARKERS for m in markers)
 
 
-def _clean_run(deployment: str, faults: list[Fault], out: Path) -> Run:
-    markers = tuple(dict.fromkeys(m for f in faults for m in f.markers))
-    keyword = ""
-    if any(f.keyword for f in faults):  # a marker name in -k matches the tests that carry it
-        keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in faults))
-    saves = tuple(
-        a for b in BASELINES if any(_uses(f, b) for f in faults) for a in (b.save, str(baseline_path(out, b, deployment)))
-    )
-    # alone: every fault of its deployment waits on it to be judged, and it is the longest run; beside another run its
-    # CPU-bound stand-in got half the cores and took 5x as long (a 2-core campaign of 2026-11-26)
-    return Run(f"clean {deployment}", deployment, markers, keyword, (*_clean_args(deployment, faults), *saves), alone=True)
+def _clean_runs(deployment: str, faults: list[Fault], out: Path) -> list[Run]:
+    """The deployment's clean runs: the tests of its faults' markers that time nothing, beside other runs, and those
+    that do (perf, batching), alone. Each fault is judged against both."""
+    runs = []
+    for timed in (False, True):
+        rows = [f for f in faults if any(_timed((m,)) == timed for m in f.markers)]
+        if not rows:
+            continue
+        markers = tuple(dict.fromkeys(m for f in rows for m in f.markers if _timed((m,)) == timed))
+        keyword = ""
+        if any(f.keyword for f in rows):  # a marker name in -k matches the tests that carry it
+            keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in rows))
+        saves = tuple(
+            a for b in BASELINES if any(_uses(f, b) for f in rows) for a in (b.save, str(baseline_path(out, b, deployment)))
+        )
+        label = f"clean {deployment}{' (timed)' if timed else ''}"
+        runs.append(Run(label, deployment, markers, keyword, (*_clean_args(deployment, rows), *saves), alone=timed))
+    return runs
 
 
 def plan(faults: list[Fault], out: Path) -> list[Run]:
@@ -192,7 +202,7 @@ def plan(faults: list[Fault], out: Path) -> list[Run]:
         if not fault.markers:
             raise CampaignError(f"fault {fault.name} names no markers: its run would be the whole suite")
     deployments = {f.deployment: [g for g in faults if g.deployment == f.deployment] for f in faults}
-    cleans = {d: _clean_run(d, rows, out) for d, rows in deployments.items()}
+    cleans = {d: _clean_runs(d, rows, out) for d, rows in deployments.items()}
     runs = [
         Run(
             f.name,
@@ -201,13 +211,13 @@ def plan(faults: list[Fault], out: Path) -> list[Run]:
             f.keyword,
             _fill(f.pytest_args, out, f.deployment),
             f,
-            clean=cleans[f.deployment].label,
+            cleans=tuple(c.label for c in cleans[f.deployment]),
             baseline=any(_uses(f, b) for b in BASELINES),
             alone=_timed(f.markers),
         )
         for f in faults
     ]
-    return [*cleans.values(), *runs]
+    return [*(c for runs in cleans.values() for c in runs), *runs]
 
 
 def select(catalog: dict[str, Fault], only: list[str], smoke: bool) -> list[Fault]:
@@ -337,10 +347,10 @@ def execute(
     try:
         while pending or running:
             for run in list(pending):
-                clean = results.get(run.clean or "")
-                if run.baseline and clean is None:
+                cleans = [results.get(label) for label in run.cleans]
+                if run.baseline and None in cleans:
                     continue
-                if run.baseline and clean is not None and not passed(clean):
+                if run.baseline and not all(passed(clean) for clean in cleans if clean is not None):
                     pending.remove(run)
                     results[run.label] = Result(run, None, 0.0, None)
                     done(results[run.label])
@@ -456,19 +466,20 @@ def host_broke_the_start(result: Result, out: Path) -> bool:
     return result.returncode == 4 and not (fault and fault.stops_loading) and _never_ready(result.run, out)
 
 
-def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome:
+def judge_fault(result: Result, cleans: list[Result], out: Path) -> FaultOutcome:
     """Caught: a test that the clean run ran without a failure (passed; or skipped, as the drift test is without a
     baseline) failed or errored with the fault in. A run that cannot tell (no report, not injected, no test, pytest's
     own error, failures the clean run had too or did not run) is a harness error, never a miss."""
     run, code = result.run, result.returncode
     if code is None:
-        return FaultOutcome(result, HARNESS, f"not run: {run.clean} did not pass, so its baseline is not a clean one")
+        cleans_named = " or ".join(run.cleans)
+        return FaultOutcome(result, HARNESS, f"not run: {cleans_named} did not pass, so its baseline is not a clean one")
     if (
         code == 4
         and run.fault is not None
         and run.fault.stops_loading
-        and clean is not None
-        and clean.returncode == 0
+        and cleans
+        and all(clean.returncode == 0 for clean in cleans)
         and _never_ready(run, out)
     ):
         # the session stops at once (one line, usage-error exit) when a deployment's models fail to load: the server
@@ -481,7 +492,7 @@ def judge_fault(result: Result, clean: Result | None, out: Path) -> FaultOutcome
     record = result.report.get("deployments", {}).get(run.deployment, {}).get("stand_in_fault")
     if record is not None and not record.get("injected"):
         return FaultOutcome(result, HARNESS, f"not injected into {run.deployment}: {record.get('why')}")
-    clean_ok = {t["nodeid"] for t in (clean.tests if clean else []) if t["outcome"] not in FAILED}
+    clean_ok = {t["nodeid"] for clean in cleans for t in clean.tests if t["outcome"] not in FAILED}
     failed = result.failed()
     caught_by = [nodeid for nodeid in failed if nodeid in clean_ok]
     if caught_by:
@@ -673,9 +684,9 @@ class Campaign:
             self.cleans.append((result, ok, what))
             self._say(f"{result.run.label}: {'passed' if ok else 'FAILED'} ({what})", result)
         cleans = {r.run.label: r for r, _, _ in self.cleans}
-        for fault in [r for r in self.held if (r.run.clean or "") in cleans]:
+        for fault in [r for r in self.held if all(label in cleans for label in r.run.cleans)]:
             self.held.remove(fault)
-            outcome = judge_fault(fault, cleans[fault.run.clean or ""], self.out)
+            outcome = judge_fault(fault, [cleans[label] for label in fault.run.cleans], self.out)
             self.faults.append(outcome)
             verdict = {CAUGHT: f"caught by {outcome.why}", MISSED: f"MISSED ({outcome.why})"}.get(
                 outcome.verdict, f"HARNESS ERROR: {outcome.why}"

@@ -40,6 +40,9 @@ class Fault:
     keyword: str = ""  # the campaign's -k: only the tests that can see it (a perf fault's load points)
     smoke: bool = False  # the campaign's --smoke runs it (a quick sample of the catalog, with the clean runs)
     stops_loading: bool = False  # it keeps its deployment from loading: a session that stops before ready catches it
+    # why it needs a server of its own (its model reads it while loading, or it leaves the model changed after it is
+    # off); "": a warm server switches it on for one session and off after (runtimes/warm.py)
+    own_server: str = ""
 
     def __post_init__(self):
         owner, _, number = self.issue.partition("#")

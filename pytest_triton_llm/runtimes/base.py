@@ -66,9 +66,10 @@ class Launch:
     timeout_s: float
     world_size: int = 1
     gpu: bool = False  # the engine runs on a GPU (its backend's needs_gpu); --triton-gpus overrides
-    # it reproduces a stand-in fault: never kept warm (no other session serves that repository, and the state a fault
-    # leaves in a server must not reach a clean run)
+    # it reproduces a stand-in fault rendered into its repository: never kept warm (no other session serves that
+    # repository, and the state a fault leaves in a server must not reach a clean run)
     faulted: bool = False
+    fault_switch: str | None = None  # a stand-in fault switched on in a clean warm server while it serves (warm.py)
 
 
 class Runtime(Protocol):
@@ -142,6 +143,10 @@ class Runtime(Protocol):
     def start(self, launch: Launch) -> TritonServer:
         """A ready server for `launch`; ServerStartError (with the log's errors) otherwise."""
 
+    def switches_faults(self) -> bool:
+        """Whether its servers take a stand-in fault as a switch on a clean warm server (Launch.fault_switch) instead of
+        a repository rendered with it."""
+
     def deployments(self, lock: Lock | None, names: list[str]) -> list[DeploymentRef] | None:
         """The deployments this runtime serves by itself (a remote server's), or None: the lock's, built and started."""
 
@@ -208,6 +213,9 @@ class RuntimeBase:
 
     def attach(self, ref: DeploymentRef) -> tuple[BuiltEngine, TritonServer] | None:
         return None
+
+    def switches_faults(self) -> bool:
+        return False  # a fault is rendered into the repository its own server serves
 
     def hardware_description(self) -> str:
         return describe_hardware(self.gpu)

@@ -157,7 +157,7 @@ class LocalRuntime(RuntimeBase):
             raise ServerStartError(
                 f"{launch.deployment_id}: world size {launch.world_size} needs --triton-image (mpirun in a container)"
             )
-        if self.keep_warm_s > 0 and not launch.faulted:
+        if self.switches_faults() and not launch.faulted:
             server = self._take_warm(launch)
         else:
             server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)
@@ -200,7 +200,10 @@ class LocalRuntime(RuntimeBase):
             "label": name,
             "idle_s": self.keep_warm_s,
         }
-        return warm.take(self.cache_root, digest, name, repository, keeper, launch.timeout_s, self.progress)
+        return warm.take(self.cache_root, digest, name, repository, keeper, launch.timeout_s, self.progress, launch.fault_switch)
+
+    def switches_faults(self) -> bool:
+        return self.keep_warm_s > 0  # its warm servers read the stand-in's fault switch (warm.py)
 
 
 def start_local_server(

@@ -8,8 +8,10 @@ takes the slot's server instead of starting one: no start, its first test second
 
 A slot serves one session at a time (a lease: `holder.json`), so two sessions at once (pytest-xdist's workers) never
 share a server: the second starts a slot of its own. A session that changes what a deployment serves (other
-options, another engine or image) renders another digest and gets its own server; a server that reproduces a stand-in
-fault is never kept warm (LocalRuntime.start). What a reused server
+options, another engine or image) renders another digest and gets its own server. A session with a stand-in fault
+takes a clean server and switches the fault on for as long as it holds it (`fault`, read by the stand-in at each
+check); a fault the catalog gives its own server (read at load, or it leaves the model changed) renders its own
+repository, never kept warm (LocalRuntime.start). What a reused server
 keeps from earlier sessions is what a long-running deployment keeps: its metrics counters, KV-cache and LoRA-cache
 contents; the report says which server served and since when (`warm`), so a result that depends on it can be read.
 """
@@ -38,6 +40,8 @@ from .server import TritonServer
 
 WARM = "warm"
 LEASE, HOLDER, LAUNCH = "lease.json", "holder.json", "launch.json"
+# the stand-in's fault switch (reference_backend/models/common/stand_in_faults.py): the file and its variable
+FAULT, FAULT_SWITCH = "fault", "TRITON_LLM_FAULT_SWITCH"
 SERVING_ENV = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 
 
@@ -49,6 +53,7 @@ def repository_digest(repository: Path, binary: str, backends: str | None, manif
     for path in sorted(p for p in repository.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(repository)).encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(manifest.read_bytes() if manifest.is_file() else b"no manifest")
+    digest.update(b"fault switch 1\0")  # servers started before the stand-in read the switch never match
     for value in (binary, backends or "", *(f"{k}={env.get(k, '')}" for k in SERVING_ENV)):
         digest.update(value.encode() + b"\0")
     return digest.hexdigest()[:20]
@@ -103,7 +108,20 @@ class Lease:
     def stop(self, grace_s: float = 15.0) -> None:
         holder = _read(self.slot / HOLDER)
         if holder is not None and holder.get("pid") == os.getpid():
+            switch_fault(self.slot, None)  # clean again before the next session can take it
             (self.slot / HOLDER).unlink(missing_ok=True)  # the keeper's idle clock starts
+
+
+def switch_fault(slot: Path, fault: str | None) -> None:
+    """Switch the slot's server to reproduce `fault`, or to clean (None). The file is replaced, never rewritten in
+    place: a model that reads it sees one name or the other."""
+    path = slot / FAULT
+    if fault is None:
+        path.unlink(missing_ok=True)
+        return
+    staged = slot / f"{FAULT}.new"
+    staged.write_text(fault)
+    staged.replace(path)
 
 
 def _free_slot(root: Path, digest: str) -> tuple[Path, dict | None]:
@@ -124,22 +142,34 @@ def _free_slot(root: Path, digest: str) -> tuple[Path, dict | None]:
 
 
 def take(
-    cache_root: Path, digest: str, name: str, repository: Path, launch: dict, timeout_s: float, progress: Progress
+    cache_root: Path,
+    digest: str,
+    name: str,
+    repository: Path,
+    launch: dict,
+    timeout_s: float,
+    progress: Progress,
+    fault: str | None = None,
 ) -> TritonServer:
     """A warm server of `digest` held for this session: a free one as it is, else one started from `repository` with
-    `launch` (argv, env, shm_prefix, endpoints), kept for launch["idle_s"] after its last session lets go."""
+    `launch` (argv, env, shm_prefix, endpoints), kept for launch["idle_s"] after its last session lets go. `fault`: the
+    stand-in fault it reproduces while this session holds it (switched off when it lets go); else it is clean, whatever
+    a session that died holding it had switched on."""
     root = cache_root / WARM
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{digest}.lock")):
         slot, lease = _free_slot(root, digest)
         slot.mkdir(parents=True, exist_ok=True)
         (slot / HOLDER).write_text(json.dumps(_me()))
+        switch_fault(slot, fault)
         reused = lease is not None
         if lease is None:
             lease = _start_keeper(slot, repository, launch)
     endpoints = Endpoints(**lease["endpoints"])
     server = TritonServer(name, endpoints, slot / "tritonserver.log", Lease(slot, lease["keeper"]), launch["argv"][0])
     server.warm = {"slot": str(slot), "since": lease["since"], "reused": reused, "keep_s": launch["idle_s"]}
+    if fault is not None:
+        server.warm["fault_switched"] = fault
     try:
         server.wait_ready(timeout_s, progress)
     except BaseException:
@@ -155,7 +185,8 @@ def _start_keeper(slot: Path, repository: Path, launch: dict) -> dict:
     shutil.copytree(repository, slot / "model_repository", ignore=shutil.ignore_patterns("__pycache__"))
     argv = [a.replace(str(repository), str(slot / "model_repository")) for a in launch["argv"]]
     (slot / LAUNCH).touch(mode=0o600)  # the server's environment: no secrets (serving_environment), yet nobody else's
-    (slot / LAUNCH).write_text(json.dumps({**launch, "argv": argv}))
+    env = {**launch["env"], FAULT_SWITCH: str(slot / FAULT)}
+    (slot / LAUNCH).write_text(json.dumps({**launch, "argv": argv, "env": env}))
     with open(slot / "keeper.log", "ab") as log:
         keeper = subprocess.Popen(
             [sys.executable, "-m", "pytest_triton_llm.runtimes.warm_keeper", str(slot)],

@@ -186,19 +186,29 @@ def test_each_run_is_its_own_pytest_with_its_selection_basetemp_and_report(tmp_p
     ]
 
 
-def test_a_clean_run_selects_every_faults_keyword_or_its_markers(tmp_path):
+def test_clean_runs_select_every_faults_keyword_or_its_markers_the_timed_ones_alone(tmp_path):
     faults = catalog(
         tmp_path,
-        {"name": "slow", "markers": '["perf"]', "keyword": '"concurrency_1"'},
+        {"name": "slow", "markers": '["perf", "regressions"]', "keyword": '"concurrency_1"'},
         {"name": "drops_space", "markers": '["streaming", "invariants"]'},
     )
-    run = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[0]
-    assert (run.label, run.markers, run.keyword) == (
+    untimed, timed, *faults_runs = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)
+    assert (untimed.label, untimed.markers, untimed.keyword, untimed.alone) == (
         "clean m:inflight",
-        ("perf", "streaming", "invariants"),
+        ("regressions", "streaming", "invariants"),
         "(concurrency_1) or (streaming or invariants)",
+        False,
     )
-    assert run.alone
+    assert (timed.label, timed.markers, timed.keyword, timed.alone) == (
+        "clean m:inflight (timed)",
+        ("perf",),
+        "(concurrency_1)",
+        True,
+    )
+    assert [(r.label, r.cleans, r.alone) for r in faults_runs] == [
+        ("slow", ("clean m:inflight", "clean m:inflight (timed)"), True),
+        ("drops_space", ("clean m:inflight", "clean m:inflight (timed)"), False),
+    ]
 
 
 def test_a_missed_fault_exits_1_and_says_no(tmp_path, capsys):
@@ -361,16 +371,10 @@ def test_a_clean_run_passes_the_arguments_of_all_its_rows_but_those_that_read_a_
         },
         {"name": "slower", "markers": '["perf"]', "pytest_args": '["--perf-workload=smoke"]'},
     )
-    clean = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[0]
+    clean, timed = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[:2]
     baseline = str(tmp_path / "baselines" / "accuracy-baseline-m_inflight.json")
-    assert clean.args == (
-        "--perf-workload",
-        "smoke",
-        "--accuracy-dataset=cnn.json",
-        "--accuracy-strict",
-        "--accuracy-save",
-        baseline,
-    )
+    assert clean.args == ("--accuracy-dataset=cnn.json", "--accuracy-strict", "--accuracy-save", baseline)
+    assert timed.args == ("--perf-workload", "smoke")
 
 
 def test_rows_of_one_deployment_that_give_an_option_different_values_are_refused(tmp_path, capsys):
@@ -472,7 +476,9 @@ def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[
     overlaps, Slow.live = {}, []
 
     def start(argv, cwd, log, env=None):
-        label = options(argv).get("--stand-in-fault", "clean " + options(argv)["--deployment"])
+        given = options(argv)
+        timed = all(m in fault_campaign.TIMED_MARKERS for m in given["-m"].split(" or "))
+        label = given.get("--stand-in-fault", f"clean {given['--deployment']}{' (timed)' if timed else ''}")
         return Slow(label, 6 if label == long else 3, overlaps)
 
     results = fault_campaign.execute(runs, 2, start, ["suites"], tmp_path, tmp_path, lambda r: None, lambda r: True)
@@ -480,7 +486,7 @@ def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[
     return overlaps
 
 
-def test_jobs_2_runs_the_clean_runs_alone_first_then_two_faults_at_once(tmp_path, monkeypatch):
+def test_jobs_2_runs_the_clean_runs_first_then_faults_in_the_free_slots(tmp_path, monkeypatch):
     overlaps = run_two_at_once(
         tmp_path,
         monkeypatch,
@@ -489,7 +495,14 @@ def test_jobs_2_runs_the_clean_runs_alone_first_then_two_faults_at_once(tmp_path
         {"name": "c", "deployment": "m:v1"},
         long="clean m:inflight",
     )
-    assert overlaps == {"clean m:inflight": set(), "clean m:v1": set(), "a": {"b"}, "b": {"a"}, "c": set()}
+    # b reads the baseline clean m:inflight saves: it waits for it while a takes the slot clean m:v1 left
+    assert overlaps == {
+        "clean m:inflight": {"clean m:v1", "a"},
+        "clean m:v1": {"clean m:inflight"},
+        "a": {"clean m:inflight"},
+        "b": {"c"},
+        "c": {"b"},
+    }
 
 
 def test_jobs_2_runs_a_timed_run_alone_while_untimed_runs_behind_it_take_the_free_slot(tmp_path, monkeypatch):
@@ -497,7 +510,13 @@ def test_jobs_2_runs_a_timed_run_alone_while_untimed_runs_behind_it_take_the_fre
         tmp_path, monkeypatch, {"name": "a"}, {"name": "p", "markers": '["perf"]'}, {"name": "b"}, long="a"
     )
     # p waits for both slots while b runs beside the long a, then p runs alone
-    assert overlaps == {"clean m:inflight": set(), "a": {"b"}, "b": {"a"}, "p": set()}
+    assert overlaps == {
+        "clean m:inflight": {"a"},
+        "clean m:inflight (timed)": set(),
+        "a": {"clean m:inflight", "b"},
+        "b": {"a"},
+        "p": set(),
+    }
 
 
 def collect_then_run_forever(children: list):
@@ -522,7 +541,7 @@ def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(fault_campaign.time, "sleep", interrupt)
     assert campaign(arguments("--out", str(tmp_path / "out")), ["suites"], tmp_path, start=start, catalog=faults) == 130
-    assert [c.stopped for c in children] == [True]  # the clean run, which runs alone
+    assert [c.stopped for c in children] == [True, True]  # the clean run and the fault's run beside it
     assert "pytest-triton-llm faults: interrupted after 0:00; every running pytest was stopped" in capsys.readouterr().err
 
 
@@ -545,7 +564,7 @@ def test_sigterm_stops_the_campaign_as_ctrl_c_does(tmp_path, monkeypatch):
     monkeypatch.setattr(fault_campaign.time, "sleep", lambda seconds: signal.raise_signal(signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
     assert campaign(arguments("--out", str(tmp_path / "out")), ["suites"], tmp_path, start=start, catalog=faults) == 130
-    assert [c.stopped for c in children] == [True]  # the clean run, which runs alone
+    assert [c.stopped for c in children] == [True, True]  # the clean run and the fault's run beside it
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -558,7 +577,8 @@ def test_the_faults_command_is_wired_into_the_cli(capsys):
 def test_the_packaged_catalog_makes_a_campaign_plan(tmp_path):
     runs = plan(list(fault_campaign.load_catalog().values()), tmp_path)
     faults = [r for r in runs if r.fault is not None]
-    assert {r.label for r in runs if r.fault is None} == {f"clean {r.deployment}" for r in faults}
+    assert {r.label for r in runs if r.fault is None} == {label for r in faults for label in r.cleans}
+    assert {r.deployment for r in runs if r.fault is None} == {r.deployment for r in faults}
 
 
 def test_every_reason_names_a_test_function_of_the_suites():
@@ -574,17 +594,17 @@ def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session
     from pytest_triton_llm.fault_campaign import CAUGHT, NEVER_READY, Result, Run, judge_fault, log_path
 
     fault = fault_campaign.load_catalog()["llmapi_missing_openai_module"]
-    run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, clean="clean")
+    run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, cleans=("clean",))
     log_path(tmp_path, run.label).parent.mkdir(parents=True)
     log_path(tmp_path, run.label).write_text(
         f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {fault.deployment} stopped before it was ready (model "
         "tensorrt_llm failed to load: ModuleNotFoundError: No module named 'openai')\n"
     )
     clean = Result(Run("clean", fault.deployment, fault.markers, "", ()), 0, 1.0, {"tests": []})
-    outcome = judge_fault(Result(run, 4, 1.0, None), clean, tmp_path)
+    outcome = judge_fault(Result(run, 4, 1.0, None), [clean], tmp_path)
     assert (outcome.verdict, outcome.caught_by) == (CAUGHT, [NEVER_READY])
     log_path(tmp_path, run.label).write_text("ERROR: --deployment smollm2-135m:nope: no such deployment\n")
-    assert judge_fault(Result(run, 4, 1.0, None), clean, tmp_path).verdict == "harness error"
+    assert judge_fault(Result(run, 4, 1.0, None), [clean], tmp_path).verdict == "harness error"
 
 
 def test_runs_at_once_share_the_cores_openmp_threads_and_a_run_alone_takes_them_all(monkeypatch):
@@ -611,13 +631,13 @@ def test_a_server_that_never_got_ready_catches_only_a_fault_that_keeps_models_fr
 
     fault = fault_campaign.load_catalog()["stop_words_ignored"]
     assert not fault.stops_loading
-    run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, clean="clean")
+    run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, cleans=("clean",))
     log_path(tmp_path, run.label).parent.mkdir(parents=True)
     log_path(tmp_path, run.label).write_text(
         f"! _pytest.outcomes.Exit: triton-llm: tritonserver for {fault.deployment} stopped before it was ready (exit code -6)\n"
     )
     clean = Result(Run("clean", fault.deployment, fault.markers, "", ()), 0, 1.0, {"tests": []})
-    assert judge_fault(Result(run, 4, 1.0, None), clean, tmp_path).verdict == HARNESS
+    assert judge_fault(Result(run, 4, 1.0, None), [clean], tmp_path).verdict == HARNESS
     assert fault_campaign.host_broke_the_start(Result(run, 4, 1.0, None), tmp_path)
 
 
