@@ -71,6 +71,20 @@ def test_a_server_being_stopped_is_neither_taken_nor_started_over_in_its_slot(tm
     assert warm._free_slot(tmp_path, "d") == (tmp_path / "d-1", None)
 
 
+def test_a_fault_is_switched_on_for_its_holder_and_off_when_it_lets_go_or_a_dead_holders_slot_is_taken(tmp_path):
+    slot = tmp_path / "d-0"
+    lease(slot, me(), held=me())
+    warm.switch_fault(slot, "end_id_ignored")
+    first = (slot / warm.FAULT).stat().st_ino
+    warm.switch_fault(slot, "bos_doubled")  # replaced, never rewritten: a reader sees one name or the other
+    assert (slot / warm.FAULT).read_text() == "bos_doubled" and (slot / warm.FAULT).stat().st_ino != first
+    warm.Lease(slot, me()).stop()
+    assert not (slot / warm.FAULT).exists() and not (slot / warm.HOLDER).exists()
+    warm.switch_fault(slot, "bos_doubled")  # a holder that died with its fault on ...
+    warm.switch_fault(slot, None)  # ... is switched off by the next taker (warm.take), before it is served
+    assert not (slot / warm.FAULT).exists()
+
+
 @pytest.mark.parametrize(("given", "env", "seconds"), [(None, None, 0.0), (None, "90", 90.0), (30.0, "90", 30.0)])
 def test_keep_warm_comes_from_the_option_then_the_environment(monkeypatch, given, env, seconds):
     monkeypatch.delenv("TRITON_LLM_KEEP_WARM", raising=False)
