@@ -92,7 +92,7 @@ class Run:
     args: tuple[str, ...]  # the rest of pytest's arguments, placeholders filled
     fault: Fault | None = None
     cleans: tuple[str, ...] = ()  # a fault's: the labels of its deployment's clean runs, which judge it
-    baseline: bool = False  # a fault's: it reads the baseline a clean run saves (starts after them; not if one failed)
+    baseline: str | None = None  # a fault's: the clean run that saves the baseline it reads (starts after it; not if it failed)
     alone: bool = False  # nothing runs beside it: its tests measure speed
 
     def argv(self, base: list[str], out: Path) -> list[str]:
@@ -176,24 +176,42 @@ def _timed(markers) -> bool:
     return any(m in TIMED_MARKERS for m in markers)
 
 
+def _clean_run(label: str, deployment: str, rows: list[Fault], markers: tuple[str, ...], out: Path, alone: bool) -> Run:
+    keyword = ""
+    if any(f.keyword for f in rows):  # a marker name in -k matches the tests that carry it
+        keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in rows))
+    saves = tuple(
+        a for b in BASELINES if any(_uses(f, b) for f in rows) for a in (b.save, str(baseline_path(out, b, deployment)))
+    )
+    return Run(label, deployment, markers, keyword, (*_clean_args(deployment, rows), *saves), alone=alone)
+
+
+def _reads_a_baseline(fault: Fault) -> bool:
+    return any(_uses(fault, b) for b in BASELINES)
+
+
 def _clean_runs(deployment: str, faults: list[Fault], out: Path) -> list[Run]:
-    """The deployment's clean runs: the tests of its faults' markers that time nothing, beside other runs, and those
-    that do (perf, batching), alone. Each fault is judged against both."""
-    runs = []
-    for timed in (False, True):
-        rows = [f for f in faults if any(_timed((m,)) == timed for m in f.markers)]
-        if not rows:
-            continue
-        markers = tuple(dict.fromkeys(m for f in rows for m in f.markers if _timed((m,)) == timed))
-        keyword = ""
-        if any(f.keyword for f in rows):  # a marker name in -k matches the tests that carry it
-            keyword = " or ".join(dict.fromkeys(f"({f.keyword or ' or '.join(f.markers)})" for f in rows))
-        saves = tuple(
-            a for b in BASELINES if any(_uses(f, b) for f in rows) for a in (b.save, str(baseline_path(out, b, deployment)))
+    """The deployment's clean runs: the tests that time nothing, beside other runs, those that save a baseline apart
+    (the faults that read it start as soon as it is saved), and those that time something (perf, batching), alone.
+    Each fault is judged against them all."""
+    untimed = [f for f in faults if any(not _timed((m,)) for m in f.markers)]
+    groups = (
+        ("", [f for f in untimed if not _reads_a_baseline(f)], False),
+        (" (baselines)", [f for f in untimed if _reads_a_baseline(f)], False),
+        (" (timed)", [f for f in faults if _timed(f.markers)], True),
+    )
+    return [
+        _clean_run(
+            f"clean {deployment}{suffix}",
+            deployment,
+            rows,
+            tuple(dict.fromkeys(m for f in rows for m in f.markers if _timed((m,)) == timed)),
+            out,
+            alone=timed,
         )
-        label = f"clean {deployment}{' (timed)' if timed else ''}"
-        runs.append(Run(label, deployment, markers, keyword, (*_clean_args(deployment, rows), *saves), alone=timed))
-    return runs
+        for suffix, rows, timed in groups
+        if rows
+    ]
 
 
 def plan(faults: list[Fault], out: Path) -> list[Run]:
@@ -203,6 +221,7 @@ def plan(faults: list[Fault], out: Path) -> list[Run]:
             raise CampaignError(f"fault {fault.name} names no markers: its run would be the whole suite")
     deployments = {f.deployment: [g for g in faults if g.deployment == f.deployment] for f in faults}
     cleans = {d: _clean_runs(d, rows, out) for d, rows in deployments.items()}
+    saver = {d: next((c.label for c in runs if c.label.endswith(" (baselines)")), None) for d, runs in cleans.items()}
     runs = [
         Run(
             f.name,
@@ -212,7 +231,7 @@ def plan(faults: list[Fault], out: Path) -> list[Run]:
             _fill(f.pytest_args, out, f.deployment),
             f,
             cleans=tuple(c.label for c in cleans[f.deployment]),
-            baseline=any(_uses(f, b) for b in BASELINES),
+            baseline=saver[f.deployment] if _reads_a_baseline(f) else None,
             alone=_timed(f.markers),
         )
         for f in faults
@@ -347,10 +366,10 @@ def execute(
     try:
         while pending or running:
             for run in list(pending):
-                cleans = [results.get(label) for label in run.cleans]
-                if run.baseline and None in cleans:
+                saver = results.get(run.baseline or "")
+                if run.baseline and saver is None:
                     continue
-                if run.baseline and not all(passed(clean) for clean in cleans if clean is not None):
+                if saver is not None and not passed(saver):
                     pending.remove(run)
                     results[run.label] = Result(run, None, 0.0, None)
                     done(results[run.label])
@@ -472,8 +491,7 @@ def judge_fault(result: Result, cleans: list[Result], out: Path) -> FaultOutcome
     own error, failures the clean run had too or did not run) is a harness error, never a miss."""
     run, code = result.run, result.returncode
     if code is None:
-        cleans_named = " or ".join(run.cleans)
-        return FaultOutcome(result, HARNESS, f"not run: {cleans_named} did not pass, so its baseline is not a clean one")
+        return FaultOutcome(result, HARNESS, f"not run: {run.baseline} did not pass, so its baseline is not a clean one")
     if (
         code == 4
         and run.fault is not None

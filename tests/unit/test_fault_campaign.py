@@ -356,7 +356,7 @@ def test_a_fault_whose_baseline_run_failed_is_not_run(tmp_path):
     outcome = json.loads((tmp_path / "out" / "campaign.json").read_text())["faults"][0]
     assert (outcome["verdict"], outcome["why"]) == (
         "harness error",
-        "not run: clean m:inflight did not pass, so its baseline is not a clean one",
+        "not run: clean m:inflight (baselines) did not pass, so its baseline is not a clean one",
     )
 
 
@@ -478,7 +478,8 @@ def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[
     def start(argv, cwd, log, env=None):
         given = options(argv)
         timed = all(m in fault_campaign.TIMED_MARKERS for m in given["-m"].split(" or "))
-        label = given.get("--stand-in-fault", f"clean {given['--deployment']}{' (timed)' if timed else ''}")
+        suffix = " (timed)" if timed else " (baselines)" if "--accuracy-save" in argv else ""
+        label = given.get("--stand-in-fault", f"clean {given['--deployment']}{suffix}")
         return Slow(label, 6 if label == long else 3, overlaps)
 
     results = fault_campaign.execute(runs, 2, start, ["suites"], tmp_path, tmp_path, lambda r: None, lambda r: True)
@@ -493,15 +494,16 @@ def test_jobs_2_runs_the_clean_runs_first_then_faults_in_the_free_slots(tmp_path
         {"name": "a"},
         {"name": "b", "pytest_args": '["--accuracy-baseline", "{accuracy_baseline}"]'},
         {"name": "c", "deployment": "m:v1"},
-        long="clean m:inflight",
+        long="clean m:inflight (baselines)",
     )
-    # b reads the baseline clean m:inflight saves: it waits for it while a takes the slot clean m:v1 left
+    # b reads the baseline that the clean run of its own rows saves: it starts once that one ended, whatever else runs
     assert overlaps == {
-        "clean m:inflight": {"clean m:v1", "a"},
-        "clean m:v1": {"clean m:inflight"},
-        "a": {"clean m:inflight"},
-        "b": {"c"},
-        "c": {"b"},
+        "clean m:inflight": {"clean m:inflight (baselines)"},
+        "clean m:inflight (baselines)": {"clean m:inflight", "clean m:v1"},
+        "clean m:v1": {"clean m:inflight (baselines)"},
+        "a": {"b"},
+        "b": {"a"},
+        "c": set(),
     }
 
 
