@@ -92,7 +92,7 @@ from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
 from pytest_triton_llm.perf.workload import PerfRequest, encode  # noqa: E402
 from pytest_triton_llm.progress import Progress  # noqa: E402
 from pytest_triton_llm.tensor_contract import NO_END, Sampling, returned_ids, returned_token_count  # noqa: E402
-from pytest_triton_llm.terminal import table  # noqa: E402
+from pytest_triton_llm.tables import table  # noqa: E402
 
 DEPLOYMENT = "smollm2-135m:inflight"
 FULL = {"concurrency": [1, 4, 8], "input_tokens": 32, "output_tokens": 32, "warmup": 2}  # the perf suite's default

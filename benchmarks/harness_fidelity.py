@@ -52,7 +52,7 @@ from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
 from pytest_triton_llm.progress import Progress  # noqa: E402
 from pytest_triton_llm.runtimes import Launch  # noqa: E402
 from pytest_triton_llm.tensor_contract import ensemble_inputs  # noqa: E402
-from pytest_triton_llm.terminal import table  # noqa: E402
+from pytest_triton_llm.tables import table  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
 TEMPLATE = '{"text_input": {{ text|tojson }}, "max_tokens": {{ max_tokens or 8 }}}'

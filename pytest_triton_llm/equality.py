@@ -63,6 +63,11 @@ def rule_for(engine, hardware: str) -> Rule:
     return HALF
 
 
+def rule_of(served) -> Rule:
+    """The rule for a served deployment (its lock's [equality], else by dtype and device: rule_for)."""
+    return rule_for(served.ref.engine, served.hardware)
+
+
 def compare_texts(expected: list[str], actual: list[str], rule: Rule, tokenizer) -> Verdict:
     """`compare` of texts, as the tokens `tokenizer` makes of them (entry models answer text, not ids)."""
     encode = partial(tokenizer.encode, add_special_tokens=False)

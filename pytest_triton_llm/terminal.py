@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
 
 from .lock import DUMMY, DUMMY_LABEL
 from .perf.budgets import match_label
@@ -10,12 +9,7 @@ from .perf.mlperf import verdict_line
 from .perf_judged import judged_by
 from .perf.publish import dummy_deployments
 from .report import V1_PERF
-
-
-def table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*headers), fmt.format(*("-" * w for w in widths))] + [fmt.format(*map(str, r)) for r in rows]
+from .tables import table
 
 
 def summary_lines(state, config) -> list[str]:

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from pytest_triton_llm.accuracy.judge import rouge_meets_the_thresholds, underpowered_drop_gate
 from pytest_triton_llm.accuracy.drift import baseline_entry, compare, describe, load_outputs, paired_scores
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import per_article_scores
@@ -24,9 +25,7 @@ from pytest_triton_llm.accuracy.verdicts import (
     judge_drift,
     planned_detectable_drop,
 )
-from pytest_triton_llm.terminal import table
-
-from .conftest import rouge_meets_the_thresholds, underpowered_drop_gate
+from pytest_triton_llm.tables import table
 
 # an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
 pytestmark = [pytest.mark.accuracy, pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")]

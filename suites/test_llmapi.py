@@ -11,11 +11,10 @@ import pytest
 
 from pytest_triton_llm.client import GenerationError, Sampling
 from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.files import fixtures_dir
 from pytest_triton_llm.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
 from pytest_triton_llm.repository.llmapi import llmapi_family
 from pytest_triton_llm.schema import load_toml
-
-from .conftest import FIXTURES
 
 TOKENS = 24
 
@@ -26,7 +25,7 @@ def _ask(served, prompt: str, max_tokens: int = TOKENS, **options):
 
 @pytest.fixture(scope="session")
 def llmapi_contract(triton_llm):
-    return load_toml(FIXTURES / "contracts" / f"{llmapi_family(triton_llm.server.version)}.toml")
+    return load_toml(fixtures_dir() / "contracts" / f"{llmapi_family(triton_llm.server.version)}.toml")
 
 
 @pytest.mark.functional

@@ -18,12 +18,12 @@ import warnings
 
 import pytest
 
+from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
-from pytest_triton_llm.lock import DUMMY
-from pytest_triton_llm.selection import has_dummy_weights
-from pytest_triton_llm.hardware import hardware_class
+from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
 from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.monitor import monitor_load
@@ -31,8 +31,7 @@ from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
-
-from .conftest import client_problems, judge_budget, load_point_result
+from pytest_triton_llm.selection import has_dummy_weights
 
 pytestmark = pytest.mark.perf
 # the report's word on which definition each metric follows (the terminal summary prints the summary line)

@@ -16,14 +16,13 @@ from tritonclient.utils import np_to_triton_dtype
 
 from pytest_triton_llm.client import GenerationError, Sampling
 from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.files import fixtures_dir
 from pytest_triton_llm.llmapi_contract import SAMPLING as LLMAPI_SAMPLING
 from pytest_triton_llm.llmapi_contract import output_text
 from pytest_triton_llm.repository import entry_models
 from pytest_triton_llm.schema import load_toml
 from pytest_triton_llm.server_metrics import trtllm_gauges
 from pytest_triton_llm.tensor_contract import NO_END, SAMPLING_INPUTS, Unbatched, config_parameters, returned_ids
-
-from .conftest import FIXTURES
 
 pytestmark = pytest.mark.regressions
 
@@ -69,7 +68,7 @@ PENALTIES = {"repetition_penalty": 2.0, "presence_penalty": 2.0, "frequency_pena
 @pytest.fixture(scope="session")
 def repetitive(triton_llm) -> tuple[str, str]:
     """(a prompt whose greedy answer repeats a few words, fixtures/prompts.toml [repetition]; that greedy answer)."""
-    prompt = load_toml(FIXTURES / "prompts.toml")["repetition"]["counting"]
+    prompt = load_toml(fixtures_dir() / "prompts.toml")["repetition"]["counting"]
     return prompt, triton_llm.client.generate(prompt, TOKENS).text
 
 

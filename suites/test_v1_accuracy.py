@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 import pytest
 
-from .conftest import V1_ENDPOINT, rouge_meets_the_thresholds, v1_summaries
+from pytest_triton_llm.accuracy.judge import rouge_meets_the_thresholds
+from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 
 pytestmark = pytest.mark.accuracy
 

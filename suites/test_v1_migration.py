@@ -16,18 +16,18 @@ import statistics
 import pytest
 
 from pytest_triton_llm import openai_migration
+from pytest_triton_llm.accuracy.judge import underpowered_drop_gate
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
+from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, as_report, drift_rows, judge_drift
-from pytest_triton_llm.equality import Rule, compare_texts
+from pytest_triton_llm.equality import Rule, compare_texts, rule_of
 from pytest_triton_llm.load import Target, run_load
 from pytest_triton_llm.openai_migration import PairsFileError
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import median_run
-from pytest_triton_llm.terminal import table
+from pytest_triton_llm.tables import table
 from pytest_triton_llm.v1_load import V1Target
-
-from .conftest import V1_ENDPOINT, equality_rule_of, underpowered_drop_gate, v1_summaries
 
 pytestmark = pytest.mark.migration
 
@@ -49,7 +49,7 @@ def pair_entry(triton_llm, openai_target) -> dict:
 def pair_rule(triton_llm, pair_entry) -> Rule:
     if "equality" in pair_entry:
         return Rule(**pair_entry["equality"])
-    return equality_rule_of(triton_llm)
+    return rule_of(triton_llm)
 
 
 def _v1(openai_target, prompt: str, max_tokens: int = TOKENS) -> str:

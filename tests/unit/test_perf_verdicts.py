@@ -1,4 +1,4 @@
-"""The perf suites' shared verdicts (suites/conftest.py: the Triton perf test and the /v1 one call them): a budget
+"""The perf suites' shared verdicts (pytest_triton_llm/perf/judge.py: the Triton perf test and the /v1 one call them): a budget
 missed or unmatched under --perf-require-budget fails, an inconclusive one warns (fails under --perf-strict), and a
 load generator that could not keep up warns (fails under --perf-strict)."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from pytest_triton_llm.perf.budgets import Budget
 from pytest_triton_llm.perf.repeats import PerfNoisy
-from suites.conftest import client_problems, judge_budget
+from pytest_triton_llm.perf.judge import client_problems, judge_budget
 
 IDENTITY = dict(
     engine="e", deployment="openai:f", hardware="cpu", hardware_class="cpu-2", image="openai", load_point="c=1", workload="w"

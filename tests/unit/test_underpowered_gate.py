@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 from pytest_triton_llm.accuracy.verdicts import InconclusiveAccuracy, VerdictRule, judge_drift
-from suites.conftest import underpowered_drop_gate
+from pytest_triton_llm.accuracy.judge import underpowered_drop_gate
 
 BEFORE = {m: [30.0, 20.0, 40.0] for m in ("rouge1", "rouge2", "rougeLsum")}
 NOISY = {m: [25.0, 24.0, 38.0] for m in BEFORE}  # 3 articles that moved by -5, +4, -2: a wide interval

@@ -1,0 +1,79 @@
+"""The perf suites' verdicts, shared by the Triton perf test and the /v1 one: a load point's report entry from its
+runs, the budget that judges it, and whether the load generator kept up."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from ..tables import table
+from .budgets import find_budget
+from .client_processes import BUSY_LOOP
+from .mlperf import judge as judge_mlperf
+from .repeats import PerfNoisy, judge_goodput, median_run, spread
+
+
+def load_point_result(runs: list[dict], records: list, seconds: float, options) -> dict:
+    """A load point's report entry: the run with the median throughput stands for it, every run's figures beside it
+    (--perf-repeats), goodput (--perf-slo) and MLPerf's VALID or INVALID (--perf-mlperf) over every run's requests."""
+    result = dict(median_run(runs))
+    if len(runs) > 1:
+        result.update(runs=runs, repeats=spread(runs), errors=sum(r["errors"] for r in runs))
+    if options.slos:
+        result["goodput"] = judge_goodput(records, options.slos, seconds)
+    if options.mlperf:
+        name, benchmark = options.mlperf  # --perf-mlperf: the benchmark's name and its constraints
+        result["mlperf"] = judge_mlperf(name, benchmark, records)
+    return result
+
+
+def judge_budget(
+    budgets_file: Path, budgets: list, identity: dict, result: dict, runs: list[dict], options, who: str
+) -> list[str]:
+    """The load point `result` (of `runs`) against the budget that matches `identity` (engine, deployment, hardware,
+    hardware_class, image, load_point, workload): records on `result` whether and by what it was judged; -> what
+    fails it. An inconclusive verdict warns (naming `who`), and fails under --perf-strict; a load point that no budget
+    matches fails under --perf-require-budget."""
+    budget = find_budget(budgets, **identity)
+    problems: list[str] = []
+    result["judged"], result["budget_match"] = budget is not None, None
+    if budget is None:
+        result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
+        if options.require_budget:
+            problems.append(
+                f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
+                f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
+                f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
+                "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
+                "run with --perf-compare"
+            )
+        return problems
+    result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
+    rows = budget.check(result, runs)
+    result["budget"] = {r[0]: r[3] for r in rows}
+    shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
+    if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
+        unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
+        if options.strict:  # --perf-strict: every verdict is pass or fail
+            problems.append(f"inconclusive under --perf-strict ({unsure})")
+        else:
+            warnings.warn(PerfNoisy(f"{who}: {unsure}"), stacklevel=2)
+    if any(r[3] == "MISSED" for r in rows):
+        problems.append(f"missed its budget:\n{shown}")
+    return problems
+
+
+def client_problems(runs: list[dict], workers: int, options, who: str) -> list[str]:
+    """Where the load generator's event loops were busy over BUSY_LOOP in some run, latency is partly the client's:
+    a warning naming `who`, or under --perf-strict what fails the load point."""
+    behind = [r["client"]["loop_busy"] for r in runs if not r["client"]["kept_up"]]
+    if not behind:
+        return []
+    slow = (
+        f"the load generator's event loops were busy {max(behind):.0%} of the run (over {BUSY_LOOP:.0%}: responses "
+        f"waited for the client, so latency is partly the client's); raise --perf-workers (now {workers})"
+    )
+    if options.strict:
+        return [slow]
+    warnings.warn(PerfNoisy(f"{who}: {slow}"), stacklevel=2)
+    return []

@@ -1,0 +1,26 @@
+"""The suites' prompts (fixtures/prompts.toml): completion prompts by name, and the chat question with its answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .schema import load_toml
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """fixtures/prompts.toml: completion prompts by name, and the chat question with its expected answer."""
+
+    completion: dict[str, str]
+    chat_question: str
+    chat_expected: str
+
+    def batch(self, count: int | None = None) -> list[str]:
+        """The first `count` completion prompts (all by default), in the file's order."""
+        return list(self.completion.values())[:count]
+
+
+def load_prompts(path: Path) -> Prompts:
+    data = load_toml(path)
+    return Prompts(data["completion"], data["chat"]["question"], data["chat"]["expected_substring"])
