@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .cache_admin import CacheAdminError, list_cache, prune, render_listing, render_pruned
 from .errors import TritonLLMError
-from .fault_campaign import add_arguments as add_campaign_arguments, campaign
+from .faults.campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
 from .options import DEFAULT_CACHE, DEFAULT_LOCK
 from .runtimes import warm

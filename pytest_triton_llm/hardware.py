@@ -107,3 +107,8 @@ def hardware_class(name: str, cores: int | None = None) -> str:
         if _GPU_MODEL.match(token):
             return token.lower()
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def cores_shared_by(sharers: int) -> int:
+    """One of `sharers` processes' share of the cores this process may run on (at least one)."""
+    return max(1, len(os.sched_getaffinity(0)) // max(1, sharers))

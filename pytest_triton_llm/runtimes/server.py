@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from ..endpoints import Endpoints
 from ..processes import ServerProcess
 from ..progress import Progress
 from ..errors import TritonLLMError
+from ..hardware import cores_shared_by
 
 
 class ServerStartError(TritonLLMError, RuntimeError):
@@ -174,8 +174,3 @@ def cpu_share(base: dict[str, str]) -> int:
     serves at once. Oversubscribed OpenMP pools spin against each other (-n 2 on 2 cores ran 2.6x
     slower than -n 1 before this)."""
     return cores_shared_by(int(base.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-
-
-def cores_shared_by(sharers: int) -> int:
-    """One of `sharers` processes' share of the cores this process may run on (at least one)."""
-    return max(1, len(os.sched_getaffinity(0)) // max(1, sharers))

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm import fault_campaign
+from pytest_triton_llm.faults import load_catalog
+from pytest_triton_llm.faults.campaign import plan as planning, schedule, tables, verdicts
 from pytest_triton_llm.cli import main
-from pytest_triton_llm.fault_campaign import REASONS, add_arguments, campaign, load_reasons, plan
+from pytest_triton_llm.faults.campaign import add_arguments, campaign
+from pytest_triton_llm.faults.campaign.plan import plan
+from pytest_triton_llm.faults.campaign.tables import REASONS, load_reasons
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = [
@@ -192,7 +195,7 @@ def test_clean_runs_select_every_faults_keyword_or_its_markers_the_timed_ones_al
         {"name": "slow", "markers": '["perf", "regressions"]', "keyword": '"concurrency_1"'},
         {"name": "drops_space", "markers": '["streaming", "invariants"]'},
     )
-    untimed, timed, *faults_runs = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)
+    untimed, timed, *faults_runs = plan(list(load_catalog(faults).values()), tmp_path)
     assert (untimed.label, untimed.markers, untimed.keyword, untimed.alone) == (
         "clean m:inflight",
         ("regressions", "streaming", "invariants"),
@@ -371,7 +374,7 @@ def test_a_clean_run_passes_the_arguments_of_all_its_rows_but_those_that_read_a_
         },
         {"name": "slower", "markers": '["perf"]', "pytest_args": '["--perf-workload=smoke"]'},
     )
-    clean, timed = plan(list(fault_campaign.load_catalog(faults).values()), tmp_path)[:2]
+    clean, timed = plan(list(load_catalog(faults).values()), tmp_path)[:2]
     baseline = str(tmp_path / "baselines" / "accuracy-baseline-m_inflight.json")
     assert clean.args == ("--accuracy-dataset=cnn.json", "--accuracy-strict", "--accuracy-save", baseline)
     assert timed.args == ("--perf-workload", "smoke")
@@ -406,7 +409,7 @@ def test_the_reverse_table_lists_every_test_function_with_its_kills_or_why_none(
         "| --- | --- | --- | --- |",
         "| test_streaming.py::test_stream_equals_unary | drops_space, eats_bytes |  | 2 |",
         "| test_functional.py::test_contract | - | reads the configs | 2 |",  # a harness error's failure kills nothing
-        f"| test_perf.py::test_load_point | - | {fault_campaign.NO_KILL} | 2 |",
+        f"| test_perf.py::test_load_point | - | {tables.NO_KILL} | 2 |",
     ]
     assert json.loads((tmp_path / "out" / "campaign.json").read_text())["stale_reasons"] == ["test_gone"]
 
@@ -471,18 +474,18 @@ class Slow:
 
 def run_two_at_once(tmp_path, monkeypatch, *rows: dict, long: str = "") -> dict[str, set[str]]:
     """Plays a campaign of `rows` at --jobs 2 (each run lasts 3 polls, `long` 6): which runs overlapped which."""
-    monkeypatch.setattr(fault_campaign, "POLL_S", 0)
-    runs = plan(list(fault_campaign.load_catalog(catalog(tmp_path, *rows)).values()), tmp_path)
+    monkeypatch.setattr(schedule, "POLL_S", 0)
+    runs = plan(list(load_catalog(catalog(tmp_path, *rows)).values()), tmp_path)
     overlaps, Slow.live = {}, []
 
     def start(argv, cwd, log, env=None):
         given = options(argv)
-        timed = all(m in fault_campaign.TIMED_MARKERS for m in given["-m"].split(" or "))
+        timed = all(m in planning.TIMED_MARKERS for m in given["-m"].split(" or "))
         suffix = " (timed)" if timed else " (baselines)" if "--accuracy-save" in argv else ""
         label = given.get("--stand-in-fault", f"clean {given['--deployment']}{suffix}")
         return Slow(label, 6 if label == long else 3, overlaps)
 
-    results = fault_campaign.execute(runs, 2, start, ["suites"], tmp_path, tmp_path, lambda r: None, lambda r: True)
+    results = schedule.execute(runs, 2, start, ["suites"], tmp_path, tmp_path, lambda r: None, lambda r: True)
     assert [r.run.label for r in results] == [r.label for r in runs]
     return overlaps
 
@@ -541,7 +544,7 @@ def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, ca
     def interrupt(seconds):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fault_campaign.time, "sleep", interrupt)
+    monkeypatch.setattr(schedule.time, "sleep", interrupt)
     assert campaign(arguments("--out", str(tmp_path / "out")), ["suites"], tmp_path, start=start, catalog=faults) == 130
     assert [c.stopped for c in children] == [True, True]  # the clean run and the fault's run beside it
     assert "pytest-triton-llm faults: interrupted after 0:00; every running pytest was stopped" in capsys.readouterr().err
@@ -550,7 +553,7 @@ def test_ctrl_c_stops_the_running_pytest_and_exits_130(tmp_path, monkeypatch, ca
 def test_a_stopped_pytest_process_gets_sigterm_even_where_sigint_is_ignored(tmp_path):
     script = "import signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     script += "signal.signal(signal.SIGTERM, lambda *a: sys.exit(42)); print('up', flush=True); time.sleep(60)"
-    child = fault_campaign.PytestProcess([sys.executable, "-c", script], tmp_path, tmp_path / "log", {})
+    child = schedule.PytestProcess([sys.executable, "-c", script], tmp_path, tmp_path / "log", {})
     deadline = time.monotonic() + 30
     while "up" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -563,7 +566,7 @@ def test_sigterm_stops_the_campaign_as_ctrl_c_does(tmp_path, monkeypatch):
     children = []
     start = collect_then_run_forever(children)
 
-    monkeypatch.setattr(fault_campaign.time, "sleep", lambda seconds: signal.raise_signal(signal.SIGTERM))
+    monkeypatch.setattr(schedule.time, "sleep", lambda seconds: signal.raise_signal(signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
     assert campaign(arguments("--out", str(tmp_path / "out")), ["suites"], tmp_path, start=start, catalog=faults) == 130
     assert [c.stopped for c in children] == [True, True]  # the clean run and the fault's run beside it
@@ -577,7 +580,7 @@ def test_the_faults_command_is_wired_into_the_cli(capsys):
 
 
 def test_the_packaged_catalog_makes_a_campaign_plan(tmp_path):
-    runs = plan(list(fault_campaign.load_catalog().values()), tmp_path)
+    runs = plan(list(load_catalog().values()), tmp_path)
     faults = [r for r in runs if r.fault is not None]
     assert {r.label for r in runs if r.fault is None} == {label for r in faults for label in r.cleans}
     assert {r.deployment for r in runs if r.fault is None} == {r.deployment for r in faults}
@@ -593,9 +596,11 @@ def test_every_reason_names_a_test_function_of_the_suites():
 
 
 def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session_start(tmp_path):
-    from pytest_triton_llm.fault_campaign import CAUGHT, NEVER_READY, Result, Run, judge_fault, log_path
+    from pytest_triton_llm.faults.campaign.plan import Run, log_path
+    from pytest_triton_llm.faults.campaign.schedule import Result
+    from pytest_triton_llm.faults.campaign.verdicts import CAUGHT, NEVER_READY, judge_fault
 
-    fault = fault_campaign.load_catalog()["llmapi_missing_openai_module"]
+    fault = load_catalog()["llmapi_missing_openai_module"]
     run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, cleans=("clean",))
     log_path(tmp_path, run.label).parent.mkdir(parents=True)
     log_path(tmp_path, run.label).write_text(
@@ -612,26 +617,28 @@ def test_a_fault_that_keeps_the_deployment_from_loading_is_caught_by_the_session
 def test_runs_at_once_share_the_cores_openmp_threads_and_a_run_alone_takes_them_all(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("TRITON_LLM_KEEP_WARM", "0")
-    monkeypatch.setattr(fault_campaign.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    assert fault_campaign.run_env(alone=False, jobs=2) == {"OMP_NUM_THREADS": "2"}
-    assert fault_campaign.run_env(alone=True, jobs=2) == {"OMP_NUM_THREADS": "4"}
-    assert fault_campaign.run_env(alone=False, jobs=8) == {"OMP_NUM_THREADS": "1"}
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert schedule.run_env(alone=False, jobs=2) == {"OMP_NUM_THREADS": "2"}
+    assert schedule.run_env(alone=True, jobs=2) == {"OMP_NUM_THREADS": "4"}
+    assert schedule.run_env(alone=False, jobs=8) == {"OMP_NUM_THREADS": "1"}
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice stands
-    assert fault_campaign.run_env(alone=False, jobs=2) == {}
+    assert schedule.run_env(alone=False, jobs=2) == {}
 
 
 def test_runs_keep_their_servers_warm_for_the_next_run_unless_the_user_chose(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("TRITON_LLM_KEEP_WARM", raising=False)
-    assert fault_campaign.run_env(alone=True, jobs=1) == {"TRITON_LLM_KEEP_WARM": str(fault_campaign.WARM_BETWEEN_RUNS_S)}
+    assert schedule.run_env(alone=True, jobs=1) == {"TRITON_LLM_KEEP_WARM": str(schedule.WARM_BETWEEN_RUNS_S)}
     monkeypatch.setenv("TRITON_LLM_KEEP_WARM", "0")
-    assert fault_campaign.run_env(alone=True, jobs=1) == {}
+    assert schedule.run_env(alone=True, jobs=1) == {}
 
 
 def test_a_server_that_never_got_ready_catches_only_a_fault_that_keeps_models_from_loading(tmp_path):
-    from pytest_triton_llm.fault_campaign import HARNESS, Result, Run, judge_fault, log_path
+    from pytest_triton_llm.faults.campaign.plan import Run, log_path
+    from pytest_triton_llm.faults.campaign.schedule import Result
+    from pytest_triton_llm.faults.campaign.verdicts import HARNESS, judge_fault
 
-    fault = fault_campaign.load_catalog()["stop_words_ignored"]
+    fault = load_catalog()["stop_words_ignored"]
     assert not fault.stops_loading
     run = Run(fault.name, fault.deployment, fault.markers, fault.keyword, (), fault, cleans=("clean",))
     log_path(tmp_path, run.label).parent.mkdir(parents=True)
@@ -640,7 +647,7 @@ def test_a_server_that_never_got_ready_catches_only_a_fault_that_keeps_models_fr
     )
     clean = Result(Run("clean", fault.deployment, fault.markers, "", ()), 0, 1.0, {"tests": []})
     assert judge_fault(Result(run, 4, 1.0, None), [clean], tmp_path).verdict == HARNESS
-    assert fault_campaign.host_broke_the_start(Result(run, 4, 1.0, None), tmp_path)
+    assert verdicts.host_broke_the_start(Result(run, 4, 1.0, None), tmp_path)
 
 
 class StartsThenBreaks(FakeStack):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .files import fixtures_dir
-from .schema import SchemaError, build, load_toml
+from ..files import fixtures_dir
+from ..schema import SchemaError, build, load_toml
 
 MODELS = ("tensorrt_llm", "preprocessing", "postprocessing", "tensorrt_llm_bls")
 NOT_CLEAN = "this is not a clean run: its results say what the suites catch, nothing about the stack"
