@@ -12,7 +12,7 @@ import pytest
 from pytest_triton_llm import cache as cache_module
 from pytest_triton_llm import cli
 from pytest_triton_llm.cache import MANIFEST, EngineCache
-from pytest_triton_llm.cache_admin import CacheAdminError, list_cache, prune, render_pruned
+from pytest_triton_llm.cli.cache import CacheAdminError, list_cache, prune, render_pruned
 from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.progress import Progress
 

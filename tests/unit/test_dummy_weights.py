@@ -17,7 +17,7 @@ from pytest_triton_llm.engines.tensorrtllm import TensorrtllmBackend
 from pytest_triton_llm.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands
 from pytest_triton_llm.engines.tensorrtllm.dummy import pretrained_config
 from pytest_triton_llm.lock import Lora, LockError, load_lock, migration_pairs
-from pytest_triton_llm.matrix import metrics
+from pytest_triton_llm.cli.matrix import metrics
 from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.selection import untrained
 from pytest_triton_llm.terminal import perf_lines

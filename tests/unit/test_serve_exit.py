@@ -3,7 +3,7 @@ for SIGILL what to rebuild (a native llama.cpp build on a VM that reports AMX it
 
 import signal
 
-from pytest_triton_llm.serve import _ended
+from pytest_triton_llm.cli.serve import _ended
 
 
 def test_a_server_killed_by_sigill_says_to_rebuild_llama_cpp_portable():

@@ -12,17 +12,17 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import llama_cpp_server, trtllm_serve_stand_in
-from .cache import EngineCache
-from .deployments import DeploymentManager
-from .engines import check_lock
-from .faults import fault_named
-from .lock import load_lock
-from .options import DEFAULT_LOCK, add_engine_options, add_server_options, runtime_name, server_options
-from .processes import reap_orphans, shielded
-from .progress import Progress
-from .repository import entry_models
-from .runtimes import RUNTIMES
+from .. import llama_cpp_server, trtllm_serve_stand_in
+from ..cache import EngineCache
+from ..deployments import DeploymentManager
+from ..engines import check_lock
+from ..faults import fault_named
+from ..lock import load_lock
+from ..options import DEFAULT_LOCK, add_engine_options, add_server_options, runtime_name, server_options
+from ..processes import reap_orphans, shielded
+from ..progress import Progress
+from ..repository import entry_models
+from ..runtimes import RUNTIMES
 
 
 class _Declare:

@@ -6,10 +6,10 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .errors import TritonLLMError
-from .images import NO_IMAGE
-from .lock import DUMMY, DUMMY_LABEL
-from .perf_judged import judged_by
+from ..errors import TritonLLMError
+from ..images import NO_IMAGE
+from ..lock import DUMMY, DUMMY_LABEL
+from ..perf_judged import judged_by
 
 
 class ReportError(TritonLLMError, ValueError):

@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from .cache_admin import CacheAdminError, list_cache, prune, render_listing, render_pruned
-from .errors import TritonLLMError
-from .faults.campaign import add_arguments as add_campaign_arguments, campaign
+from .cache import CacheAdminError, list_cache, prune, render_listing, render_pruned
+from ..errors import TritonLLMError
+from ..faults.campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
-from .options import DEFAULT_CACHE, DEFAULT_LOCK
-from .runtimes import warm
+from ..options import DEFAULT_CACHE, DEFAULT_LOCK
+from ..runtimes import warm
 from .serve import (
     add_arguments,
     add_llama_cpp_arguments,
@@ -76,7 +76,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
 def suites_dir() -> Path:
     """The suites: inside the installed package (a wheel), or beside it (a checkout keeps suites/ at its root)."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     return next(d for d in (package / "suites", package.parent / "suites") if (d / "conftest.py").is_file())
 
 
@@ -172,7 +172,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pytest-triton-llm {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
     return _matrix(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
