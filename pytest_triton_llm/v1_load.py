@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .load import RequestRecord
 from .openai_client import DONE
+from .openai_contract import Family
 from .streaming import StreamError
 
 
@@ -96,3 +97,23 @@ class _V1Sender:
 
     async def close(self) -> None:
         await self.session.close()
+
+
+def v1_bodies(requests: list, base: dict, decode, family: Family, fixed_output: bool) -> tuple[list[dict], str]:
+    """The perf workload's requests (perf.workload.PerfRequest: input_ids, max_tokens) as streamed /v1/completions
+    bodies on `base` (the model and the family's greedy fields): each prompt the drawn token ids decoded to text (the
+    server tokenizes it again: input lengths near the drawn ones, not equal), usage asked for where the family streams
+    it, and with `fixed_output` every answer held to its drawn length by the first of ignore_eos and min_tokens that
+    the family honours. -> (bodies, how lengths are held: that field's name, or why they are not)."""
+    usage = {"stream_options": {"include_usage": True}} if family.supports("stream_options.include_usage") else {}
+    held = next((f for f in ("ignore_eos", "min_tokens") if family.supports(f)), None) if fixed_output else None
+    bodies = []
+    for r in requests:
+        body = {**base, "prompt": decode(r.input_ids), "max_tokens": r.max_tokens, "stream": True, **usage}
+        if held is not None:
+            body[held] = True if held == "ignore_eos" else r.max_tokens
+        bodies.append(body)
+    if held is None:
+        why = "; ".join(family.why_not(f) for f in ("ignore_eos", "min_tokens"))
+        held = f"not held: {why}" if fixed_output else "not asked: the workload's fixed_output is false"
+    return bodies, held

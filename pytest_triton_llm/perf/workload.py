@@ -12,7 +12,6 @@ import random
 import numpy as np
 
 from ..client import LLMClient
-from ..openai_contract import Family
 from ..schema import SchemaError, build, load_toml
 from ..tensor_contract import NO_END, Inputs, Sampling
 
@@ -95,26 +94,6 @@ def encode(requests: list[PerfRequest], client: LLMClient, fixed_output: bool, s
         fixed = {"end_id": NO_END, "sampling": Sampling(min_length=r.max_tokens)} if fixed_output else {}
         encoded.append(client.core_inputs(r.input_ids, r.max_tokens, streaming=streaming or None, **fixed))
     return encoded
-
-
-def v1_bodies(requests: list[PerfRequest], base: dict, decode, family: Family, fixed_output: bool) -> tuple[list[dict], str]:
-    """The same requests as streamed /v1/completions bodies on `base` (the model and the family's greedy fields): each
-    prompt the drawn token ids decoded to text (the server tokenizes it again: input lengths near the drawn ones, not
-    equal), usage asked for where the family streams it, and with `fixed_output` every answer held to its drawn length
-    by the first of ignore_eos and min_tokens that the family honours. -> (bodies, how lengths are held: that field's
-    name, or why they are not)."""
-    usage = {"stream_options": {"include_usage": True}} if family.supports("stream_options.include_usage") else {}
-    held = next((f for f in ("ignore_eos", "min_tokens") if family.supports(f)), None) if fixed_output else None
-    bodies = []
-    for r in requests:
-        body = {**base, "prompt": decode(r.input_ids), "max_tokens": r.max_tokens, "stream": True, **usage}
-        if held is not None:
-            body[held] = True if held == "ignore_eos" else r.max_tokens
-        bodies.append(body)
-    if held is None:
-        why = "; ".join(family.why_not(f) for f in ("ignore_eos", "min_tokens"))
-        held = f"not held: {why}" if fixed_output else "not asked: the workload's fixed_output is false"
-    return bodies, held
 
 
 def mixed_lengths(count: int, low: int, high: int, seed: int = 0) -> list[int]:
