@@ -18,7 +18,7 @@ import pytest
 
 from .faults import fault_named
 from .images import ImageError, parse_image
-from .openai_target import OpenAIOptions, openai_options
+from .openai.target import OpenAIOptions, openai_options
 from .runtimes import RUNTIMES, ServerOptions
 from .runtimes.remote import remote_options
 from .schema import SchemaError

@@ -12,7 +12,7 @@ from .accuracy import options as accuracy_options
 from .engines import backend_of
 from .errors import TritonLLMError
 from .lock import DUMMY_LABEL
-from .openai_target import OpenAITarget
+from .openai.target import OpenAITarget
 from .perf import options as perf_options
 from .progress import Progress
 from .runtimes import RUNTIMES

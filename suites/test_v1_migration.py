@@ -15,7 +15,7 @@ import statistics
 
 import pytest
 
-from pytest_triton_llm import openai_migration
+from pytest_triton_llm.openai import migration as openai_migration
 from pytest_triton_llm.accuracy.judge import underpowered_drop_gate
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
@@ -23,11 +23,11 @@ from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, as_report, drift_rows, judge_drift
 from pytest_triton_llm.equality import Rule, compare_texts, rule_of
 from pytest_triton_llm.load import Target, run_load
-from pytest_triton_llm.openai_migration import PairsFileError
+from pytest_triton_llm.openai.migration import PairsFileError
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import median_run
 from pytest_triton_llm.tables import table
-from pytest_triton_llm.v1_load import V1Target
+from pytest_triton_llm.openai.load import V1Target
 
 pytestmark = pytest.mark.migration
 

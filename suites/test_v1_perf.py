@@ -24,7 +24,7 @@ from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.workload import synthetic_requests
 from pytest_triton_llm.report import V1_PERF
-from pytest_triton_llm.v1_load import V1Target, v1_bodies
+from pytest_triton_llm.openai.load import V1Target, v1_bodies
 
 pytestmark = pytest.mark.perf
 IMAGE = "openai"  # what budgets match as the image of an OpenAI endpoint

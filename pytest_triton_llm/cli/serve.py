@@ -12,7 +12,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .. import llama_cpp_server, trtllm_serve_stand_in
+from ..openai import llama_cpp as llama_cpp_server
+from ..openai import trtllm_serve as trtllm_serve_stand_in
 from ..cache import EngineCache
 from ..deployments import DeploymentManager
 from ..engines import check_lock

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm import llama_cpp_server
+from pytest_triton_llm.openai import llama_cpp as llama_cpp_server
 from pytest_triton_llm.engines.sources import fetch_source
 from pytest_triton_llm.lock import load_lock
 from pytest_triton_llm.progress import Progress

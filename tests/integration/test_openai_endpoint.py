@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm import llama_cpp_server
-from pytest_triton_llm.openai_client import OpenAIEndpoint, OpenAIRequestError
-from pytest_triton_llm.openai_target import OpenAITarget, openai_options
+from pytest_triton_llm.openai import llama_cpp as llama_cpp_server
+from pytest_triton_llm.openai.client import OpenAIEndpoint, OpenAIRequestError
+from pytest_triton_llm.openai.target import OpenAITarget, openai_options
 from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.repository.stand_in import version
 

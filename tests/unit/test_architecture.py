@@ -97,7 +97,7 @@ def test_only_repository_stand_in_reads_the_stand_ins_files():
         and any("reference_backend" in text for text, _ in _strings_in_code(path))
     }
     # and the trtllm-serve stand-in's launcher, which copies the stand-in's server (no engine backend serves it)
-    assert readers == {"pytest_triton_llm/repository/stand_in.py", "pytest_triton_llm/trtllm_serve_stand_in.py"}
+    assert readers == {"pytest_triton_llm/repository/stand_in.py", "pytest_triton_llm/openai/trtllm_serve.py"}
 
 
 # what the stand-in and the client must agree on: input names, the word-list format, how parameters read

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_triton_llm.openai_client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
-from pytest_triton_llm.openai_fault_proxy import FaultProxy
-from pytest_triton_llm.openai_target import OpenAITarget, OpenAITargetError, openai_options
+from pytest_triton_llm.openai.client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
+from pytest_triton_llm.openai.fault_proxy import FaultProxy
+from pytest_triton_llm.openai.target import OpenAITarget, OpenAITargetError, openai_options
 from pytest_triton_llm.usage import OptionError
 
 from ..conftest import ROOT

@@ -1,4 +1,4 @@
-"""OpenAI server families (pytest_triton_llm/openai_families.toml): every family states the same endpoints and
+"""OpenAI server families (pytest_triton_llm/openai/openai_families.toml): every family states the same endpoints and
 request fields with a citation to the upstream source it was read from, the known facts are pinned exactly as those
 sources have them, and a malformed file is refused with one line naming the file, the family and the field."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.openai_contract import (
+from pytest_triton_llm.openai.contract import (
     FAMILIES_FILE,
     REQUIRED_ENDPOINTS,
     REQUIRED_FIELDS,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from pytest_triton_llm import openai_fault_proxy as proxy
-from pytest_triton_llm.openai_fault_proxy import FAULTS_FILE
+from pytest_triton_llm.openai import fault_proxy as proxy
+from pytest_triton_llm.openai.fault_proxy import FAULTS_FILE
 from pytest_triton_llm.schema import load_toml
 
 from ..conftest import ROOT

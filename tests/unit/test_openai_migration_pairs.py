@@ -3,7 +3,7 @@ line naming the entry, never a silent fallback to the engine's own rule."""
 
 import pytest
 
-from pytest_triton_llm.openai_migration import PAIRS_FILE, PairsFileError, load_pairs, pair_entry
+from pytest_triton_llm.openai.migration import PAIRS_FILE, PairsFileError, load_pairs, pair_entry
 
 
 def test_the_shipped_pairs_file_passes_its_checks_and_the_default_pair_is_judged():

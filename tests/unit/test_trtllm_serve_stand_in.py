@@ -13,11 +13,11 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from pytest_triton_llm import trtllm_serve_stand_in
+from pytest_triton_llm.openai import trtllm_serve as trtllm_serve_stand_in
 from pytest_triton_llm.cache import EngineCache
 from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.openai_client import STAND_IN_HEADER
-from pytest_triton_llm.openai_contract import load_families
+from pytest_triton_llm.openai.client import STAND_IN_HEADER
+from pytest_triton_llm.openai.contract import load_families
 
 from ..conftest import ROOT
 

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pytest_triton_llm.load import run_load
-from pytest_triton_llm.openai_contract import load_families
+from pytest_triton_llm.openai.contract import load_families
 from pytest_triton_llm.perf.workload import PerfRequest
-from pytest_triton_llm.v1_load import V1Target, v1_bodies
+from pytest_triton_llm.openai.load import V1Target, v1_bodies
 
 TEXTS = ["Hel", "lo", "", " world"]  # an empty delta (a held-back piece) is not a content chunk
 USAGE = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}

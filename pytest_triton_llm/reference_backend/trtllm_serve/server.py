@@ -15,7 +15,7 @@ What the stand-in does not implement (beam search, n > 1, several prompts in one
 tools, LoRA, echo, detokenize false, ...) it refuses when a request asks for it, with HTTP 400 in upstream's error
 shape and a message that says so; /metrics (iteration statistics) and /prometheus/metrics are not served: their
 fields were not read. Copied with its shared modules into a run directory and started as `python server.py MODEL ...`
-(trtllm_serve_stand_in.py).
+(pytest_triton_llm/openai/trtllm_serve.py).
 """
 
 from __future__ import annotations

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import yaml
 
-from .cache import EngineCache
-from .engines import BuildSite, backend_of
-from .errors import TritonLLMError
-from .lock import Lock
-from .openai_client import OpenAIEndpoint, start_until_listed
-from .processes import ManagedProcess
-from .progress import Progress
-from .repository.stand_in import version
-from .runtimes.ports import free_ports
-from .runtimes.server import serving_environment
+from ..cache import EngineCache
+from ..engines import BuildSite, backend_of
+from ..errors import TritonLLMError
+from ..lock import Lock
+from .client import OpenAIEndpoint, start_until_listed
+from ..processes import ManagedProcess
+from ..progress import Progress
+from ..repository.stand_in import version
+from ..runtimes.ports import free_ports
+from ..runtimes.server import serving_environment
 
 CODE = resources.files("pytest_triton_llm") / "reference_backend"
 # the stand-in's own modules, and the reference engine's modules it imports by bare name

@@ -11,13 +11,13 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import TritonLLMError
-from .hardware import REMOTE, hardware
-from .lock import Engine
-from .openai_client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
-from .openai_contract import ErrorCase, Family, load_families
-from .tokenizer_source import TokenizerNotFound, load_named_tokenizer
-from .usage import OptionError, header_pairs
+from ..errors import TritonLLMError
+from ..hardware import REMOTE, hardware
+from ..lock import Engine
+from .client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
+from .contract import ErrorCase, Family, load_families
+from ..tokenizer_source import TokenizerNotFound, load_named_tokenizer
+from ..usage import OptionError, header_pairs
 
 
 class OpenAITargetError(TritonLLMError, RuntimeError):

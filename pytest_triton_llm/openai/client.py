@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import TritonLLMError
-from .processes import ManagedProcess, start_until_ready
+from ..errors import TritonLLMError
+from ..processes import ManagedProcess, start_until_ready
 
 DONE = "[DONE]"  # the event that ends an OpenAI stream
 # the header every answer of the project's trtllm-serve stand-in carries (reference_backend/trtllm_serve/server.py),

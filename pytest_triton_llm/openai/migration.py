@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .equality import Rule
-from .errors import TritonLLMError
-from .files import fixtures_dir
-from .schema import load_toml
+from ..equality import Rule
+from ..errors import TritonLLMError
+from ..files import fixtures_dir
+from ..schema import load_toml
 
 PAIRS_FILE = fixtures_dir() / "openai_migration.toml"
 KEYS = {"equality", "min_throughput_ratio", "max_rouge_drop"}

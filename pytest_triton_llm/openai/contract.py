@@ -1,4 +1,4 @@
-"""The OpenAI-compatible server families (openai_families.toml): what each one's /v1 request and response
+"""The OpenAI-compatible server families (openai_families.toml, beside this module): what each one's /v1 request and response
 contract is, every fact cited to the upstream source it was read from. One job: read and check the file.
 
 A field's `supported` says what the server does with it: `yes` (honoured), `partial` (honoured with limits, the
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .schema import SchemaError, build, load_toml
+from ..schema import SchemaError, build, load_toml
 
 FAMILIES_FILE = Path(__file__).with_name("openai_families.toml")
 Support = Literal["yes", "partial", "ignored", "refused", "unknown"]
