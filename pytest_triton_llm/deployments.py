@@ -135,64 +135,15 @@ class DeploymentManager:
             return self.served[ref.id]
         self._stop_idle()  # the one server held for a switch back is not needed: free its memory first
         start = time.monotonic()
-        runtime = self.runtime
         fault = None if clean else self.fault
-        # a fault that can be switched on in a clean warm server is, rather than a server of its own (warm.py)
-        switched = fault is not None and not fault.own_server and runtime.switches_faults()
-        rendered = None if switched else fault
-        attached, swapped = runtime.attach(ref), False
+        attached = self.runtime.attach(ref)
         if attached is not None:  # served by itself (a remote server): nothing built, rendered or started
-            (engine, server), engine_s, repository = attached, 0.0, Path("(remote)")
+            (engine, server), engine_s, repository, swapped = attached, 0.0, Path("(remote)"), False
         else:
             engine = self.engine_for(ref)
             engine_s = time.monotonic() - start
-            base = self.workdir / _slug(ref.id)
-            for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
-                if not base.exists():
-                    break
-                base = self.workdir / f"{_slug(ref.id)}-{restart}"
-            backend = backend_of(ref.engine.backend)
-            repository = backend.render(
-                ref,
-                engine,
-                base / "model_repository",
-                runtime.triton_version,
-                runtime.engine_dir_in_server(engine.name),
-                self._render_site(backend, rendered),
-            )
-            swapped = self.trtllm_stand_in and not backend.stand_in
-            if swapped:
-                self._swap_in(ref, repository, rendered)
-            server = runtime.start(
-                Launch(
-                    ref.id,
-                    repository,
-                    engine.path,
-                    engine.name,
-                    base / "tritonserver.log",
-                    self.start_timeout_s,
-                    ref.engine.world_size,
-                    gpu=backend.needs_gpu and not swapped,
-                    faulted=rendered is not None,
-                    fault_switch=fault.name if switched and fault is not None else None,
-                )
-            )
-        layout = ref.serving_layout
-        served = ServedDeployment(
-            ref,
-            engine,
-            server,
-            repository,
-            LLMClient(server.endpoints, ensemble=layout.entry),
-            runtime.reference,
-            runtime.hardware,
-            layout.entry,
-            remote=attached is not None,
-            stand_in=served_by_stand_in(ref, swapped),
-        )
-        if layout.one_model:  # the model echoes the prompt unless its own option says otherwise
-            served.client.exclude_input = ref.options.exclude_input_in_output
-        served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
+            server, repository, swapped = self._start(ref, engine, fault)
+        served = self._served(ref, engine, server, repository, remote=attached is not None, swapped=swapped)
         self.progress.say(
             f"server {ref.id}: ready in {server.ready_seconds:.1f} s (Triton {server.version}, "
             f"engine {engine.name} {engine.digest[:12]}){_warm_words(server.warm)}"
@@ -206,6 +157,71 @@ class DeploymentManager:
             "model_code": model_code(repository),
             "served_by": self._served_by(ref, served.stand_in),
             **self._fault_record(ref, repository, fault),
+            **self._server_record(ref, engine, server, engine_s),
+            "total_s": round(time.monotonic() - start, 2),
+        }
+        return served
+
+    def _start(self, ref: DeploymentRef, engine: BuiltEngine, fault: Fault | None) -> tuple[TritonServer, Path, bool]:
+        """Render the deployment's repository beside this session's others and start its server: (server, repository,
+        whether the stand-in was swapped in). A fault that a clean warm server can switch on is switched on there
+        (runtimes/warm.py) rather than rendered into a repository and a server of its own."""
+        switched = fault is not None and not fault.own_server and self.runtime.switches_faults()
+        rendered = None if switched else fault
+        base = self.workdir / _slug(ref.id)
+        for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
+            if not base.exists():
+                break
+            base = self.workdir / f"{_slug(ref.id)}-{restart}"
+        backend = backend_of(ref.engine.backend)
+        repository = backend.render(
+            ref,
+            engine,
+            base / "model_repository",
+            self.runtime.triton_version,
+            self.runtime.engine_dir_in_server(engine.name),
+            self._render_site(backend, rendered),
+        )
+        swapped = self.trtllm_stand_in and not backend.stand_in
+        if swapped:
+            self._swap_in(ref, repository, rendered)
+        launch = Launch(
+            ref.id,
+            repository,
+            engine.path,
+            engine.name,
+            base / "tritonserver.log",
+            self.start_timeout_s,
+            ref.engine.world_size,
+            gpu=backend.needs_gpu and not swapped,
+            faulted=rendered is not None,
+            fault_switch=fault.name if switched and fault is not None else None,
+        )
+        return self.runtime.start(launch), repository, swapped
+
+    def _served(
+        self, ref: DeploymentRef, engine: BuiltEngine, server: TritonServer, repository: Path, remote: bool, swapped: bool
+    ) -> ServedDeployment:
+        layout = ref.serving_layout
+        served = ServedDeployment(
+            ref,
+            engine,
+            server,
+            repository,
+            LLMClient(server.endpoints, ensemble=layout.entry),
+            self.runtime.reference,
+            self.runtime.hardware,
+            layout.entry,
+            remote=remote,
+            stand_in=served_by_stand_in(ref, swapped),
+        )
+        if layout.one_model:  # the model echoes the prompt unless its own option says otherwise
+            served.client.exclude_input = ref.options.exclude_input_in_output
+        served.client.decode = lambda ids: served.tokenizer.decode(ids, skip_special_tokens=ref.engine.skip_special_tokens)
+        return served
+
+    def _server_record(self, ref: DeploymentRef, engine: BuiltEngine, server: TritonServer, engine_s: float) -> dict:
+        return {
             **weights_record(ref),
             "batching": ref.options.batching,
             "layout": ref.layout,
@@ -213,16 +229,14 @@ class DeploymentManager:
             "engine_path": str(engine.path),
             "engine_cached": engine.cached,
             "engine_s": round(engine_s, 2),
-            "runtime": runtime.name,
-            "image": runtime.reference,
+            "runtime": self.runtime.name,
+            "image": self.runtime.reference,
             "server_binary": server.binary,
             "server_version": server.version,
             "server_ready_s": round(server.ready_seconds, 2) if server.ready_seconds is not None else None,
             "server_log": str(server.log_path),
             **({"warm": server.warm} if server.warm else {}),
-            "total_s": round(time.monotonic() - start, 2),
         }
-        return served
 
     def _render_site(self, backend, fault: Fault | None) -> RenderSite:
         name = fault.name if fault is not None else None

@@ -16,7 +16,7 @@ from pathlib import Path
 from ...files import write_json
 from ...schema import SchemaError
 from ..catalog import CATALOG, Fault, load_catalog
-from .plan import CampaignError, plan, report_path, log_path, select
+from .plan import CampaignError, Run, log_path, plan, report_path, select
 from .schedule import PytestProcess, Result, Start, collect, execute
 from .tables import REASONS, fault_table, load_reasons, function_of, reverse_rows, reverse_table, stale_reasons
 from .verdicts import CAUGHT, HARNESS, MISSED, FaultOutcome, host_broke_the_start, judge_clean, judge_fault
@@ -180,6 +180,12 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt("terminated by SIGTERM")
 
 
+def _fresh(out: Path) -> None:
+    for mine in ("runs", "baselines", "basetemp"):  # a file left by an earlier campaign must not pass for this one's
+        shutil.rmtree(out / mine, ignore_errors=True)
+        (out / mine).mkdir(parents=True)  # pytest makes its --basetemp, not the folders above it
+
+
 def campaign(
     args: argparse.Namespace,
     base: list[str],
@@ -203,9 +209,7 @@ def campaign(
     except (CampaignError, SchemaError) as exc:
         print(f"pytest-triton-llm faults: error: {exc}", file=sys.stderr)
         return 2
-    for mine in ("runs", "baselines", "basetemp"):  # a file left by an earlier campaign must not pass for this one's
-        shutil.rmtree(out / mine, ignore_errors=True)
-        (out / mine).mkdir(parents=True)  # pytest makes its --basetemp, not the folders above it
+    _fresh(out)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     progress = Campaign(out, len(runs))
     previous = signal.signal(signal.SIGTERM, _interrupt)  # CI cancelling the job stops the running pytest, as Ctrl-C
@@ -239,28 +243,45 @@ def campaign(
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+    _write_results(progress, runs, results, functions, reason_of, reasons, base, started, args.jobs, out)
+    return 0 if progress.ok else 1
+
+
+def _write_results(
+    progress: Campaign,
+    runs: list[Run],
+    results: list[Result],
+    functions: list[str],
+    reason_of: dict[str, str],
+    reasons: Path,
+    base: list[str],
+    started: str,
+    jobs: int,
+    out: Path,
+) -> None:
+    """The fault and reverse tables, campaign.json, and the summary lines."""
+    faults = [run for run in runs if run.fault is not None]
     order = {run.label: number for number, run in enumerate(runs)}  # the tables keep the catalog's order
     progress.faults.sort(key=lambda o: order[o.fault.name])
     progress.cleans.sort(key=lambda clean: order[clean[0].run.label])
     rows = reverse_rows(functions, progress.faults, reason_of)
     stale = stale_reasons(rows, reason_of)
     wall = time.monotonic() - progress.began
-    header = f"{progress.counts()}. Wall {_clock(wall)} ({wall:.0f} s), {args.jobs} run(s) at once; started {started}."
+    header = f"{progress.counts()}. Wall {_clock(wall)} ({wall:.0f} s), {jobs} run(s) at once; started {started}."
     (out / "fault-table.md").write_text(fault_table(progress.faults, progress.cleans, header))
     killers = sum(1 for row in rows if row["kills"])
     (out / "reverse-table.md").write_text(
         reverse_table(rows, f"{len(functions)} test functions of the suites, {killers} kill a fault; {len(faults)} faults run.")
     )
-    write_json(out / "campaign.json", _document(progress, base, started, args.jobs, rows, stale, results))
+    write_json(out / "campaign.json", _document(progress, base, started, jobs, rows, stale, results))
     overhead = _overhead(results)
     print(progress.counts())
     if overhead:
         print(
             f"per run (median of {overhead['runs']}): {overhead['median_overhead_s']} s besides the tests (interpreter, "
-            f"collection, server start and stop; server ready after {overhead['median_server_ready_s']} s), "
+            f"collection, taking or starting a server and letting it go; ready after {overhead['median_server_ready_s']} s), "
             f"{overhead['median_tests_s']} s of tests"
         )
     if stale:
         print(f"{reasons.name}: no longer true of {', '.join(stale)} (no such test, or it kills a fault)")
     print(f"wall time {_clock(wall)}; tables: {out / 'fault-table.md'}, {out / 'reverse-table.md'}")
-    return 0 if progress.ok else 1

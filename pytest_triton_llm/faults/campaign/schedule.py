@@ -134,10 +134,10 @@ def execute(
     retry: Callable[[Result], bool] = lambda result: False,
 ) -> list[Result]:
     """Runs up to `jobs` at once (a run marked alone by itself); `done` hears of each as it ends. A run that reads a
-    baseline starts once its clean run has ended, and not at all if that one did not pass (`passed`). A run that must
-    go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind it). A run that
-    `retry` says the host broke runs once more, first in line, its first log kept beside the new one. Ctrl-C stops the
-    running children."""
+    baseline starts once the clean run that saves it has ended, and not at all if that one did not pass (`passed`). A
+    run that must go alone waits for every slot to be free while the runs behind it fill them (no slot idles behind
+    it). A run that `retry` says the host broke runs once more, first in line, its first log kept beside the new one.
+    Ctrl-C stops the running children."""
     retried: set[str] = set()
     pending = list(runs)
     running: dict[str, tuple[Run, float, Child]] = {}
@@ -167,13 +167,7 @@ def execute(
                 result = Result(run, child.poll(), time.monotonic() - began, _read_report(report_path(out, label)))
                 if label not in retried and retry(result):
                     retried.add(label)
-                    log = log_path(out, label)
-                    log.replace(log.with_suffix(".first.log"))
-                    print(
-                        f"retrying {label} once: {exit_words(result.returncode)}, its server never ready (log: "
-                        f"{log.with_suffix('.first.log')})",
-                        flush=True,
-                    )
+                    _keep_first_log(result, out)
                     pending.insert(0, run)
                     continue
                 results[label] = result
@@ -185,6 +179,17 @@ def execute(
             child.stop()
         raise
     return [results[run.label] for run in runs if run.label in results]
+
+
+def _keep_first_log(result: Result, out: Path) -> None:
+    """A run the host broke runs once more: its first log is kept beside the new one."""
+    log = log_path(out, result.run.label)
+    log.replace(log.with_suffix(".first.log"))
+    print(
+        f"retrying {result.run.label} once: {exit_words(result.returncode)}, its server never ready (log: "
+        f"{log.with_suffix('.first.log')})",
+        flush=True,
+    )
 
 
 def _wait(child: Child) -> int:
