@@ -57,6 +57,12 @@ def add_engine_options(group) -> None:
 
 def add_server_options(group) -> None:
     """Where and how tritonserver starts: for pytest and for `pytest-triton-llm serve`."""
+    _server_choice_options(group)
+    _trtllm_options(group)
+
+
+def _server_choice_options(group) -> None:
+    """Which tritonserver serves and how: an image, a runtime, a binary, GPUs, warm servers, the start timeout."""
     group.addoption(
         "--triton-image",
         metavar="TAG",
@@ -85,6 +91,27 @@ def add_server_options(group) -> None:
         "CUDA_VISIBLE_DEVICES (default: as inherited), and the reference backend runs on the first GPU it sees",
     )
     group.addoption(
+        "--triton-keep-warm",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="leave each local server running after the session, for a later session that serves the same repository "
+        "(same engine, options and code: it starts nothing and reaches its first test at once); it stops once no "
+        "session has held it for SECONDS (default: $TRITON_LLM_KEEP_WARM, else 0: stop with the session). `pytest-triton-llm "
+        "cache warm` lists them, `--stop` stops them",
+    )
+    group.addoption(
+        "--triton-start-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=300.0,
+        help="how long a server may take to become ready (default: 300)",
+    )
+
+
+def _trtllm_options(group) -> None:
+    """What serves behind it: TensorRT-LLM's examples and python models, the stand-in, a stand-in fault."""
+    group.addoption(
         "--trtllm-examples",
         metavar="DIR",
         help="TensorRT-LLM's examples/ for tensorrtllm engine builds (default: the image's /app/examples or beside "
@@ -110,23 +137,6 @@ def add_server_options(group) -> None:
         metavar="NAME",
         help="make the project's stand-in models reproduce a known upstream bug of fixtures/faults.toml (`pytest-triton-llm "
         "faults --list`), to see the suites catch it: the header, the report and the summary say the run is not clean",
-    )
-    group.addoption(
-        "--triton-keep-warm",
-        metavar="SECONDS",
-        type=float,
-        default=None,
-        help="leave each local server running after the session, for a later session that serves the same repository "
-        "(same engine, options and code: it starts nothing and reaches its first test at once); it stops once no "
-        "session has held it for SECONDS (default: $TRITON_LLM_KEEP_WARM, else 0: stop with the session). `pytest-triton-llm "
-        "cache warm` lists them, `--stop` stops them",
-    )
-    group.addoption(
-        "--triton-start-timeout",
-        metavar="SECONDS",
-        type=float,
-        default=300.0,
-        help="how long a server may take to become ready (default: 300)",
     )
 
 

@@ -21,6 +21,13 @@ from .workload import Workload, load_workloads
 
 
 def add_options(group) -> None:
+    _workload_options(group)
+    _judging_options(group)
+    _output_options(group)
+
+
+def _workload_options(group) -> None:
+    """What is sent: the workload, its load points, repeats, the client's processes, a sweep, a clean twin."""
     group.addoption(
         "--perf-workload",
         metavar="NAME",
@@ -34,15 +41,6 @@ def add_options(group) -> None:
         "workloads (default: fixtures/perf_workloads.toml)",
     )
     group.addoption(
-        "--perf-budgets",
-        metavar="PATH",
-        help="your budgets file, with the schema of fixtures/perf_budgets.toml; it replaces fixtures/perf_budgets.toml "
-        "(none of whose budgets then applies). A load point that no budget matches (engine, deployment, hardware, "
-        "image) is measured, not judged (default: fixtures/perf_budgets.toml)",
-    )
-    group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
-    group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
-    group.addoption(
         "--perf-repeats",
         metavar="N",
         type=int,
@@ -51,6 +49,50 @@ def add_options(group) -> None:
         "interval per metric, a budget fails only when the whole interval misses it, a baseline with repeats is "
         "compared by a Welch test (default: 1)",
     )
+    group.addoption(
+        "--perf-workers",
+        metavar="N",
+        type=int,
+        help="processes that send each load point, each with its own event loop and gRPC channels (default: one per "
+        "16 closed-loop clients, within the cores the server leaves this host); the report says how busy their event "
+        "loops were, and a load point whose loops could not keep up warns (fails under --perf-strict)",
+    )
+    group.addoption(
+        "--perf-sweep",
+        action="store_true",
+        help="per deployment, raise concurrency 1, 2, 4, ... (the --perf-workload's lengths) until output "
+        "throughput gains less than 5%% on the step before (with --perf-repeats judged on the step's interval) or "
+        "--perf-slo breaks, and report the knee (the highest goodput within the SLOs; without SLOs the last step "
+        "before the stall); --perf-workload sweep is a short one for CPUs",
+    )
+    group.addoption(
+        "--perf-sweep-max",
+        metavar="N",
+        type=int,
+        help=f"--perf-sweep's highest concurrency (default: {SWEEP_MAX})",
+    )
+
+    group.addoption(
+        "--perf-against",
+        metavar="DEPLOYMENT",
+        help="measure every load point beside DEPLOYMENT of the lock (e.g. smollm2-135m:inflight), served by a server "
+        "of its own without --stand-in-fault, in --perf-repeats interleaved rounds (this side, the reference, the "
+        "reference, this side, ...), and judge --perf-compare-fail on the rounds' ratios by a paired test: what "
+        "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
+    )
+
+
+def _judging_options(group) -> None:
+    """What judges it: budgets, a saved baseline, SLOs, strictness, MLPerf's constraints."""
+    group.addoption(
+        "--perf-budgets",
+        metavar="PATH",
+        help="your budgets file, with the schema of fixtures/perf_budgets.toml; it replaces fixtures/perf_budgets.toml "
+        "(none of whose budgets then applies). A load point that no budget matches (engine, deployment, hardware, "
+        "image) is measured, not judged (default: fixtures/perf_budgets.toml)",
+    )
+    group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
+    group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
     group.addoption(
         "--perf-slo",
         metavar="METRIC[.STAT]:LIMIT",
@@ -82,13 +124,15 @@ def add_options(group) -> None:
         "(--perf-against) by more than PCT percent (e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
     )
     group.addoption(
-        "--perf-against",
-        metavar="DEPLOYMENT",
-        help="measure every load point beside DEPLOYMENT of the lock (e.g. smollm2-135m:inflight), served by a server "
-        "of its own without --stand-in-fault, in --perf-repeats interleaved rounds (this side, the reference, the "
-        "reference, this side, ...), and judge --perf-compare-fail on the rounds' ratios by a paired test: what "
-        "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
+        "--perf-mlperf",
+        metavar="BENCHMARK",
+        help="say per load point whether it is VALID under that MLPerf benchmark's p99 TTFT/TPOT limits and "
+        "output-length rules (fixtures/mlperf.toml: llama3.1-8b, llama3.1-8b-interactive, llama2-70b, ...)",
     )
+
+
+def _output_options(group) -> None:
+    """What is kept besides the report: the server's metrics over time, every request's timings."""
     group.addoption(
         "--perf-scrape-ms",
         metavar="N",
@@ -103,34 +147,6 @@ def add_options(group) -> None:
         metavar="PATH",
         help="write one JSON line per request (deployment, load point, repeat, send, first token and every token "
         "time in ns since the epoch, tokens, error), as aiperf's profile_export.jsonl; PATH must not exist",
-    )
-    group.addoption(
-        "--perf-mlperf",
-        metavar="BENCHMARK",
-        help="say per load point whether it is VALID under that MLPerf benchmark's p99 TTFT/TPOT limits and "
-        "output-length rules (fixtures/mlperf.toml: llama3.1-8b, llama3.1-8b-interactive, llama2-70b, ...)",
-    )
-    group.addoption(
-        "--perf-sweep",
-        action="store_true",
-        help="per deployment, raise concurrency 1, 2, 4, ... (the --perf-workload's lengths) until output "
-        "throughput gains less than 5%% on the step before (with --perf-repeats judged on the step's interval) or "
-        "--perf-slo breaks, and report the knee (the highest goodput within the SLOs; without SLOs the last step "
-        "before the stall); --perf-workload sweep is a short one for CPUs",
-    )
-    group.addoption(
-        "--perf-workers",
-        metavar="N",
-        type=int,
-        help="processes that send each load point, each with its own event loop and gRPC channels (default: one per "
-        "16 closed-loop clients, within the cores the server leaves this host); the report says how busy their event "
-        "loops were, and a load point whose loops could not keep up warns (fails under --perf-strict)",
-    )
-    group.addoption(
-        "--perf-sweep-max",
-        metavar="N",
-        type=int,
-        help=f"--perf-sweep's highest concurrency (default: {SWEEP_MAX})",
     )
 
 
@@ -174,25 +190,7 @@ class PerfOptions:
     def from_config(cls, config: pytest.Config) -> PerfOptions:
         opt = config.option
         rules = tuple(FailRule.parse(rule) for rule in opt.perf_compare_fail)
-        baseline = None
-        if opt.perf_compare:
-            baseline = load_baseline(opt.perf_compare)
-            if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
-                raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
-            if opt.perf_against:
-                raise OptionError(
-                    "--perf-against and --perf-compare: judge against a live reference or a saved baseline, not both"
-                )
-        elif rules and not opt.perf_against:
-            raise OptionError("--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT")
-        if opt.perf_repeats < 1:
-            raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
-        if opt.perf_against and (opt.perf_repeats < 2 or not rules):
-            raise OptionError(
-                f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "
-                "test compares; the summary says what they can catch) and at least one "
-                "--perf-compare-fail METRIC:PCT"
-            )
+        baseline = _comparison(opt, rules)
         try:
             slos = parse_slos(opt.perf_slo)
         except ValueError as exc:
@@ -205,12 +203,7 @@ class PerfOptions:
                 f"--perf-records {opt.perf_records}: the file exists; name a new one (a run never "
                 "appends to or replaces an earlier run's records)"
             )
-        mlperf = None
-        if opt.perf_mlperf:
-            benchmarks = load_benchmarks(fixtures_dir() / "mlperf.toml")
-            if opt.perf_mlperf not in benchmarks:
-                raise OptionError(f"--perf-mlperf {opt.perf_mlperf}: known benchmarks are {', '.join(sorted(benchmarks))}")
-            mlperf = (opt.perf_mlperf, benchmarks[opt.perf_mlperf])
+        mlperf = _mlperf(opt.perf_mlperf)
         if opt.perf_scrape_ms < 0:
             raise OptionError(f"--perf-scrape-ms must be >= 0 (0: no sampling), got {opt.perf_scrape_ms}")
         if opt.perf_workers is not None and opt.perf_workers < 1:
@@ -259,3 +252,35 @@ class PerfOptions:
             # the suite asks first in pytest_generate_tests: a usage error there stops the run at collection
             raise pytest.UsageError(f"--perf-workload {self.workload}: {path} has {', '.join(sorted(workloads))}")
         return self.workload, workloads[self.workload]
+
+
+def _comparison(opt, rules: tuple) -> dict | None:
+    """The saved baseline --perf-compare names (None without it), once the comparison options agree with each other."""
+    baseline = None
+    if opt.perf_compare:
+        baseline = load_baseline(opt.perf_compare)
+        if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
+            raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
+        if opt.perf_against:
+            raise OptionError("--perf-against and --perf-compare: judge against a live reference or a saved baseline, not both")
+    elif rules and not opt.perf_against:
+        raise OptionError("--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT")
+    if opt.perf_repeats < 1:
+        raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
+    if opt.perf_against and (opt.perf_repeats < 2 or not rules):
+        raise OptionError(
+            f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "
+            "test compares; the summary says what they can catch) and at least one "
+            "--perf-compare-fail METRIC:PCT"
+        )
+    return baseline
+
+
+def _mlperf(name: str | None) -> tuple | None:
+    """--perf-mlperf NAME: (NAME, its constraints from fixtures/mlperf.toml), or None."""
+    if not name:
+        return None
+    benchmarks = load_benchmarks(fixtures_dir() / "mlperf.toml")
+    if name not in benchmarks:
+        raise OptionError(f"--perf-mlperf {name}: known benchmarks are {', '.join(sorted(benchmarks))}")
+    return name, benchmarks[name]
