@@ -20,6 +20,34 @@ LOCK = ROOT / "engines.lock"
 BUILT_CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
 
 
+# The modules of the longest tests (seconds on 2 cores, `pytest tests -n 2 --durations`, 2026-11-28), started first:
+# collected last by name, they ran at the end, on one worker while the other had run out of tests (a run of 552 s
+# used 1.2 of its 2 cores). xdist then hands out tests one at a time (--maxschedchunk 1, unless given): its default
+# first chunk, a quarter of each worker's share, would give one worker all of them.
+LONGEST_FIRST = (
+    "integration/test_upstream_repository.py",  # 142
+    "integration/test_remote.py",  # 77 + 46
+    "integration/test_core_install.py",  # 75
+    "integration/test_openai_faults.py",  # 60 + 7 rows
+    "integration/test_tensorrtllm_end_to_end.py",  # 59
+    "integration/test_wheel.py",  # 51
+    "integration/test_accuracy_drift.py",  # 47
+)
+
+
+def pytest_configure(config):
+    if getattr(config.option, "maxschedchunk", "no xdist") is None:
+        config.option.maxschedchunk = 1
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.nodeid.removeprefix("tests/")
+        return next((i for i, module in enumerate(LONGEST_FIRST) if path.startswith(module)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 @pytest.fixture
 def lock_text() -> str:
     return LOCK.read_text()
