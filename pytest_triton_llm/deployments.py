@@ -180,11 +180,13 @@ class DeploymentManager:
             base / "model_repository",
             self.runtime.triton_version,
             self.runtime.engine_dir_in_server(engine.name),
-            self._render_site(backend, rendered),
+            self._render_site(backend),
         )
         swapped = self.trtllm_stand_in and not backend.stand_in
         if swapped:
-            self._swap_in(ref, repository, rendered)
+            self._swap_in(ref, repository)
+        if rendered is not None:  # laid over the stand-in's models once they are in place (repository/stand_in.py)
+            stand_in.add_fault(repository, rendered.name, model_code(repository))
         launch = Launch(
             ref.id,
             repository,
@@ -238,25 +240,21 @@ class DeploymentManager:
             **({"warm": server.warm} if server.warm else {}),
         }
 
-    def _render_site(self, backend, fault: Fault | None) -> RenderSite:
-        name = fault.name if fault is not None else None
+    def _render_site(self, backend) -> RenderSite:
         if backend.stand_in:
-            return RenderSite(fault=name)
-        return RenderSite(
-            cache=self.cache, trtllm_models=self.trtllm_models, image_models=self.runtime.python_models_in_image(), fault=name
-        )
+            return RenderSite()
+        return RenderSite(cache=self.cache, trtllm_models=self.trtllm_models, image_models=self.runtime.python_models_in_image())
 
-    def _swap_in(self, ref: DeploymentRef, repository: Path, fault: Fault | None) -> None:
+    def _swap_in(self, ref: DeploymentRef, repository: Path) -> None:
         """--trtllm-stand-in: the tensorrt_llm model (the llmapi model's code, or the C++ backend's model) served by the
         reference stand-in, the rest as rendered; rendered.json's model_code says so."""
-        name = fault.name if fault is not None else None
         if ref.serving_layout.one_model:
             stand_in.copy_llmapi(repository / "tensorrt_llm" / "1")
             config = repository / "tensorrt_llm" / "config.pbtxt"
-            config.write_text(stand_in.marked(config.read_text(), name))
+            config.write_text(stand_in.marked(config.read_text()))
             swapped = ["tensorrt_llm"]
         else:
-            swapped = stand_in.swap_in(repository, name)
+            swapped = stand_in.swap_in(repository)
         rendered = repository.parent / f"{repository.name}.rendered.json"
         record = json.loads(rendered.read_text())
         record["model_code"] = {**record.get("model_code", {}), **dict.fromkeys(swapped, STAND_IN)}

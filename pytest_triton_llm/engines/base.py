@@ -45,7 +45,6 @@ class RenderSite:
     cache: EngineCache | None = None  # where upstream's python models are fetched to (tensorrtllm)
     trtllm_models: str | None = None  # --trtllm-models: upstream's all_models/inflight_batcher_llm at the image's tag
     image_models: str | None = None  # where the serving image ships upstream's inflight_batcher_llm models, if it does
-    fault: str | None = None  # --stand-in-fault: rendered into every model the project's stand-in serves
 
 
 NO_SITE = RenderSite()  # nothing beyond the deployment: configs only where code would need fetching

@@ -47,13 +47,11 @@ class ReferenceBackend:
         engine_dir: str | None,
         site: RenderSite = NO_SITE,
     ) -> Path:
-        marked = partial(stand_in_code.marked, fault=site.fault)
+        marked = stand_in_code.marked
         if ref.serving_layout.one_model:  # the PyTorch path's one python model, the checkpoint loaded as converted
             return render_llmapi_repository(ref, built, out, triton_version, engine_dir, stand_in_code.copy_llmapi, marked)
         if ref.options.repository is not None:  # the user's own, its tensorrtllm models served by the stand-in
-            return render_user_repository(
-                ref, built, out, engine_dir or str(built.path), partial(stand_in_code.swap_in, fault=site.fault)
-            )
+            return render_user_repository(ref, built, out, engine_dir or str(built.path), stand_in_code.swap_in)
         code = {model: partial(stand_in_code.copy_model, model) for model in STAND_IN_MODELS}
         # the stand-in's decoupled BLS streams each request from a thread: one instance (one stub) serves every slot
         bls_instances = 1 if ref.options.decoupled else None

@@ -77,21 +77,33 @@ def copy_llmapi(version_dir: Path) -> str:
     return ORIGIN
 
 
-def _mark(config: model_config_pb2.ModelConfig, fault: str | None) -> None:
+def _mark(config: model_config_pb2.ModelConfig) -> None:
     config.parameters[STAND_IN_PARAMETER].string_value = version()
-    if fault is not None:
-        config.parameters[FAULT_PARAMETER].string_value = fault
 
 
-def marked(config_text: str, fault: str | None = None) -> str:
-    """A stand-in model's config.pbtxt with the stand-in parameter (and the fault it is to reproduce) added, the
-    config's own parameters kept."""
+def marked(config_text: str) -> str:
+    """A stand-in model's config.pbtxt with the stand-in parameter added, the config's own parameters kept."""
     config = text_format.Parse(config_text, model_config_pb2.ModelConfig())
-    _mark(config, fault)
+    _mark(config)
     return text_format.MessageToString(config)
 
 
-def swap_in(repository: Path, fault: str | None = None) -> list[str]:
+def add_fault(repository: Path, fault: str, model_code: dict[str, str]) -> list[str]:
+    """A stand-in fault laid over a rendered repository: the parameter that switches it on, in the config of every
+    model whose code (`model_code`, as rendered) is the stand-in's; nothing else changes. Returns those models."""
+    faulted = []
+    for model, origin in sorted(model_code.items()):
+        config_path = repository / model / "config.pbtxt"
+        if origin != ORIGIN or not config_path.is_file():
+            continue
+        config = text_format.Parse(config_path.read_text(), model_config_pb2.ModelConfig())
+        config.parameters[FAULT_PARAMETER].string_value = fault
+        config_path.write_text(text_format.MessageToString(config))
+        faulted.append(model)
+    return faulted
+
+
+def swap_in(repository: Path) -> list[str]:
     """Serve a rendered repository's models on Triton's tensorrtllm backend by the tensorrt_llm stand-in (python
     backend, its config kept but for the backend and the stand-in parameter); everything else stays as rendered.
     Returns the models swapped."""
@@ -101,7 +113,7 @@ def swap_in(repository: Path, fault: str | None = None) -> list[str]:
         if config.backend != "tensorrtllm":
             continue
         config.backend = "python"
-        _mark(config, fault)
+        _mark(config)
         config_path.write_text(text_format.MessageToString(config))
         version_dir = config_path.parent / "1"
         version_dir.mkdir(exist_ok=True)
