@@ -45,36 +45,8 @@ def plot_series(series: dict, results: dict, report: str | Path) -> list[Path]:
         fig, axes = plt.subplots(len(rows), 1, figsize=(10, 2.0 * len(rows) + 1), dpi=110, sharex=True)
         offset = 0.0
         for n, (label, s, figures) in enumerate(segments):
-            end = s["window_s"][1]
-            server = s["server"]
-            t = server["t_s"]
-            first = n == 0  # one legend entry per line, not one per load point
-            latency = figures.get("latency_ms") or {}
-            for stat, style in (("p50", "-"), ("p99", "--")):
-                if stat in latency:
-                    axes[0].hlines(
-                        latency[stat],
-                        offset,
-                        offset + end,
-                        linestyles=style,
-                        colors="C0",
-                        label=f"latency {stat}" if first else None,
-                    )
-            for key, name, color in ((ACTIVE, "active", "C1"), (SCHEDULED, "scheduled", "C2"), (PENDING, "pending", "C3")):
-                x, y = _inside(t, server["values"].get(key, [None] * len(t)), end)
-                axes[1].step([offset + v for v in x], y, where="post", color=color, label=name if first else None)
-            x, y = _inside(t, server.get("kv_cache_utilisation", [None] * len(t)), end)
-            axes[2].plot([offset + v for v in x], [100 * v for v in y], color="C4")
-            x, y = _inside(t, server.get("queue_share", [None] * len(t)), end)
-            # a share per interval in which requests finished: points, not a line across the intervals without any
-            axes[3].plot([offset + v for v in x], [100 * v for v in y], marker=".", linestyle="none", color="C5")
-            if gpu and "gpu" in s:
-                x, y = _inside(s["gpu"]["t_s"], s["gpu"]["values"].get("power_w", []), end)
-                axes[4].plot([offset + v for v in x], y, color="C6")
-            for ax in axes:
-                ax.axvspan(offset, offset + end, color="0.5", alpha=0.06)
-            axes[0].annotate(label, (offset, 1.02), xycoords=("data", "axes fraction"), fontsize=7)
-            offset += end + GAP_S
+            _draw_segment(axes, label, s, figures, offset, first=n == 0, gpu=gpu)
+            offset += s["window_s"][1] + GAP_S
         for ax, name in zip(axes, rows, strict=True):
             ax.set_ylabel(name, fontsize=8)
             ax.grid(True, alpha=0.3)
@@ -89,3 +61,31 @@ def plot_series(series: dict, results: dict, report: str | Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _draw_segment(axes, label: str, s: dict, figures: dict, offset: float, first: bool, gpu: bool) -> None:
+    """One load point's window on every row, from `offset` seconds; `first` labels its lines for the legend (one
+    entry per line, not one per load point)."""
+    end = s["window_s"][1]
+    server = s["server"]
+    t = server["t_s"]
+    latency = figures.get("latency_ms") or {}
+    for stat, style in (("p50", "-"), ("p99", "--")):
+        if stat in latency:
+            axes[0].hlines(
+                latency[stat], offset, offset + end, linestyles=style, colors="C0", label=f"latency {stat}" if first else None
+            )
+    for key, name, color in ((ACTIVE, "active", "C1"), (SCHEDULED, "scheduled", "C2"), (PENDING, "pending", "C3")):
+        x, y = _inside(t, server["values"].get(key, [None] * len(t)), end)
+        axes[1].step([offset + v for v in x], y, where="post", color=color, label=name if first else None)
+    x, y = _inside(t, server.get("kv_cache_utilisation", [None] * len(t)), end)
+    axes[2].plot([offset + v for v in x], [100 * v for v in y], color="C4")
+    x, y = _inside(t, server.get("queue_share", [None] * len(t)), end)
+    # a share per interval in which requests finished: points, not a line across the intervals without any
+    axes[3].plot([offset + v for v in x], [100 * v for v in y], marker=".", linestyle="none", color="C5")
+    if gpu and "gpu" in s:
+        x, y = _inside(s["gpu"]["t_s"], s["gpu"]["values"].get("power_w", []), end)
+        axes[4].plot([offset + v for v in x], y, color="C6")
+    for ax in axes:
+        ax.axvspan(offset, offset + end, color="0.5", alpha=0.06)
+    axes[0].annotate(label, (offset, 1.02), xycoords=("data", "axes fraction"), fontsize=7)

@@ -266,19 +266,7 @@ class RemoteRuntime(RuntimeBase):
         params = config_parameters(core)
         stand_in = STAND_IN_PARAMETER in params  # the project's own model says so; upstream's python model does not
         decoupled = bool(core.get("model_transaction_policy", {}).get("decoupled"))
-        layout: ServingLayout
-        batching: Batching | None
-        if speaks_llmapi(inputs["tensorrt_llm"]):  # TensorRT-LLM's llmapi model: always in-flight, text in and out
-            layout, batching, backend = LLMAPI_LAYOUT, "inflight", "reference" if stand_in else "llmapi"
-        else:
-            layout, backend = ENSEMBLE_LAYOUT, "reference" if stand_in else "tensorrtllm"
-            model_type = params.get("gpt_model_type")
-            batching = _BATCHING.get(model_type or "")
-            if batching is None:  # TensorRT-LLM's own models refuse to load without one (GetParameter)
-                raise RuntimeUnavailable(
-                    f"--triton-url {self.options.url}: tensorrt_llm has gpt_model_type "
-                    f"{model_type!r}, not one of {', '.join(_BATCHING)}"
-                )
+        layout, batching, backend = self._layout(inputs["tensorrt_llm"], params, stand_in)
         engine_dir = _readable_dir(params.get("gpt_model_path") or params.get("engine_dir"))
         pre = config_parameters(configs.get("preprocessing", {}))
         tokenizer_dir = self._tokenizer_dir(pre.get("tokenizer_dir"))
@@ -311,6 +299,19 @@ class RemoteRuntime(RuntimeBase):
         # ServedEngine stands in for lock.Engine: the fields of it that the suites read, as the server shows them
         ref = DeploymentRef(ENGINE_NAME, engine, name, options)  # type: ignore[arg-type]
         return [Discovered(ref, tokenizer_dir, engine_dir, inputs)]
+
+    def _layout(self, core_inputs: frozenset[str], params: dict, stand_in: bool) -> tuple[ServingLayout, Batching, str]:
+        """(layout, batching, engine backend) of the served tensorrt_llm model, from its inputs and parameters."""
+        if speaks_llmapi(core_inputs):  # TensorRT-LLM's llmapi model: always in-flight, text in and out
+            return LLMAPI_LAYOUT, "inflight", "reference" if stand_in else "llmapi"
+        model_type = params.get("gpt_model_type")
+        batching = _BATCHING.get(model_type or "")
+        if batching is None:  # TensorRT-LLM's own models refuse to load without one (GetParameter)
+            raise RuntimeUnavailable(
+                f"--triton-url {self.options.url}: tensorrt_llm has gpt_model_type "
+                f"{model_type!r}, not one of {', '.join(_BATCHING)}"
+            )
+        return ENSEMBLE_LAYOUT, batching, "reference" if stand_in else "tensorrtllm"
 
     def _tokenizer_dir(self, served: str | None) -> Path:
         readable = _readable_dir(served)
