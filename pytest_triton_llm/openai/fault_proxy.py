@@ -243,90 +243,91 @@ class FaultProxy:
         self._server.server_close()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
+        return type("Handler", (_Handler,), {"proxy": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"  # the answer ends when the connection closes: no lengths to rewrite
 
-            def log_message(self, *args):
-                pass
+class _Handler(BaseHTTPRequestHandler):
+    """What the proxy does with one request: forwards it, and rewrites what comes back as its fault says."""
 
-            def do_GET(self):
-                self._forward(None)
+    proxy: FaultProxy  # set by FaultProxy._handler
 
-            def do_POST(self):
-                self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+    protocol_version = "HTTP/1.0"  # the answer ends when the connection closes: no lengths to rewrite
 
-            def _forward(self, body: bytes | None) -> None:
-                request, path = _json_object(body), self.path
-                strip = REQUEST_FAULTS.get(proxy.fault or "")
-                if strip is not None and request is not None:
-                    request = strip(request)
-                    body = json.dumps(request).encode()
-                as_chat = False  # a chat request sent on as a completion: its answer goes back as a chat answer
-                if proxy.fault in GENERIC_TEMPLATE and path.endswith(CHAT) and request and not request.get("stream"):
-                    path, request, as_chat = path.removesuffix(CHAT) + COMPLETIONS, _generic_prompt(request), True
-                    body = json.dumps(request).encode()
-                upstream = http.client.HTTPConnection(*proxy.upstream, timeout=600)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
-                upstream.request(self.command, path, body=body, headers=headers)
-                answer = upstream.getresponse()
-                try:
-                    if "text/event-stream" in (answer.getheader("Content-Type") or ""):
-                        self._stream(answer)
-                    else:
-                        self._unary(answer, request, as_chat)
-                finally:
-                    upstream.close()
+    def log_message(self, *args):
+        pass
 
-            def _head(self, status: int, content_type: str, stand_in: str | None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                if stand_in is not None:  # the proxy stands in front of the project's stand-in: still the stand-in
-                    self.send_header(STAND_IN_HEADER, stand_in)
-                self.end_headers()
+    def do_GET(self):
+        self._forward(None)
 
-            def _unary(self, answer, request: dict | None, as_chat: bool) -> None:
-                raw = answer.read()
-                rewrite = UNARY_FAULTS.get(proxy.fault or "")
-                path, rewrite_path = SERVER_PATH_FAULTS.get(proxy.fault or "", ("", None))
-                if rewrite_path is not None and self.path == path and answer.status == 200:
-                    raw = json.dumps(rewrite_path(json.loads(raw))).encode()
-                reply = _json_object(raw) if answer.status == 200 else None
-                if as_chat and reply is not None:
-                    raw = json.dumps(_as_chat_answer(reply)).encode()
-                if rewrite is not None and request is not None and reply is not None:
-                    raw = json.dumps(rewrite(request, reply)).encode()
-                self._head(
-                    answer.status, answer.getheader("Content-Type") or "application/json", answer.getheader(STAND_IN_HEADER)
-                )
-                self.wfile.write(raw)
+    def do_POST(self):
+        self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
-            def _stream(self, answer) -> None:
-                self._head(answer.status, "text/event-stream", answer.getheader(STAND_IN_HEADER))
-                rewrite = STREAM_FAULTS.get(proxy.fault or "")
-                held: Events = []
-                gone = False
-                for data in sse_events(answer):
-                    if rewrite is not None:
-                        if data != DONE:
-                            held.append(json.loads(data))
-                            continue
-                        data_lines = [json.dumps(e) for e in rewrite(held)] + [DONE]
-                    else:
-                        data_lines = [] if data == DONE and proxy.fault in NO_DONE else [data]
-                    if gone:
-                        continue  # draining: the upstream generates on for nobody
-                    if delay := EVENT_DELAY_S.get(proxy.fault or ""):
-                        with proxy.loop:
-                            time.sleep(delay)
-                    try:
-                        for item in data_lines:
-                            self.wfile.write(f"data: {item}\r\n\r\n".encode())
-                        self.wfile.flush()
-                    except OSError:
-                        if proxy.fault not in DRAINS:
-                            return  # closing the upstream connection tells the server the client went
-                        gone = True
+    def _forward(self, body: bytes | None) -> None:
+        request, path = _json_object(body), self.path
+        strip = REQUEST_FAULTS.get(self.proxy.fault or "")
+        if strip is not None and request is not None:
+            request = strip(request)
+            body = json.dumps(request).encode()
+        as_chat = False  # a chat request sent on as a completion: its answer goes back as a chat answer
+        if self.proxy.fault in GENERIC_TEMPLATE and path.endswith(CHAT) and request and not request.get("stream"):
+            path, request, as_chat = path.removesuffix(CHAT) + COMPLETIONS, _generic_prompt(request), True
+            body = json.dumps(request).encode()
+        upstream = http.client.HTTPConnection(*self.proxy.upstream, timeout=600)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
+        upstream.request(self.command, path, body=body, headers=headers)
+        answer = upstream.getresponse()
+        try:
+            if "text/event-stream" in (answer.getheader("Content-Type") or ""):
+                self._stream(answer)
+            else:
+                self._unary(answer, request, as_chat)
+        finally:
+            upstream.close()
 
-        return Handler
+    def _head(self, status: int, content_type: str, stand_in: str | None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if stand_in is not None:  # the proxy stands in front of the project's stand-in: still the stand-in
+            self.send_header(STAND_IN_HEADER, stand_in)
+        self.end_headers()
+
+    def _unary(self, answer, request: dict | None, as_chat: bool) -> None:
+        raw = answer.read()
+        rewrite = UNARY_FAULTS.get(self.proxy.fault or "")
+        path, rewrite_path = SERVER_PATH_FAULTS.get(self.proxy.fault or "", ("", None))
+        if rewrite_path is not None and self.path == path and answer.status == 200:
+            raw = json.dumps(rewrite_path(json.loads(raw))).encode()
+        reply = _json_object(raw) if answer.status == 200 else None
+        if as_chat and reply is not None:
+            raw = json.dumps(_as_chat_answer(reply)).encode()
+        if rewrite is not None and request is not None and reply is not None:
+            raw = json.dumps(rewrite(request, reply)).encode()
+        self._head(answer.status, answer.getheader("Content-Type") or "application/json", answer.getheader(STAND_IN_HEADER))
+        self.wfile.write(raw)
+
+    def _stream(self, answer) -> None:
+        self._head(answer.status, "text/event-stream", answer.getheader(STAND_IN_HEADER))
+        rewrite = STREAM_FAULTS.get(self.proxy.fault or "")
+        held: Events = []
+        gone = False
+        for data in sse_events(answer):
+            if rewrite is not None:
+                if data != DONE:
+                    held.append(json.loads(data))
+                    continue
+                data_lines = [json.dumps(e) for e in rewrite(held)] + [DONE]
+            else:
+                data_lines = [] if data == DONE and self.proxy.fault in NO_DONE else [data]
+            if gone:
+                continue  # draining: the upstream generates on for nobody
+            if delay := EVENT_DELAY_S.get(self.proxy.fault or ""):
+                with self.proxy.loop:
+                    time.sleep(delay)
+            try:
+                for item in data_lines:
+                    self.wfile.write(f"data: {item}\r\n\r\n".encode())
+                self.wfile.flush()
+            except OSError:
+                if self.proxy.fault not in DRAINS:
+                    return  # closing the upstream connection tells the server the client went
+                gone = True
