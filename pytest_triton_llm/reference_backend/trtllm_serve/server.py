@@ -319,8 +319,183 @@ class Output:
         return self.job.sequence.top_log_probs[start : start + count]
 
 
+class Routes:
+    """trtllm-serve's OpenAI routes on the stand-in: completions and chat, unary and streamed, as its openai_server
+    answers them (the sources cited in openai_families.toml)."""
+
+    def __init__(self, stand_in: StandIn):
+        self.stand_in = stand_in
+
+    async def models(self):
+        return JSONResponse(content=ModelList(data=[ModelCard(id=self.stand_in.model)]).model_dump())
+
+    async def perf_metrics(self):
+        return JSONResponse(content=self.stand_in.drain_perf_metrics())
+
+    def _submit(self, request, ids: list[int], max_tokens, top_logprobs: int) -> tuple[Output, asyncio.Queue]:
+        """Queue one request; what the engine refuses raises here, before any answer is started (HTTP 400)."""
+        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+        job = self.stand_in.job(ids, request, max_tokens, top_logprobs, bool(request.stream), loop, queue)
+        job.include_stop = request.include_stop_str_in_output
+        self.stand_in.scheduler.submit(job)
+        return Output(self.stand_in, job), queue
+
+    async def _deliveries(self, raw: Request, output: Output, queue: asyncio.Queue):
+        """(new text, new tokens) of each delivery until the request is done; ends the request if the client goes
+        away (openai_server.await_disconnected aborts it)."""
+        first_token_s = None
+        try:
+            while not output.done:
+                try:
+                    tokens, final, error, reason = await asyncio.wait_for(queue.get(), timeout=0.5)
+                except asyncio.TimeoutError:
+                    if await raw.is_disconnected():
+                        return
+                    continue
+                if error is not None:
+                    raise RuntimeError(error)
+                first_token_s = first_token_s or time.monotonic()
+                yield output.take(tokens, final, reason)
+        finally:
+            output.job.stop_requested = output.job.stop_requested or not output.done
+        self.stand_in.record_perf(output.job, raw.state.server_arrival_time, first_token_s)
+
+    async def _unary(self, raw: Request, output: Output, queue: asyncio.Queue) -> Output:
+        async for _ in self._deliveries(raw, output, queue):
+            pass
+        return output
+
+    def _usage(self, output: Output, prompt: int) -> UsageInfo:
+        generated = len(output.tokens)
+        return UsageInfo(
+            prompt_tokens=prompt,
+            completion_tokens=generated,
+            total_tokens=prompt + generated,
+            prompt_tokens_details=PromptTokensDetails(
+                cached_tokens=(output.job.kv.reused * self.stand_in.prefix.block) if output.job.kv else 0
+            ),
+        )
+
+    async def completions(self, request: CompletionRequest, raw: Request):
+        try:
+            _refuse_unimplemented(request)
+            ids = self.stand_in.prompt_ids(request.prompt, request.add_special_tokens)
+            top = request.logprobs or 0
+            submitted = self._submit(request, ids, request.max_tokens, top)
+            if not request.stream:
+                output = await self._unary(raw, *submitted)
+                choice = CompletionResponseChoice(
+                    index=0, text=output.text, finish_reason=output.finish_reason, stop_reason=output.stop_reason
+                )
+                if request.logprobs:
+                    choice.logprobs = self.stand_in.completion_logprobs(output.tokens, output.tops(0, len(output.tokens)), 0)
+                body = CompletionResponse(model=request.model, choices=[choice], usage=self._usage(output, len(ids)))
+                return JSONResponse(content=body.model_dump())
+            return StreamingResponse(self._completion_stream(raw, request, len(ids), *submitted), media_type="text/event-stream")
+        except Exception as exc:  # noqa: BLE001 - openai_completion answers every failure the same way
+            return _error(str(exc))
+
+    async def _completion_stream(self, raw: Request, request: CompletionRequest, prompt: int, output: Output, queue):
+        """completion_stream_post_processor: a chunk per delivery, nulls written; the usage chunk; [DONE]."""
+        stream_id, created = f"cmpl-{output.job.request_id}", int(time.time())  # the engine request's id
+        include_usage, continuous = _usage_options(request.stream_options)
+
+        async for new_text, new_tokens in self._deliveries(raw, output, queue):
+            choice = CompletionResponseStreamChoice(
+                index=0,
+                text=new_text,
+                finish_reason=output.finish_reason if output.done else None,
+                stop_reason=output.stop_reason,
+            )
+            if request.logprobs:
+                start = len(output.tokens) - len(new_tokens)
+                offset = len(output.text) - len(new_text)
+                choice.logprobs = self.stand_in.completion_logprobs(new_tokens, output.tops(start, len(new_tokens)), offset)
+            chunk = CompletionStreamResponse(model=request.model, choices=[choice], id=stream_id, created=created)
+            if continuous:
+                chunk.usage = self._usage(output, prompt)
+            yield f"data: {chunk.model_dump_json(exclude_unset=False)}\n\n"
+        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
+            final = CompletionStreamResponse(
+                choices=[], model=request.model, usage=self._usage(output, prompt), id=stream_id, created=created
+            )
+            yield f"data: {final.model_dump_json()}\n\n"
+        yield "data: [DONE]\n\n"
+
+    async def chat(self, request: ChatCompletionRequest, raw: Request):
+        try:
+            _refuse_unimplemented(request)
+            rendered = self.stand_in.tokenizer.apply_chat_template(
+                request.messages,
+                tokenize=False,
+                add_generation_prompt=request.add_generation_prompt,
+                **(request.chat_template_kwargs or {}),
+            )
+            ids = self.stand_in.tokenizer.encode(rendered, add_special_tokens=request.add_special_tokens)
+            top = (request.top_logprobs or 1) if request.logprobs else 0
+            submitted = self._submit(request, ids, request.max_completion_tokens, top)
+            if not request.stream:
+                output = await self._unary(raw, *submitted)
+                choice = ChatCompletionResponseChoice(
+                    index=0,
+                    message=ChatMessage(role="assistant", content=output.text, reasoning_content=""),
+                    stop_reason=output.stop_reason,
+                    finish_reason=output.finish_reason,
+                )
+                if request.logprobs:
+                    choice.logprobs = self.stand_in.chat_logprobs(
+                        output.tokens, output.tops(0, len(output.tokens)), bool(request.top_logprobs)
+                    )
+                body = ChatCompletionResponse(model=request.model, choices=[choice], usage=self._usage(output, len(ids)))
+                return JSONResponse(content=body.model_dump())
+            return StreamingResponse(self._chat_stream(raw, request, len(ids), *submitted), media_type="text/event-stream")
+        except Exception as exc:  # noqa: BLE001 - openai_chat answers every failure the same way
+            return _error(str(exc))
+
+    async def _chat_stream(self, raw: Request, request: ChatCompletionRequest, prompt: int, output: Output, queue):
+        """chat_stream_post_processor: the role chunk, a chunk per delivery (nulls left out), the usage chunk; [DONE]."""
+        stream_id, created = f"chatcmpl-{output.job.request_id}", int(time.time())
+        include_usage, continuous = _usage_options(request.stream_options)
+        first = ChatCompletionStreamResponse(
+            choices=[ChatCompletionResponseStreamChoice(index=0, delta=DeltaMessage(role="assistant"))],
+            model=request.model,
+            id=stream_id,
+            created=created,
+        )
+        if continuous:
+            first.usage = UsageInfo(
+                prompt_tokens=prompt, total_tokens=prompt, completion_tokens=0, prompt_tokens_details=PromptTokensDetails()
+            )
+        yield f"data: {first.model_dump_json(exclude_none=True)} \n\n"
+
+        async for new_text, new_tokens in self._deliveries(raw, output, queue):
+            if not (new_text or new_tokens or output.done):
+                continue
+            choice = ChatCompletionResponseStreamChoice(
+                index=0, delta=DeltaMessage(content=new_text, reasoning_content=""), stop_reason=output.stop_reason
+            )
+            if request.logprobs:
+                start = len(output.tokens) - len(new_tokens)
+                choice.logprobs = self.stand_in.chat_logprobs(
+                    new_tokens, output.tops(start, len(new_tokens)), bool(request.top_logprobs)
+                )
+            if output.done:
+                choice.finish_reason = output.finish_reason
+            chunk = ChatCompletionStreamResponse(choices=[choice], model=request.model, id=stream_id, created=created)
+            if continuous:
+                chunk.usage = self._usage(output, prompt)
+            yield f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
+        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
+            final = ChatCompletionStreamResponse(
+                choices=[], model=request.model, usage=self._usage(output, prompt), id=stream_id, created=created
+            )
+            yield f"data: {final.model_dump_json()}\n\n"
+        yield "data: [DONE]\n\n"
+
+
 def build_app(stand_in: StandIn, mark: str) -> FastAPI:
     app = FastAPI()
+    routes = Routes(stand_in)
 
     @app.exception_handler(RequestValidationError)
     async def validation_exception_handler(_, exc):
@@ -341,176 +516,10 @@ def build_app(stand_in: StandIn, mark: str) -> FastAPI:
     async def version():
         return JSONResponse(content={"version": VERSION})
 
-    @app.get("/v1/models")
-    async def models():
-        return JSONResponse(content=ModelList(data=[ModelCard(id=stand_in.model)]).model_dump())
-
-    @app.get("/perf_metrics")
-    async def perf_metrics():
-        return JSONResponse(content=stand_in.drain_perf_metrics())
-
-    def submit(request, ids: list[int], max_tokens, top_logprobs: int) -> tuple[Output, asyncio.Queue]:
-        """Queue one request; what the engine refuses raises here, before any answer is started (HTTP 400)."""
-        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
-        job = stand_in.job(ids, request, max_tokens, top_logprobs, bool(request.stream), loop, queue)
-        job.include_stop = request.include_stop_str_in_output
-        stand_in.scheduler.submit(job)
-        return Output(stand_in, job), queue
-
-    async def deliveries(raw: Request, output: Output, queue: asyncio.Queue):
-        """(new text, new tokens) of each delivery until the request is done; ends the request if the client goes
-        away (openai_server.await_disconnected aborts it)."""
-        first_token_s = None
-        try:
-            while not output.done:
-                try:
-                    tokens, final, error, reason = await asyncio.wait_for(queue.get(), timeout=0.5)
-                except asyncio.TimeoutError:
-                    if await raw.is_disconnected():
-                        return
-                    continue
-                if error is not None:
-                    raise RuntimeError(error)
-                first_token_s = first_token_s or time.monotonic()
-                yield output.take(tokens, final, reason)
-        finally:
-            output.job.stop_requested = output.job.stop_requested or not output.done
-        stand_in.record_perf(output.job, raw.state.server_arrival_time, first_token_s)
-
-    async def unary(raw: Request, output: Output, queue: asyncio.Queue) -> Output:
-        async for _ in deliveries(raw, output, queue):
-            pass
-        return output
-
-    def usage(output: Output, prompt: int) -> UsageInfo:
-        generated = len(output.tokens)
-        return UsageInfo(
-            prompt_tokens=prompt,
-            completion_tokens=generated,
-            total_tokens=prompt + generated,
-            prompt_tokens_details=PromptTokensDetails(
-                cached_tokens=(output.job.kv.reused * stand_in.prefix.block) if output.job.kv else 0
-            ),
-        )
-
-    @app.post("/v1/completions")
-    async def completions(request: CompletionRequest, raw: Request):
-        try:
-            _refuse_unimplemented(request)
-            ids = stand_in.prompt_ids(request.prompt, request.add_special_tokens)
-            top = request.logprobs or 0
-            submitted = submit(request, ids, request.max_tokens, top)
-            if not request.stream:
-                output = await unary(raw, *submitted)
-                choice = CompletionResponseChoice(
-                    index=0, text=output.text, finish_reason=output.finish_reason, stop_reason=output.stop_reason
-                )
-                if request.logprobs:
-                    choice.logprobs = stand_in.completion_logprobs(output.tokens, output.tops(0, len(output.tokens)), 0)
-                body = CompletionResponse(model=request.model, choices=[choice], usage=usage(output, len(ids)))
-                return JSONResponse(content=body.model_dump())
-            return StreamingResponse(_completion_stream(raw, request, len(ids), *submitted), media_type="text/event-stream")
-        except Exception as exc:  # noqa: BLE001 - openai_completion answers every failure the same way
-            return _error(str(exc))
-
-    async def _completion_stream(raw: Request, request: CompletionRequest, prompt: int, output: Output, queue):
-        """completion_stream_post_processor: a chunk per delivery, nulls written; the usage chunk; [DONE]."""
-        stream_id, created = f"cmpl-{output.job.request_id}", int(time.time())  # the engine request's id
-        include_usage, continuous = _usage_options(request.stream_options)
-
-        async for new_text, new_tokens in deliveries(raw, output, queue):
-            choice = CompletionResponseStreamChoice(
-                index=0,
-                text=new_text,
-                finish_reason=output.finish_reason if output.done else None,
-                stop_reason=output.stop_reason,
-            )
-            if request.logprobs:
-                start = len(output.tokens) - len(new_tokens)
-                offset = len(output.text) - len(new_text)
-                choice.logprobs = stand_in.completion_logprobs(new_tokens, output.tops(start, len(new_tokens)), offset)
-            chunk = CompletionStreamResponse(model=request.model, choices=[choice], id=stream_id, created=created)
-            if continuous:
-                chunk.usage = usage(output, prompt)
-            yield f"data: {chunk.model_dump_json(exclude_unset=False)}\n\n"
-        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
-            final = CompletionStreamResponse(
-                choices=[], model=request.model, usage=usage(output, prompt), id=stream_id, created=created
-            )
-            yield f"data: {final.model_dump_json()}\n\n"
-        yield "data: [DONE]\n\n"
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: ChatCompletionRequest, raw: Request):
-        try:
-            _refuse_unimplemented(request)
-            rendered = stand_in.tokenizer.apply_chat_template(
-                request.messages,
-                tokenize=False,
-                add_generation_prompt=request.add_generation_prompt,
-                **(request.chat_template_kwargs or {}),
-            )
-            ids = stand_in.tokenizer.encode(rendered, add_special_tokens=request.add_special_tokens)
-            top = (request.top_logprobs or 1) if request.logprobs else 0
-            submitted = submit(request, ids, request.max_completion_tokens, top)
-            if not request.stream:
-                output = await unary(raw, *submitted)
-                choice = ChatCompletionResponseChoice(
-                    index=0,
-                    message=ChatMessage(role="assistant", content=output.text, reasoning_content=""),
-                    stop_reason=output.stop_reason,
-                    finish_reason=output.finish_reason,
-                )
-                if request.logprobs:
-                    choice.logprobs = stand_in.chat_logprobs(
-                        output.tokens, output.tops(0, len(output.tokens)), bool(request.top_logprobs)
-                    )
-                body = ChatCompletionResponse(model=request.model, choices=[choice], usage=usage(output, len(ids)))
-                return JSONResponse(content=body.model_dump())
-            return StreamingResponse(_chat_stream(raw, request, len(ids), *submitted), media_type="text/event-stream")
-        except Exception as exc:  # noqa: BLE001 - openai_chat answers every failure the same way
-            return _error(str(exc))
-
-    async def _chat_stream(raw: Request, request: ChatCompletionRequest, prompt: int, output: Output, queue):
-        """chat_stream_post_processor: the role chunk, a chunk per delivery (nulls left out), the usage chunk; [DONE]."""
-        stream_id, created = f"chatcmpl-{output.job.request_id}", int(time.time())
-        include_usage, continuous = _usage_options(request.stream_options)
-        first = ChatCompletionStreamResponse(
-            choices=[ChatCompletionResponseStreamChoice(index=0, delta=DeltaMessage(role="assistant"))],
-            model=request.model,
-            id=stream_id,
-            created=created,
-        )
-        if continuous:
-            first.usage = UsageInfo(
-                prompt_tokens=prompt, total_tokens=prompt, completion_tokens=0, prompt_tokens_details=PromptTokensDetails()
-            )
-        yield f"data: {first.model_dump_json(exclude_none=True)} \n\n"
-
-        async for new_text, new_tokens in deliveries(raw, output, queue):
-            if not (new_text or new_tokens or output.done):
-                continue
-            choice = ChatCompletionResponseStreamChoice(
-                index=0, delta=DeltaMessage(content=new_text, reasoning_content=""), stop_reason=output.stop_reason
-            )
-            if request.logprobs:
-                start = len(output.tokens) - len(new_tokens)
-                choice.logprobs = stand_in.chat_logprobs(
-                    new_tokens, output.tops(start, len(new_tokens)), bool(request.top_logprobs)
-                )
-            if output.done:
-                choice.finish_reason = output.finish_reason
-            chunk = ChatCompletionStreamResponse(choices=[choice], model=request.model, id=stream_id, created=created)
-            if continuous:
-                chunk.usage = usage(output, prompt)
-            yield f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
-        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
-            final = ChatCompletionStreamResponse(
-                choices=[], model=request.model, usage=usage(output, prompt), id=stream_id, created=created
-            )
-            yield f"data: {final.model_dump_json()}\n\n"
-        yield "data: [DONE]\n\n"
-
+    app.get("/v1/models")(routes.models)
+    app.get("/perf_metrics")(routes.perf_metrics)
+    app.post("/v1/completions")(routes.completions)
+    app.post("/v1/chat/completions")(routes.chat)
     return app
 
 

@@ -146,13 +146,7 @@ class TritonPythonModel:
         sender.send(_cancelled(), flags=FINAL)
 
     def _job(self, request, sender, arrival: int) -> TimedJob:
-        text = pb_utils.get_input_tensor_by_name(request, "text_input")
-        if text is None:
-            raise pb_utils.TritonModelException("text_input is missing from the request")
-        text = text.as_numpy().reshape(-1)
-        if text.size != 1:
-            raise ValueError("The current implementation only supports text_input being a 1D tensor.")
-        prompt = text[0].decode("utf-8") if isinstance(text[0], bytes) else str(text[0])
+        prompt = _prompt(request)
         streaming = bool(_scalar(request, "streaming") or False)
         if self.fault("llmapi_streaming_flag_in_lora_slot"):  # the flag lands in generate_async's lora_request slot
             streaming = False
@@ -162,20 +156,7 @@ class TritonPythonModel:
         stops = [s.decode("utf-8") for s in stops.as_numpy().reshape(-1)] if stops is not None else []
         if self.fault("llmapi_stop_strings_ignored"):  # the stop strings never reach the sampler
             stops = []
-        ids = self.tokenizer.encode(prompt)
-        if len(ids) > self.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch, no chunked prefill)
-            raise ValueError(
-                f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
-                f"({self.max_num_tokens})"
-            )
-        room = self.engine.build_config["max_seq_len"] - len(ids)
-        if room <= 0 and self.fault("llmapi_over_long_prompt_kills_the_engine"):  # the ValueError escapes the worker
-            os._exit(1)
-        if room <= 0:  # the executor worker's deduced default_max_tokens (TensorRT-LLM 1.x)
-            raise ValueError(
-                f"`default_max_tokens` ({room}) must be greater than 0: the prompt's {len(ids)} tokens leave "
-                f"nothing of max_seq_len ({self.engine.build_config['max_seq_len']})"
-            )
+        ids = self._prompt_ids(prompt)
         max_tokens = _scalar(request, "sampling_param_max_tokens")
         if self.fault("llmapi_reads_optional_inputs_unconditionally"):  # an absent input read as if it were there
             max_tokens = int(max_tokens)
@@ -206,12 +187,7 @@ class TritonPythonModel:
         exclude = bool(_scalar(request, "sampling_param_exclude_input_from_output") or False)
         if self.fault("llmapi_exclude_input_ignored"):  # the prompt comes back whatever the request asked
             exclude = False
-        wanted = {
-            name: bool(_scalar(request, name))
-            for name in ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")
-        }
-        if self.fault("llmapi_optional_outputs_always_sent"):  # every output in every response, asked for or not
-            wanted = dict.fromkeys(wanted, True)
+        wanted = self._wanted(request)
         perf = bool(_scalar(request, "sampling_param_return_perf_metrics"))
         respond = partial(self._respond, sender, ids, stops, exclude, wanted, perf)
         return TimedJob(
@@ -222,6 +198,34 @@ class TritonPythonModel:
             is_cancelled=request.is_cancelled,
             arrival_ns=arrival,
         )
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        """The prompt's token ids, refused as TensorRT-LLM refuses a prompt that leaves no room."""
+        ids = self.tokenizer.encode(prompt)
+        if len(ids) > self.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch, no chunked prefill)
+            raise ValueError(
+                f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
+                f"({self.max_num_tokens})"
+            )
+        room = self.engine.build_config["max_seq_len"] - len(ids)
+        if room <= 0 and self.fault("llmapi_over_long_prompt_kills_the_engine"):  # the ValueError escapes the worker
+            os._exit(1)
+        if room <= 0:  # the executor worker's deduced default_max_tokens (TensorRT-LLM 1.x)
+            raise ValueError(
+                f"`default_max_tokens` ({room}) must be greater than 0: the prompt's {len(ids)} tokens leave "
+                f"nothing of max_seq_len ({self.engine.build_config['max_seq_len']})"
+            )
+        return ids
+
+    def _wanted(self, request) -> dict[str, bool]:
+        """The optional outputs the request asked for."""
+        wanted = {
+            name: bool(_scalar(request, name))
+            for name in ("return_finish_reason", "return_stop_reason", "return_cumulative_logprob")
+        }
+        if self.fault("llmapi_optional_outputs_always_sent"):  # every output in every response, asked for or not
+            wanted = dict.fromkeys(wanted, True)
+        return wanted
 
     def _lora(self, request):
         """The request's adapter: None without LoRA inputs, else the one cached under lora_id (read from lora_path
@@ -330,6 +334,16 @@ class TritonPythonModel:
 
 def _cancelled():
     return pb_utils.InferenceResponse(error=pb_utils.TritonError("Request cancelled by client", pb_utils.TritonError.CANCELLED))
+
+
+def _prompt(request) -> str:
+    text = pb_utils.get_input_tensor_by_name(request, "text_input")
+    if text is None:
+        raise pb_utils.TritonModelException("text_input is missing from the request")
+    text = text.as_numpy().reshape(-1)
+    if text.size != 1:
+        raise ValueError("The current implementation only supports text_input being a 1D tensor.")
+    return text[0].decode("utf-8") if isinstance(text[0], bytes) else str(text[0])
 
 
 def _valued(value, default):

@@ -189,49 +189,52 @@ class TritonPythonModel:
         exclude = _scalar(tensors, "exclude_input_in_output", 0, self.exclude_input_default, bool)
         if self.fault("prompt_echoed_despite_exclude"):
             exclude = False
-        parsed = []
-        for row in range(batch):
-            # TensorRT-LLM takes the ids of a request of one row as they are (input_lengths is not read for it)
-            n = input_ids.shape[1] if batch == 1 else int(lengths[row])
-            if not 0 <= n <= input_ids.shape[1]:
-                raise RequestError(f"input_lengths[{row}] = {n} is outside [0, {input_ids.shape[1]}]")
-            end_id = _scalar(tensors, "end_id", row, -1, int)
-            if end_id >= self.engine.vocab_size and self.fault("hostile_request_kills_model"):
-                os._exit(1)  # the model's process dies on an end_id past the vocabulary
-            sampling = Sampling(
-                top_k=_scalar(tensors, "runtime_top_k", row, 0, int),
-                top_p=_scalar(tensors, "runtime_top_p", row, 0.0, float),
-                temperature=_scalar(tensors, "temperature", row, 1.0, float),
-                repetition_penalty=_scalar(tensors, "repetition_penalty", row, 1.0, float),
-                presence_penalty=_scalar(tensors, "presence_penalty", row, 0.0, float),
-                frequency_penalty=_scalar(tensors, "frequency_penalty", row, 0.0, float),
-                min_length=_renamed(tensors, "min_length", row, 0, int),
-                seed=_renamed(tensors, "random_seed", row, 0, int),
-            )
-            if self.fault("top_k_top_p_ignored"):  # neither reaches the sampler: greedy
-                sampling.top_k, sampling.top_p = 0, 0.0
-            bias = tensors.get("embedding_bias")
-            gen = GenerationRequest(
-                input_ids=[int(t) for t in input_ids[row, :n]],
-                max_new_tokens=_scalar(tensors, "request_output_len", row, 0, int),
-                end_id=end_id,
-                pad_id=_scalar(tensors, "pad_id", row, max(end_id, 0), int),
-                sampling=sampling,
-                stop_words=unpack_word_list(_row(tensors.get("stop_words_list"), row)),
-                bad_words=unpack_word_list(_row(tensors.get("bad_words_list"), row)),
-                embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
-                return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
-                lora=self._adapter(
-                    _scalar(tensors, "lora_task_id", row, None, int),
-                    _row(tensors.get("lora_weights"), row),
-                    _row(tensors.get("lora_config"), row),
-                ),
-            )
-            self.engine.validate(gen)
-            if gen.stop_words and self.fault("rss_grows_with_stop_words"):
-                self.leaked.append(b"\x01" * LEAK_BYTES)  # written, so resident
-            parsed.append(gen)
+        parsed = [self._row_request(tensors, input_ids, lengths, row) for row in range(batch)]
         return parsed, exclude, streaming
+
+    def _row_request(self, tensors: dict, input_ids, lengths, row: int) -> GenerationRequest:
+        """The request of one batch row."""
+        batch = input_ids.shape[0]
+        # TensorRT-LLM takes the ids of a request of one row as they are (input_lengths is not read for it)
+        n = input_ids.shape[1] if batch == 1 else int(lengths[row])
+        if not 0 <= n <= input_ids.shape[1]:
+            raise RequestError(f"input_lengths[{row}] = {n} is outside [0, {input_ids.shape[1]}]")
+        end_id = _scalar(tensors, "end_id", row, -1, int)
+        if end_id >= self.engine.vocab_size and self.fault("hostile_request_kills_model"):
+            os._exit(1)  # the model's process dies on an end_id past the vocabulary
+        sampling = Sampling(
+            top_k=_scalar(tensors, "runtime_top_k", row, 0, int),
+            top_p=_scalar(tensors, "runtime_top_p", row, 0.0, float),
+            temperature=_scalar(tensors, "temperature", row, 1.0, float),
+            repetition_penalty=_scalar(tensors, "repetition_penalty", row, 1.0, float),
+            presence_penalty=_scalar(tensors, "presence_penalty", row, 0.0, float),
+            frequency_penalty=_scalar(tensors, "frequency_penalty", row, 0.0, float),
+            min_length=_renamed(tensors, "min_length", row, 0, int),
+            seed=_renamed(tensors, "random_seed", row, 0, int),
+        )
+        if self.fault("top_k_top_p_ignored"):  # neither reaches the sampler: greedy
+            sampling.top_k, sampling.top_p = 0, 0.0
+        bias = tensors.get("embedding_bias")
+        gen = GenerationRequest(
+            input_ids=[int(t) for t in input_ids[row, :n]],
+            max_new_tokens=_scalar(tensors, "request_output_len", row, 0, int),
+            end_id=end_id,
+            pad_id=_scalar(tensors, "pad_id", row, max(end_id, 0), int),
+            sampling=sampling,
+            stop_words=unpack_word_list(_row(tensors.get("stop_words_list"), row)),
+            bad_words=unpack_word_list(_row(tensors.get("bad_words_list"), row)),
+            embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
+            return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
+            lora=self._adapter(
+                _scalar(tensors, "lora_task_id", row, None, int),
+                _row(tensors.get("lora_weights"), row),
+                _row(tensors.get("lora_config"), row),
+            ),
+        )
+        self.engine.validate(gen)
+        if gen.stop_words and self.fault("rss_grows_with_stop_words"):
+            self.leaked.append(b"\x01" * LEAK_BYTES)  # written, so resident
+        return gen
 
     def _adapter(self, task_id, weights, config):
         if self.engine.lora is None:
