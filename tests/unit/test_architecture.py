@@ -57,6 +57,19 @@ def _function_level_internal_imports(path: Path) -> list[str]:
     return found
 
 
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_of_the_package_is_over_60_lines():
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long == [], f"split these into functions of one job each: {long}"
+
+
 @pytest.mark.parametrize("tree", ["pytest_triton_llm", "suites"])
 def test_no_internal_import_hides_inside_a_function(tree):
     found = [hit for path in sorted((ROOT / tree).rglob("*.py")) for hit in _function_level_internal_imports(path)]
