@@ -6,8 +6,8 @@ same requests, one client after the other, at each closed-loop concurrency (1, 4
 
 - aiperf (optional, `--aiperf PATH`): its template endpoint, HTTP `generate_stream` of the `ensemble` (text in,
   server-sent events out, one per token), `--streaming`;
-- pytest_triton_llm.load on that same path (HTTP generate_stream -> ensemble);
-- pytest_triton_llm.load as the perf suite runs it (suites/test_perf.py): the same prompts' token ids straight to
+- pytest_triton_llm.triton.load on that same path (HTTP generate_stream -> ensemble);
+- pytest_triton_llm.triton.load as the perf suite runs it (suites/test_perf.py): the same prompts' token ids straight to
   `tensorrt_llm` on gRPC streams (perf/workload.encode: end_id -1 and min_length = max_tokens).
 
 Every request has a fixed input length (prompts of whole-word tokens that tokenize back to exactly that many ids,
@@ -30,7 +30,7 @@ lost requests, got other than the fixed output length from our load generator, o
 How each figure is defined (aiperf 0.13.0: the docs' metrics reference,
 https://docs.nvidia.com/aiperf/v0.13.0/reference/ai-perf-metrics-reference.md, and its source, in the wheel as
 aiperf/... and on GitHub as https://github.com/ai-dynamo/aiperf/tree/main/src/aiperf/...; ours:
-pytest_triton_llm/load.py and pytest_triton_llm/perf/metrics.py):
+pytest_triton_llm/triton/load.py and pytest_triton_llm/perf/metrics.py):
 
 - Request start. aiperf: time.perf_counter_ns() right before aiohttp's session.request(), after its per-request
   ClientSession is set up (transports/aiohttp_client.py). Ours: perf_counter() when the RequestRecord is made,
@@ -86,12 +86,12 @@ sys.path.insert(0, str(ROOT))
 from pytest_triton_llm.cache import EngineCache  # noqa: E402
 from pytest_triton_llm.deployments import DeploymentManager  # noqa: E402
 from pytest_triton_llm.engines import check_lock  # noqa: E402
-from pytest_triton_llm.load import Target, run_load  # noqa: E402
+from pytest_triton_llm.triton.load import Target, run_load  # noqa: E402
 from pytest_triton_llm.lock import load_lock  # noqa: E402
 from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
 from pytest_triton_llm.perf.workload import PerfRequest, encode  # noqa: E402
 from pytest_triton_llm.progress import Progress  # noqa: E402
-from pytest_triton_llm.tensor_contract import NO_END, Sampling, returned_ids, returned_token_count  # noqa: E402
+from pytest_triton_llm.triton.tensor_contract import NO_END, Sampling, returned_ids, returned_token_count  # noqa: E402
 from pytest_triton_llm.tables import table  # noqa: E402
 
 DEPLOYMENT = "smollm2-135m:inflight"
@@ -150,7 +150,7 @@ def fixed_prompts(served, count: int, length: int, seed: int = 0) -> list[tuple[
 
 
 def loadgen(served, path: str, prompts, warmup, concurrency: int, output_tokens: int) -> dict:
-    """pytest_triton_llm.load on `path` (GRPC: as suites/test_perf.py sends; HTTP: as aiperf sends)."""
+    """pytest_triton_llm.triton.load on `path` (GRPC: as suites/test_perf.py sends; HTTP: as aiperf sends)."""
     client = served.client
     if path == GRPC:
         target = Target(served.server.endpoints)  # tensorrt_llm, gRPC streams

@@ -2,7 +2,7 @@
 
 One tritonserver (the embedded runtime, started through the runtime registry as a pytest session starts it)
 serves `echo`, a model that does no work, on loopback. The same closed-loop workload is sent by aiperf (an
-independent tool, HTTP generate through its template endpoint; optional) and by pytest_triton_llm.load, the perf
+independent tool, HTTP generate through its template endpoint; optional) and by pytest_triton_llm.triton.load, the perf
 suite's load engine (HTTP generate, and gRPC streams), one client after the other, at each concurrency. The
 highest request rate each client reaches is its ceiling; ours must not be below the independent tool's. Triton's
 own request count checks what each client claims.
@@ -46,12 +46,12 @@ from pytest_triton_llm.cache import EngineCache  # noqa: E402
 from _stream_server import StreamServer  # noqa: E402
 from pytest_triton_llm.endpoints import Endpoints  # noqa: E402
 from pytest_triton_llm.engines import backend_of  # noqa: E402
-from pytest_triton_llm.load import Target, run_load  # noqa: E402
+from pytest_triton_llm.triton.load import Target, run_load  # noqa: E402
 from pytest_triton_llm.lock import load_lock  # noqa: E402
 from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
 from pytest_triton_llm.progress import Progress  # noqa: E402
 from pytest_triton_llm.runtimes import Launch  # noqa: E402
-from pytest_triton_llm.tensor_contract import ensemble_inputs  # noqa: E402
+from pytest_triton_llm.triton.tensor_contract import ensemble_inputs  # noqa: E402
 from pytest_triton_llm.tables import table  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4

@@ -21,7 +21,7 @@ from .compat import load_compat
 from .files import fixtures_dir
 from .lock import LAYOUTS
 from .schema import load_toml
-from .tensor_contract import RENAMED
+from .triton.tensor_contract import RENAMED
 
 CONTRACTS = fixtures_dir() / "contracts"
 ENTRY = "entry"  # in [capability_inputs]: the entry model (ensemble or tensorrt_llm_bls) of a test's text requests

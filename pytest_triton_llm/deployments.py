@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cache import BuiltEngine, EngineCache
-from .client import LLMClient
+from .triton.client import LLMClient
 from .engines import backend_of, served_by_stand_in
 from .engines.base import RenderSite
 from .faults import Fault, injected

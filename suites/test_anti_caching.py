@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import yaml
 
-from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.perf.workload import PerfRequest, encode
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.repository.llmapi import llmapi_family, model_yaml
-from pytest_triton_llm.tensor_contract import config_parameters, flag
+from pytest_triton_llm.triton.tensor_contract import config_parameters, flag
 
 pytestmark = pytest.mark.perf
 

@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_triton_llm.equality import compare_texts
-from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.perf.workload import mixed_lengths
-from pytest_triton_llm.tensor_contract import NO_END
+from pytest_triton_llm.triton.tensor_contract import NO_END
 
 pytestmark = pytest.mark.batching
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.triton.client import GenerationError, Sampling
 from pytest_triton_llm.equality import compare_texts
 from pytest_triton_llm.repository import ENTRY_MODELS, entry_models
-from pytest_triton_llm.tensor_contract import NO_END
+from pytest_triton_llm.triton.tensor_contract import NO_END
 
 pytestmark = pytest.mark.functional
 

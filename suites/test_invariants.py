@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from pytest_triton_llm.client import GenerationError
-from pytest_triton_llm.llmapi_contract import output_text
-from pytest_triton_llm.tensor_contract import NO_END, returned_token_count
+from pytest_triton_llm.triton.client import GenerationError
+from pytest_triton_llm.triton.llmapi_contract import output_text
+from pytest_triton_llm.triton.tensor_contract import NO_END, returned_token_count
 
 pytestmark = pytest.mark.invariants
 

@@ -19,7 +19,7 @@ import warnings
 import pytest
 
 from pytest_triton_llm.hardware import hardware_class
-from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.lock import DUMMY
 from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from pytest_triton_llm.client import GenerationError, Sampling
+from pytest_triton_llm.triton.client import GenerationError, Sampling
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.repository.llmapi import llmapi_family
-from pytest_triton_llm.tensor_contract import NO_END, Unbatched
+from pytest_triton_llm.triton.tensor_contract import NO_END, Unbatched
 
 pytestmark = pytest.mark.robustness
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_llm.client import GenerationError
-from pytest_triton_llm.tensor_contract import NO_END
+from pytest_triton_llm.triton.client import GenerationError
+from pytest_triton_llm.triton.tensor_contract import NO_END
 
 pytestmark = pytest.mark.streaming
 

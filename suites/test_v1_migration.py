@@ -22,7 +22,7 @@ from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
 from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, as_report, drift_rows, judge_drift
 from pytest_triton_llm.equality import Rule, compare_texts, rule_of
-from pytest_triton_llm.load import Target, run_load
+from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.openai.migration import PairsFileError
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import median_run

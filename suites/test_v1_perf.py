@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_llm.hardware import hardware_class
-from pytest_triton_llm.load import run_load
+from pytest_triton_llm.triton.load import run_load
 from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
 from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
 from pytest_triton_llm.perf.metrics import summarize

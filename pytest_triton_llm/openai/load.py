@@ -14,10 +14,10 @@ import ssl
 import time
 from dataclasses import dataclass, field
 
-from ..load import RequestRecord
+from ..triton.load import RequestRecord
 from .client import DONE
 from .contract import Family
-from ..streaming import StreamError
+from ..triton.streaming import StreamError
 
 
 @dataclass(frozen=True)

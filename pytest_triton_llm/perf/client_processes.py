@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 
-from ..load import LoadRecords
+from ..triton.load import LoadRecords
 
 # streams one load process keeps well under its ceiling (26k streamed responses/s from one process on a 16-core
 # host, benchmarks/results/harness_fidelity.16-core.json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..load import RequestRecord
+from ..triton.load import RequestRecord
 
 STATS = ("mean", "p50", "p90", "p99")
 

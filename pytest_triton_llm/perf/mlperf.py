@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..load import RequestRecord
+from ..triton.load import RequestRecord
 from ..schema import SchemaError, build, load_toml
 from .metrics import tpot_s, ttft_s
 

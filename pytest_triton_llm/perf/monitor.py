@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 from dataclasses import dataclass, field
 
-from ..server_metrics import family_types, samples
+from ..triton.server_metrics import family_types, samples
 from .telemetry import TelemetryUnavailable, gpu_source, gpu_summary, served_gpu
 
 DEFAULT_SCRAPE_MS = 250

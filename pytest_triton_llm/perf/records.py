@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from ..load import RequestRecord
+from ..triton.load import RequestRecord
 
 KIND = "pytest-triton-llm perf records"
 SCHEMA = 1

@@ -11,9 +11,9 @@ import random
 
 import numpy as np
 
-from ..client import LLMClient
+from ..triton.client import LLMClient
 from ..schema import SchemaError, build, load_toml
-from ..tensor_contract import NO_END, Inputs, Sampling
+from ..triton.tensor_contract import NO_END, Inputs, Sampling
 
 
 @dataclass(frozen=True)

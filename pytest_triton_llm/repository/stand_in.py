@@ -29,11 +29,14 @@ if TYPE_CHECKING:
 # the project's python models (preprocessing, postprocessing, the BLS and the reference tensorrt_llm), read as files
 PYTHON_MODELS = resources.files("pytest_triton_llm") / "reference_backend" / "models"
 # harness modules the python models import by bare name, copied beside their code
-SHARED_MODULES = tuple(resources.files("pytest_triton_llm") / name for name in ("tensor_contract.py", "hf_tokenizer.py"))
+SHARED_MODULES = (
+    resources.files("pytest_triton_llm") / "triton" / "tensor_contract.py",
+    resources.files("pytest_triton_llm") / "hf_tokenizer.py",
+)
 # the llmapi stand-in: its own model and the reference generation code it shares with the tensorrt_llm stand-in
 LLMAPI_SHARED = ("generation.py", "inflight.py", "lora.py", "errors.py")
 LLMAPI_EXTRA = {
-    "llmapi_contract.py": resources.files("pytest_triton_llm") / "llmapi_contract.py",
+    "llmapi_contract.py": resources.files("pytest_triton_llm") / "triton" / "llmapi_contract.py",
     "lora_convert.py": resources.files("pytest_triton_llm") / "lora" / "convert.py",
 }
 UPSTREAM_LLMAPI_CODE = ("model.py", "helpers.py")  # what links to the image's llmapi model, replaced by the stand-in

@@ -20,12 +20,12 @@ from ..endpoints import Endpoints
 from ..engines.base import BuildSite
 from ..hardware import REMOTE
 from ..capabilities import ServedInputs, canonical
-from ..llmapi_contract import speaks_llmapi
+from ..triton.llmapi_contract import speaks_llmapi
 from ..lock import ENSEMBLE_LAYOUT, LLMAPI_LAYOUT, Batching, Deployment, DeploymentRef, Lock, ServingLayout
 from ..progress import Progress
 from ..repository import ENTRY_MODELS
 from ..repository.stand_in import STAND_IN_PARAMETER
-from ..tensor_contract import config_parameters, flag
+from ..triton.tensor_contract import config_parameters, flag
 from ..tokenizer_source import TokenizerNotFound, tokenizer_dir
 from ..usage import OptionError, header_pairs
 from .base import Launch, RemoteOptions, RuntimeBase, RuntimeUnavailable, ServerOptions

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.load import Target, arrival_offsets, run_load
+from pytest_triton_llm.triton.load import Target, arrival_offsets, run_load
 from pytest_triton_llm.progress import Progress
 from pytest_triton_llm.runtimes import RUNTIMES, Launch, ServerOptions
-from pytest_triton_llm.tensor_contract import ensemble_inputs
+from pytest_triton_llm.triton.tensor_contract import ensemble_inputs
 
 from ..conftest import ROOT
 

@@ -5,7 +5,8 @@ modules too: tensor_contract and hf_tokenizer)."""
 import sys
 from pathlib import Path
 
-from pytest_triton_llm import hf_tokenizer, tensor_contract
+from pytest_triton_llm import hf_tokenizer
+from pytest_triton_llm.triton import tensor_contract
 
 MODELS = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "reference_backend" / "models"
 for directory in (MODELS / "tensorrt_llm", MODELS / "preprocessing", MODELS / "common"):

@@ -196,3 +196,11 @@ def test_no_runtime_or_layout_name_is_compared_outside_its_own_module(tree):
         if literal in where and where[literal] != path.resolve()
     ]
     assert found == [], f"compared by name outside the module that defines it (give the runtime or layout a member): {found}"
+
+
+def test_the_client_users_import_by_its_old_name_still_imports_with_a_deprecation_warning():
+    code = "from pytest_triton_llm.client import LLMClient; print(LLMClient.__module__)"
+    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pytest_triton_llm.triton.client"
+    assert "pytest_triton_llm.client moved to pytest_triton_llm.triton.client" in done.stderr

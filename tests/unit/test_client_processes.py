@@ -1,6 +1,6 @@
 """How many load processes send a perf load point, and the report's word on whether they kept up."""
 
-from pytest_triton_llm.load import LoadRecords
+from pytest_triton_llm.triton.load import LoadRecords
 from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
 
 

@@ -15,7 +15,7 @@ from pytest_triton_llm.engines import backend_of
 from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Lora, Source
 from pytest_triton_llm.repository import template_family
 from pytest_triton_llm.schema import load_toml
-from pytest_triton_llm.tensor_contract import RequestError, Sampling, core_inputs, ensemble_inputs
+from pytest_triton_llm.triton.tensor_contract import RequestError, Sampling, core_inputs, ensemble_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(set(load_toml(ROOT / "pytest_triton_llm" / "repository" / "families.toml")["families"].values()))

@@ -11,7 +11,7 @@ from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence  #
 from served_contract import RequestError, unpack_word_list  # noqa: E402
 from words import to_word_list_format  # noqa: E402  (model dirs on sys.path: conftest)
 
-from pytest_triton_llm.tensor_contract import pack_word_ids  # noqa: E402
+from pytest_triton_llm.triton.tensor_contract import pack_word_ids  # noqa: E402
 
 VOCAB = 10
 

@@ -4,7 +4,7 @@ mixed output lengths for the batching suite."""
 import asyncio
 import time
 
-from pytest_triton_llm.load import RequestRecord, _closed_loop, arrival_offsets
+from pytest_triton_llm.triton.load import RequestRecord, _closed_loop, arrival_offsets
 from pytest_triton_llm.perf.workload import mixed_lengths
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_triton_llm.perf.baseline import BaselineError, FailRule, load_baseline, save_baseline
 from pytest_triton_llm.perf.budgets import Budget, find_budget, load_budgets
-from pytest_triton_llm.load import RequestRecord
+from pytest_triton_llm.triton.load import RequestRecord
 from pytest_triton_llm.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import judge_goodput, noisy, parse_slos, spread

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from pytest_triton_llm.load import RequestRecord
+from pytest_triton_llm.triton.load import RequestRecord
 from pytest_triton_llm.perf import monitor as mon
 from pytest_triton_llm.perf import telemetry as tel
 from pytest_triton_llm.perf.monitor import (
@@ -32,7 +32,7 @@ from pytest_triton_llm.perf.publish import publish
 from pytest_triton_llm.perf.series import take_series
 from pytest_triton_llm.perf.series_plot import plot_series
 from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.server_metrics import trtllm_gauges
+from pytest_triton_llm.triton.server_metrics import trtllm_gauges
 from pytest_triton_llm.usage import OptionError
 
 from .test_perf import perf_options

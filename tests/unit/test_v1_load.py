@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_triton_llm.load import run_load
+from pytest_triton_llm.triton.load import run_load
 from pytest_triton_llm.openai.contract import load_families
 from pytest_triton_llm.perf.workload import PerfRequest
 from pytest_triton_llm.openai.load import V1Target, v1_bodies
