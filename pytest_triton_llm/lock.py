@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .equality import Rule as Equality
+from .verdicts.equality import Rule as Equality
 from .schema import SchemaError, build, load_toml
 
 LOCK_VERSION = 1

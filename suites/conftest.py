@@ -7,7 +7,7 @@ import pytest
 
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
-from pytest_triton_llm.equality import rule_of
+from pytest_triton_llm.verdicts.equality import rule_of
 from pytest_triton_llm.files import fixtures_dir
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.perf.workload import mixed_lengths
 from pytest_triton_llm.triton.tensor_contract import NO_END

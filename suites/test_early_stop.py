@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_triton_llm.equality import compare
+from pytest_triton_llm.verdicts.equality import compare
 from pytest_triton_llm.triton.tensor_contract import NO_END
 
 pytestmark = [pytest.mark.early_stop, pytest.mark.triton_llm_requires("cancellation", "inflight_batcher_llm")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
-from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.repository import ENTRY_MODELS, entry_models
 from pytest_triton_llm.triton.tensor_contract import NO_END
 

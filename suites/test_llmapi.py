@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
-from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.files import fixtures_dir
 from pytest_triton_llm.triton.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
 from pytest_triton_llm.repository.llmapi import llmapi_family

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_triton_llm.triton.client import GenerationError
-from pytest_triton_llm.equality import compare
+from pytest_triton_llm.verdicts.equality import compare
 from pytest_triton_llm.triton.tensor_contract import NO_END
 
 pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora", "inflight_batcher_llm")]

@@ -15,7 +15,7 @@ import pytest
 from tritonclient.utils import np_to_triton_dtype
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
-from pytest_triton_llm.equality import compare_texts
+from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.files import fixtures_dir
 from pytest_triton_llm.triton.llmapi_contract import SAMPLING as LLMAPI_SAMPLING
 from pytest_triton_llm.triton.llmapi_contract import output_text

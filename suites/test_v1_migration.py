@@ -21,7 +21,7 @@ from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import METRICS, per_article_scores
 from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 from pytest_triton_llm.accuracy.verdicts import DRIFT_HEADER, as_report, drift_rows, judge_drift
-from pytest_triton_llm.equality import Rule, compare_texts, rule_of
+from pytest_triton_llm.verdicts.equality import Rule, compare_texts, rule_of
 from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.openai.migration import PairsFileError
 from pytest_triton_llm.perf.metrics import summarize

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..significance import (
+from ..verdicts.significance import (
     DriftResult,
     ThresholdResult,
     against_reference_fraction,

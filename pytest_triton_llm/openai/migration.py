@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..equality import Rule
+from ..verdicts.equality import Rule
 from ..errors import TritonLLMError
 from ..files import fixtures_dir
 from ..schema import load_toml

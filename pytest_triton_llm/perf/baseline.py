@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import keep_previous, read_document, write_json
-from ..significance import paired_drop, welch_compare
+from ..verdicts.significance import paired_drop, welch_compare
 from .metrics import STATS, metric_value
 from ..errors import TritonLLMError
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..schema import SchemaError, build, load_toml
-from ..significance import against_budget
+from ..verdicts.significance import against_budget
 from .metrics import metric_value
 
 

@@ -12,7 +12,7 @@ from ..files import fixtures_dir
 from ..schema import SchemaError
 from ..usage import OptionError
 from .baseline import FailRule, load_baseline
-from ..significance import Slo
+from ..verdicts.significance import Slo
 from .budgets import Budget, load_budgets
 from .mlperf import Benchmark, load_benchmarks
 from .monitor import DEFAULT_SCRAPE_MS

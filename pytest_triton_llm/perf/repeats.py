@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..triton.load import RequestRecord
-from ..significance import Slo, goodput, mean_ci, parse_slo
+from ..verdicts.significance import Slo, goodput, mean_ci, parse_slo
 from .metrics import itl_s, metric_value, tpot_s, ttft_s
 
 

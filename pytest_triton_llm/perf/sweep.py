@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..significance import mean_ci
+from ..verdicts.significance import mean_ci
 
 STALL_GAIN_PCT = 5.0  # a step that adds less output throughput than this over the one before has stalled (issue 27)
 # a step meets the SLOs when this share of its requests meets every one: MLPerf's rule for its latency limits is the

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.equality import DEFAULT_RULES, EXACT, Rule, compare, rule_for
+from pytest_triton_llm.verdicts.equality import DEFAULT_RULES, EXACT, Rule, compare, rule_for
 from pytest_triton_llm.lock import LockError, load_lock
 
 FP16 = DEFAULT_RULES["float16"]

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_triton_llm.significance import (
+from pytest_triton_llm.verdicts.significance import (
     against_budget,
     against_reference_fraction,
     against_threshold,
