@@ -14,7 +14,7 @@ never reuses an engine made by the old one.
 
 A build is published by a single rename, so a reader never sees half an engine,
 and a finished engine is never deleted except by an explicit --engines-rebuild or
-`pytest-triton-llm cache prune --older-than DAYS` (see cache_admin).
+`pytest-triton-llm cache prune --older-than DAYS` (see cli/cache.py).
 
 Reuse is checked cheaply: the manifest records each file's sha256 and its size and
 mtime_ns ("stat"); when every file is present with the recorded size and mtime (and

@@ -12,8 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..openai import llama_cpp as llama_cpp_server
-from ..openai import trtllm_serve as trtllm_serve_stand_in
+from ..openai import llama_cpp, trtllm_serve
 from ..cache import EngineCache
 from ..deployments import DeploymentManager
 from ..engines import check_lock
@@ -101,11 +100,9 @@ def serve_llama_cpp(args, progress: Progress | None = None, stop: threading.Even
     lock = load_lock(Path(args.engines_lock or DEFAULT_LOCK))
     cache = EngineCache(args.engines_cache, progress, verify=args.engines_verify)
     reap_orphans(cache.root / "run", progress)
-    gguf = llama_cpp_server.gguf_of(lock, args.engine, cache.root / "sources", progress)
+    gguf = llama_cpp.gguf_of(lock, args.engine, cache.root / "sources", progress)
     workdir = Path(tempfile.mkdtemp(prefix="triton-llm-llama-cpp-"))
-    server = llama_cpp_server.start(
-        gguf, workdir / "llama_cpp.log", cache.root / "run", progress, port=args.port, threads=args.threads
-    )
+    server = llama_cpp.start(gguf, workdir / "llama_cpp.log", cache.root / "run", progress, port=args.port, threads=args.threads)
     try:
         log = workdir / "llama_cpp.log"
         print(f"ready: --openai-url {server.url} (model {server.model}); log {log}; Ctrl-C or SIGTERM stops it", flush=True)
@@ -143,7 +140,7 @@ def serve_trtllm_stand_in(args, progress: Progress | None = None, stop: threadin
     cache = EngineCache(args.engines_cache, progress, verify=args.engines_verify)
     reap_orphans(cache.root / "run", progress)
     workdir = Path(tempfile.mkdtemp(prefix="triton-llm-trtllm-stand-in-"))
-    server = trtllm_serve_stand_in.serve_engine(
+    server = trtllm_serve.serve_engine(
         lock, args.engine, cache, workdir, rebuild=args.engines_rebuild, port=args.port, perf_metrics=args.perf_metrics
     )
     try:

@@ -184,7 +184,8 @@ def plan(faults: list[Fault], out: Path) -> list[Run]:
             raise CampaignError(f"fault {fault.name} names no markers: its run would be the whole suite")
     deployments = {f.deployment: [g for g in faults if g.deployment == f.deployment] for f in faults}
     cleans = {d: _clean_runs(d, rows, out) for d, rows in deployments.items()}
-    saver = {d: next((c.label for c in runs if c.label.endswith(" (baselines)")), None) for d, runs in cleans.items()}
+    # the clean run that saves a deployment's baseline: the one whose arguments carry a baseline's save option
+    saver = {d: next((c.label for c in runs if any(b.save in c.args for b in BASELINES)), None) for d, runs in cleans.items()}
     runs = [
         Run(
             f.name,

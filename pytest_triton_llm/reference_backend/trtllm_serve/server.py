@@ -59,7 +59,7 @@ from protocol import (
     UsageInfo,
 )
 
-STAND_IN_HEADER = "x-triton-llm-stand-in"  # the harness reads it by this name (openai_client.STAND_IN_HEADER)
+STAND_IN_HEADER = "x-triton-llm-stand-in"  # the harness reads it by this name (openai/client.py STAND_IN_HEADER)
 VERSION = "1.2.1"  # what /version answers: the TensorRT-LLM of the engine line's last image (26.07)
 TOKENS_PER_BLOCK = 32  # the PyTorch backend's KV-cache block
 LOGPROB_FLOOR = -9999.0  # upstream clamps every log probability to it
