@@ -8,7 +8,8 @@ import http.client
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -218,21 +219,36 @@ def _json_object(raw: bytes | None) -> dict | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+# POST a fault's name (an empty body: none) to the proxy's root plus this path to switch its fault: one session runs
+# many faults' checks (tests/integration/test_openai_faults.py)
+SWITCH_PATH = "/_fault_proxy/fault"
+SWITCH_WAIT_S = 300  # for the requests of the previous fault to end (a drained stream runs to its max_tokens)
+
+
+def _checked(fault: str | None) -> str | None:
+    known = fault_names()
+    if fault is not None and fault not in known:
+        raise ValueError(f"no /v1 fault {fault!r} in {FAULTS_FILE.name} (faults: {', '.join(known)})")
+    return fault
+
+
 class FaultProxy:
-    """`FaultProxy(upstream_url, fault).start()` -> the proxy's /v1 URL; `stop()` ends it. fault None: no fault."""
+    """`FaultProxy(upstream_url, fault).start()` -> the proxy's /v1 URL; `stop()` ends it. fault None: no fault.
+    `switch(fault)` (or a POST to SWITCH_PATH) changes it once every request the proxy is serving has ended, so that
+    no request runs under one fault while the checks of the next one run, a stream drained for a gone client included."""
 
     def __init__(self, upstream_url: str, fault: str | None):
-        known = fault_names()
-        if fault is not None and fault not in known:
-            raise ValueError(f"no /v1 fault {fault!r} in {FAULTS_FILE.name} (faults: {', '.join(known)})")
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
-        self.fault = fault
+        self.fault = _checked(fault)
         self.loop = threading.Lock()  # the server's one generation loop, for EVENT_DELAY_S
+        self._serving = 0  # requests forwarded and not yet answered in full
+        self._idle = threading.Condition()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}{parts.path.rstrip('/')}"
+        self.switch_url = f"http://127.0.0.1:{self._server.server_address[1]}{SWITCH_PATH}"
 
     def start(self) -> str:
         self._thread.start()
@@ -242,6 +258,26 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
 
+    def switch(self, fault: str | None) -> None:
+        fault = _checked(fault)
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._serving == 0, timeout=SWITCH_WAIT_S):
+                raise TimeoutError(f"the fault proxy still serves {self._serving} requests after {SWITCH_WAIT_S} s")
+            self.fault = fault
+
+    @contextmanager
+    def serving(self) -> Iterator[str | None]:
+        """One forwarded request, until it is answered in full; yields the fault it came under, which it keeps."""
+        with self._idle:
+            self._serving += 1
+            fault = self.fault
+        try:
+            yield fault
+        finally:
+            with self._idle:
+                self._serving -= 1
+                self._idle.notify_all()
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         return type("Handler", (_Handler,), {"proxy": self})
 
@@ -250,6 +286,7 @@ class _Handler(BaseHTTPRequestHandler):
     """What the proxy does with one request: forwards it, and rewrites what comes back as its fault says."""
 
     proxy: FaultProxy  # set by FaultProxy._handler
+    fault: str | None = None  # the proxy's fault when this request came: it stays for the whole answer
 
     protocol_version = "HTTP/1.0"  # the answer ends when the connection closes: no lengths to rewrite
 
@@ -257,19 +294,35 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        self._forward(None)
+        with self.proxy.serving() as self.fault:
+            self._forward(None)
 
     def do_POST(self):
-        self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == SWITCH_PATH:
+            self._switch(body.decode().strip() or None)
+            return
+        with self.proxy.serving() as self.fault:
+            self._forward(body)
+
+    def _switch(self, fault: str | None) -> None:
+        try:
+            self.proxy.switch(fault)
+        except (ValueError, TimeoutError) as e:
+            self._head(409, "text/plain", None)
+            self.wfile.write(str(e).encode())
+            return
+        self._head(200, "text/plain", None)
+        self.wfile.write(f"fault: {fault}".encode())
 
     def _forward(self, body: bytes | None) -> None:
         request, path = _json_object(body), self.path
-        strip = REQUEST_FAULTS.get(self.proxy.fault or "")
+        strip = REQUEST_FAULTS.get(self.fault or "")
         if strip is not None and request is not None:
             request = strip(request)
             body = json.dumps(request).encode()
         as_chat = False  # a chat request sent on as a completion: its answer goes back as a chat answer
-        if self.proxy.fault in GENERIC_TEMPLATE and path.endswith(CHAT) and request and not request.get("stream"):
+        if self.fault in GENERIC_TEMPLATE and path.endswith(CHAT) and request and not request.get("stream"):
             path, request, as_chat = path.removesuffix(CHAT) + COMPLETIONS, _generic_prompt(request), True
             body = json.dumps(request).encode()
         upstream = http.client.HTTPConnection(*self.proxy.upstream, timeout=600)
@@ -293,8 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _unary(self, answer, request: dict | None, as_chat: bool) -> None:
         raw = answer.read()
-        rewrite = UNARY_FAULTS.get(self.proxy.fault or "")
-        path, rewrite_path = SERVER_PATH_FAULTS.get(self.proxy.fault or "", ("", None))
+        rewrite = UNARY_FAULTS.get(self.fault or "")
+        path, rewrite_path = SERVER_PATH_FAULTS.get(self.fault or "", ("", None))
         if rewrite_path is not None and self.path == path and answer.status == 200:
             raw = json.dumps(rewrite_path(json.loads(raw))).encode()
         reply = _json_object(raw) if answer.status == 200 else None
@@ -307,7 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, answer) -> None:
         self._head(answer.status, "text/event-stream", answer.getheader(STAND_IN_HEADER))
-        rewrite = STREAM_FAULTS.get(self.proxy.fault or "")
+        rewrite = STREAM_FAULTS.get(self.fault or "")
         held: Events = []
         gone = False
         for data in sse_events(answer):
@@ -317,10 +370,10 @@ class _Handler(BaseHTTPRequestHandler):
                     continue
                 data_lines = [json.dumps(e) for e in rewrite(held)] + [DONE]
             else:
-                data_lines = [] if data == DONE and self.proxy.fault in NO_DONE else [data]
+                data_lines = [] if data == DONE and self.fault in NO_DONE else [data]
             if gone:
                 continue  # draining: the upstream generates on for nobody
-            if delay := EVENT_DELAY_S.get(self.proxy.fault or ""):
+            if delay := EVENT_DELAY_S.get(self.fault or ""):
                 with self.proxy.loop:
                     time.sleep(delay)
             try:
@@ -328,6 +381,6 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.write(f"data: {item}\r\n\r\n".encode())
                 self.wfile.flush()
             except OSError:
-                if self.proxy.fault not in DRAINS:
+                if self.fault not in DRAINS:
                     return  # closing the upstream connection tells the server the client went
                 gone = True

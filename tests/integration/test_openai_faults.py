@@ -27,7 +27,6 @@ from .conftest import ROOT
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 FAULTS = load_toml(FAULTS_FILE)["faults"]
 MIGRATION_TESTS = "suites/test_v1_migration.py::"
-CLEAN_ARTICLES = 4  # the last --accuracy-samples given counts
 LLAMA, STAND_IN = "llama-cpp-python", "trtllm-serve-stand-in"  # a row's `server`, llama-cpp-python when it names none
 
 
@@ -81,57 +80,79 @@ def _v1_nodes(row: dict) -> list[str]:
     return [n for n in row["caught_by"] if not n.startswith(MIGRATION_TESTS)]
 
 
-@pytest.mark.parametrize("server", [LLAMA, pytest.param(STAND_IN, marks=pytest.mark.trtllm_stand_in)])
-def test_the_catching_tests_pass_through_the_proxy_without_a_fault(request, server, tmp_path):
-    """Every catching test of the server's rows but the migration gate's (those pass without a proxy in CI's migration
-    step: a clean proxy in front of them would cost another Triton session), with the options their rows give, on
-    CLEAN_ARTICLES articles: the /v1 accuracy test's clean verdict is inconclusive on a dozen as on four (a warning,
-    which passes), and the fault's run on its row's articles shows that it can fail. On the stand-in the /v1 perf test
-    must have taken its exact path: lengths held by ignore_eos, tokens counted by the streamed usage."""
-    up = _upstream(request, server)
-    rows = [row for row in FAULTS.values() if row.get("server", LLAMA) == server and _v1_nodes(row)]
+def _sessions(server: str) -> list[tuple[dict[str, str], list[str]]]:
+    """The server's rows with /v1 tests, as few sessions as their options allow: (options, fault names) each. Rows
+    whose options agree share a session (an option a row does not give leaves its checks as they are: the engine's
+    budgets, the dataset's articles); a row that gives an option another value needs a session of its own."""
+    sessions: list[tuple[dict[str, str], list[str]]] = []
+    for name, row in FAULTS.items():
+        if row.get("server", LLAMA) != server or not _v1_nodes(row):
+            continue
+        given = list(row.get("options", ()))
+        options = dict(zip(given[::2], given[1::2], strict=True))  # each option with its value
+        agree = (s for s in sessions if all(s[0].get(k, v) == v for k, v in options.items()))
+        if (session := next(agree, None)) is None:
+            sessions.append(session := ({}, []))
+        session[0].update(options)
+        session[1].append(name)
+    return sessions
+
+
+def _one_session(up: Upstream, options: dict[str, str], faults: list[str], tmp_path) -> tuple[list[dict], dict]:
+    """Every row of `faults` in one pytest session through one proxy, its fault switched before each run, and each
+    catching test once more without a fault: the runs' outcomes, and the session's report."""
     proxy = FaultProxy(up.url, None)
-    report = tmp_path / "report.json"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    plan, results, report = tmp_path / "plan.json", tmp_path / "results.jsonl", tmp_path / "report.json"
+    runs: dict[str, list[str]] = {}
+    for fault in faults:
+        for node in _v1_nodes(FAULTS[fault]):
+            runs.setdefault(node, []).append(fault)
+    plan.write_text(json.dumps({"switch_url": proxy.switch_url, "results": str(results), "runs": runs}))
+    flat = tuple(o for pair in options.items() for o in pair)
+    session = ("-p", "tests.integration.v1_fault_session", "--v1-fault-plan", str(plan), "--triton-llm-report", str(report))
     try:
-        nodes = sorted({n for row in rows for n in _v1_nodes(row)})
-        given = {tuple(row.get("options", ())): None for row in rows}
-        options = (*(o for row_options in given for o in row_options), "--accuracy-samples", str(CLEAN_ARTICLES))
-        done = _run(up, proxy.start(), *nodes, options=(*options, "--triton-llm-report", str(report)))
+        done = _run(up, proxy.start(), *runs, options=(*flat, *session))
     finally:
         proxy.stop()
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert done.stdout.splitlines()[-1].startswith(f"{len(nodes)} passed"), done.stdout[-3000:]  # none skipped
-    if server == STAND_IN:
-        points = json.loads(report.read_text())["v1_perf"]
-        exact = {(bool(p["stand_in"]), p["lengths_held_by"], p["tokens_from"].split()[0]) for p in points.values()}
-        load_points = [n for n in nodes if "::test_load_point_over_v1[" in n]
-        assert (len(points), exact) == (len(load_points), {(True, "ignore_eos", "usage")}), points
+    assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    outcomes = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(outcomes) == sum(len(f) + 1 for f in runs.values()), done.stdout[-3000:]  # every planned run ran
+    return outcomes, json.loads(report.read_text())
 
 
-def _parts() -> list:
-    """Each row as the runs that show it: its /v1 tests alone (CI's fault step runs these), and its migration gate
-    tests with the row's Triton deployment beside them (marked triton_side: the full run's)."""
-    parts = []
-    for name, row in FAULTS.items():
-        v1 = _v1_nodes(row)
-        migration = [n for n in row["caught_by"] if n.startswith(MIGRATION_TESTS)]
-        if v1:
-            marks = [pytest.mark.trtllm_stand_in] if row.get("server") == STAND_IN else []
-            parts.append(pytest.param(name, tuple(v1), None, marks=marks, id=f"{name}-v1" if migration else name))
-        if migration:
-            marks = [pytest.mark.triton_side]
-            parts.append(
-                pytest.param(name, tuple(migration), row["deployment"], marks=marks, id=f"{name}-migration" if v1 else name)
-            )
-    return parts
+@pytest.mark.parametrize("server", [LLAMA, pytest.param(STAND_IN, marks=pytest.mark.trtllm_stand_in)])
+def test_each_fault_fails_the_tests_that_catch_it_and_they_pass_without_it(request, server, tmp_path):
+    """The server's rows (but the migration gate's tests, which need a Triton deployment: triton_side below) in as
+    few pytest sessions as their options allow, usually one: each catching test runs under each fault whose row names
+    it, then without a fault (the clean run: it must pass, not skip). On the stand-in the /v1 perf test's clean run
+    must have taken its exact path: lengths held by ignore_eos, tokens counted by the streamed usage."""
+    up = _upstream(request, server)
+    problems = []
+    for i, (options, faults) in enumerate(_sessions(server)):
+        outcomes, report = _one_session(up, options, faults, tmp_path / str(i))
+        for o in outcomes:  # under a fault a run must fail; without one it must pass
+            if o["outcome"] != ("failed" if o["fault"] else "passed"):
+                under = f"under {o['fault']}" if o["fault"] else "without a fault"
+                problems.append(f"{o['nodeid']} {o['outcome']} {under}")
+        if server == STAND_IN and (load_points := {o["nodeid"] for o in outcomes if "::test_load_point_over_v1[" in o["nodeid"]}):
+            points = report["v1_perf"]
+            exact = {(bool(p["stand_in"]), p["lengths_held_by"], p["tokens_from"].split()[0]) for p in points.values()}
+            assert (len(points), exact) == (len(load_points), {(True, "ignore_eos", "usage")}), points
+    assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("fault, nodes, deployment", _parts())
-def test_the_fault_fails_the_tests_that_catch_it(request, fault, nodes, deployment):
-    up = _upstream(request, FAULTS[fault].get("server", LLAMA))
+@pytest.mark.triton_side
+@pytest.mark.parametrize("fault", [name for name, row in FAULTS.items() if "deployment" in row])
+def test_the_fault_fails_the_migration_gate_tests_that_catch_it(request, fault):
+    """The row's migration gate tests, with its Triton deployment beside the proxy (about 2 minutes each: the full
+    run's; CI's migration step runs the gate without a fault)."""
+    row = FAULTS[fault]
+    up = _upstream(request, row.get("server", LLAMA))
+    nodes = [n for n in row["caught_by"] if n.startswith(MIGRATION_TESTS)]
     proxy = FaultProxy(up.url, fault)
     try:
-        done = _run(up, proxy.start(), *nodes, deployment=deployment, options=tuple(FAULTS[fault].get("options", ())))
+        done = _run(up, proxy.start(), *nodes, deployment=row["deployment"], options=tuple(row.get("options", ())))
     finally:
         proxy.stop()
     assert done.returncode == 1, done.stdout[-3000:]
