@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -214,3 +216,33 @@ def test_the_v1_accuracy_test_skips_without_openai_engine_before_loading_any_art
 def test_an_unreachable_endpoint_is_one_line_naming_the_url():
     with pytest.raises(OpenAITargetError, match=r"--openai-url http://127.0.0.1:9/v1: GET /v1/models failed"):
         OpenAITarget(openai_options("http://127.0.0.1:9/v1", [], None, None, None))
+
+
+def _post(url: str, body: bytes) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_the_fault_proxy_switches_its_fault_by_a_post_and_only_once_the_requests_it_serves_have_ended(server):
+    proxy = FaultProxy(server, None)
+    url = proxy.start()
+    completion = json.dumps({"model": "m", "prompt": "x", "max_tokens": 2}).encode()
+    try:
+        assert "model" not in json.loads(_post(url + "/completions", completion)[1])  # the canned answer names none
+        status, text = _post(proxy.switch_url, b"no_such_fault")
+        assert (status, proxy.fault) == (409, None) and b"no /v1 fault 'no_such_fault'" in text
+        assert _post(proxy.switch_url, b"response_names_another_model") == (200, b"fault: response_names_another_model")
+        assert json.loads(_post(url + "/completions", completion)[1])["model"] == "/checkpoints/m"
+        with proxy.serving():  # a request still answering (a stream drained for a gone client): the switch waits
+            switch = threading.Thread(target=_post, args=(proxy.switch_url, b""))
+            switch.start()
+            switch.join(0.5)
+            assert switch.is_alive() and proxy.fault == "response_names_another_model"
+        switch.join(10)
+        assert proxy.fault is None
+    finally:
+        proxy.stop()
