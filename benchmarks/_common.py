@@ -29,7 +29,7 @@ def results_path(name: str, smoke: bool, out: Path | None) -> Path:
 def write_results(path: Path, document: dict, smoke: bool, say) -> None:
     """Write `document` to `path`; an earlier file there is kept aside (files.keep_previous), except the smoke
     run's own scratch file, which is simply replaced."""
-    from pytest_triton_llm.files import keep_previous, write_json
+    from pytest_triton_llm.common.files import keep_previous, write_json
 
     path = Path(path)
     scratch = smoke and path.parent == SMOKE_RESULTS
@@ -41,7 +41,7 @@ def write_results(path: Path, document: dict, smoke: bool, say) -> None:
 
 def local_runtime(cache_root: Path, progress):
     """The embedded tritonserver, through the runtime registry (as a pytest session or `serve` creates it)."""
-    from pytest_triton_llm.runtimes import RUNTIMES, ServerOptions
+    from pytest_triton_llm.stack.runtimes import RUNTIMES, ServerOptions
 
     return RUNTIMES["local"].create(ServerOptions(), cache_root, progress)
 

@@ -83,16 +83,16 @@ from _common import ROOT, BenchmarkFailed, check_aiperf, results_path, stat, wri
 
 sys.path.insert(0, str(ROOT))
 
-from pytest_triton_llm.cache import EngineCache  # noqa: E402
-from pytest_triton_llm.deployments import DeploymentManager  # noqa: E402
-from pytest_triton_llm.engines import check_lock  # noqa: E402
+from pytest_triton_llm.stack.cache import EngineCache  # noqa: E402
+from pytest_triton_llm.stack.deployments import DeploymentManager  # noqa: E402
+from pytest_triton_llm.stack.engines import check_lock  # noqa: E402
 from pytest_triton_llm.triton.load import Target, run_load  # noqa: E402
-from pytest_triton_llm.lock import load_lock  # noqa: E402
+from pytest_triton_llm.stack.lock import load_lock  # noqa: E402
 from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
 from pytest_triton_llm.perf.workload import PerfRequest, encode  # noqa: E402
-from pytest_triton_llm.progress import Progress  # noqa: E402
+from pytest_triton_llm.common.progress import Progress  # noqa: E402
 from pytest_triton_llm.triton.tensor_contract import NO_END, Sampling, returned_ids, returned_token_count  # noqa: E402
-from pytest_triton_llm.tables import table  # noqa: E402
+from pytest_triton_llm.common.tables import table  # noqa: E402
 
 DEPLOYMENT = "smollm2-135m:inflight"
 FULL = {"concurrency": [1, 4, 8], "input_tokens": 32, "output_tokens": 32, "warmup": 2}  # the perf suite's default

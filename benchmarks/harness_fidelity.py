@@ -42,17 +42,17 @@ from _common import ROOT, BenchmarkFailed, aiperf_version, check_aiperf, local_r
 
 sys.path.insert(0, str(ROOT))
 
-from pytest_triton_llm.cache import EngineCache  # noqa: E402
+from pytest_triton_llm.stack.cache import EngineCache  # noqa: E402
 from _stream_server import StreamServer  # noqa: E402
-from pytest_triton_llm.endpoints import Endpoints  # noqa: E402
-from pytest_triton_llm.engines import backend_of  # noqa: E402
+from pytest_triton_llm.host.endpoints import Endpoints  # noqa: E402
+from pytest_triton_llm.stack.engines import backend_of  # noqa: E402
 from pytest_triton_llm.triton.load import Target, run_load  # noqa: E402
-from pytest_triton_llm.lock import load_lock  # noqa: E402
+from pytest_triton_llm.stack.lock import load_lock  # noqa: E402
 from pytest_triton_llm.perf.metrics import summarize  # noqa: E402
-from pytest_triton_llm.progress import Progress  # noqa: E402
-from pytest_triton_llm.runtimes import Launch  # noqa: E402
+from pytest_triton_llm.common.progress import Progress  # noqa: E402
+from pytest_triton_llm.stack.runtimes import Launch  # noqa: E402
 from pytest_triton_llm.triton.tensor_contract import ensemble_inputs  # noqa: E402
-from pytest_triton_llm.tables import table  # noqa: E402
+from pytest_triton_llm.common.tables import table  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
 TEMPLATE = '{"text_input": {{ text|tojson }}, "max_tokens": {{ max_tokens or 8 }}}'

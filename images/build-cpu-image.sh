@@ -24,7 +24,7 @@ docker info > /dev/null 2>&1 || fail "no docker daemon answers (start dockerd, o
 host_minor=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 [ "$host_minor" = "$PYTHON_MINOR" ] || \
   fail "the wheelhouse must be built by Python $PYTHON_MINOR (the image's), not $host_minor: set PYTHON"
-triton_version=$("$PYTHON" -c 'from pytest_triton_llm.runtimes.tritonserver_wheel import locate; print(locate().triton_version)')
+triton_version=$("$PYTHON" -c 'from pytest_triton_llm.stack.runtimes.tritonserver_wheel import locate; print(locate().triton_version)')
 IMAGE=${IMAGE:-pytest-triton-llm/cpu:$triton_version}
 BASE=pytest-triton-llm/base:$SUITE-python$PYTHON_MINOR
 

@@ -8,13 +8,13 @@ import pytest
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
 from pytest_triton_llm.verdicts.equality import rule_of
-from pytest_triton_llm.files import fixtures_dir
+from pytest_triton_llm.common.files import fixtures_dir
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
-from pytest_triton_llm.plugin import deselect, perf_settings
-from pytest_triton_llm.prompts import Prompts, load_prompts
-from pytest_triton_llm.repository import template_family
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.plugin.hooks import deselect, perf_settings
+from pytest_triton_llm.common.prompts import Prompts, load_prompts
+from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.common.schema import load_toml
 
 FIXTURES = fixtures_dir()
 

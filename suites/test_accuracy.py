@@ -25,7 +25,7 @@ from pytest_triton_llm.accuracy.verdicts import (
     judge_drift,
     planned_detectable_drop,
 )
-from pytest_triton_llm.tables import table
+from pytest_triton_llm.common.tables import table
 
 # an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
 pytestmark = [pytest.mark.accuracy, pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")]

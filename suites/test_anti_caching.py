@@ -19,8 +19,8 @@ import yaml
 
 from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.perf.workload import PerfRequest, encode
-from pytest_triton_llm.repository import template_family
-from pytest_triton_llm.repository.llmapi import llmapi_family, model_yaml
+from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.stack.repository.llmapi import llmapi_family, model_yaml
 from pytest_triton_llm.triton.tensor_contract import config_parameters, flag
 
 pytestmark = pytest.mark.perf

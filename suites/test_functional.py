@@ -12,7 +12,7 @@ import pytest
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
 from pytest_triton_llm.verdicts.equality import compare_texts
-from pytest_triton_llm.repository import ENTRY_MODELS, entry_models
+from pytest_triton_llm.stack.repository import ENTRY_MODELS, entry_models
 from pytest_triton_llm.triton.tensor_contract import NO_END
 
 pytestmark = pytest.mark.functional

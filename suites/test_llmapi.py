@@ -11,10 +11,10 @@ import pytest
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
 from pytest_triton_llm.verdicts.equality import compare_texts
-from pytest_triton_llm.files import fixtures_dir
+from pytest_triton_llm.common.files import fixtures_dir
 from pytest_triton_llm.triton.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
-from pytest_triton_llm.repository.llmapi import llmapi_family
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.stack.repository.llmapi import llmapi_family
+from pytest_triton_llm.common.schema import load_toml
 
 TOKENS = 24
 

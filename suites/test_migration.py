@@ -15,7 +15,7 @@ import time
 import pytest
 
 from pytest_triton_llm.verdicts.equality import compare_texts
-from pytest_triton_llm.hardware import hardware_class
+from pytest_triton_llm.host.hardware import hardware_class
 from pytest_triton_llm.perf.budgets import find_budget
 
 pytestmark = pytest.mark.migration

@@ -15,23 +15,25 @@ The terminal summary says per load point whether it was judged, by which budget,
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import pytest
 
-from pytest_triton_llm.hardware import hardware_class
+from pytest_triton_llm.host.hardware import hardware_class
 from pytest_triton_llm.triton.load import Target, run_load
-from pytest_triton_llm.lock import DUMMY
+from pytest_triton_llm.stack.lock import DUMMY
 from pytest_triton_llm.perf.baseline import comparable
-from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
+from pytest_triton_llm.perf.client_processes import free_cores, load_processes
 from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
 from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.monitor import monitor_load
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
+from pytest_triton_llm.perf.rounds import Side, measure_rounds
 from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
-from pytest_triton_llm.selection import has_dummy_weights
+from pytest_triton_llm.plugin.selection import has_dummy_weights
 
 pytestmark = pytest.mark.perf
 # the report's word on which definition each metric follows (the terminal summary prints the summary line)
@@ -62,45 +64,27 @@ def test_load_point(
     streaming = triton_llm.client.decoupled  # token by token wherever the model can
     options = triton_llm_perf_options
     reference = triton_llm_perf_reference  # --perf-against: measured beside this deployment, round by round
-    sides = [triton_llm] if reference is None else [triton_llm, reference]
     # each side's own encoding (token ids, or text for an llmapi model) and streaming, of the same requests
-    loads = {
-        s.id: (
+    served_sides = [triton_llm] if reference is None else [triton_llm, reference]
+    sides = [
+        Side(
+            f"perf: {s.id}",
+            s.id,
             Target(s.server.endpoints),
             encode(requests, s.client, workload.fixed_output, s.client.decoupled),
             encode(warmup, s.client, workload.fixed_output, s.client.decoupled),
+            # load processes per side: --perf-workers, else by the clients and the cores its server leaves this host
+            load_processes(options.workers, point, free_cores(s.hardware == "cpu")),
+            # both sides monitored: the same overhead
+            partial(monitor_load, s, options.scrape_ms, triton_llm_report.run),
         )
-        for s in sides
-    }
-    # load processes per side: --perf-workers, else by the clients and the cores its server leaves this host
-    processes = {s.id: load_processes(options.workers, point, free_cores(s.hardware == "cpu")) for s in sides}
-    runs, reference_runs, records_all, seconds_all, series = [], [], [], 0.0, []
-    for repeat in range(1, options.repeats + 1):
-        label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
-        for served in sides if repeat % 2 else sides[::-1]:  # A B B A ...: neither side always goes first
-            offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
-            with (
-                triton_llm_progress.step(
-                    f"perf: {served.id} {point_name}{label} ({len(requests)} requests, workload {workload_name})"
-                ),
-                monitor_load(served, options.scrape_ms, triton_llm_report.run) as watch,  # both sides: same overhead
-            ):
-                records, seconds = run_load(*loads[served.id], seed=workload.seed, workers=processes[served.id], **point)
-            if options.records:
-                identity = dict(deployment=served.id, load_point=point_name, workload=workload_name, repeat=repeat)
-                write_records(options.records, records, offset_ns, **identity)
-            summary = watch.attach(summarize(records, seconds), records)  # + server_metrics, gpu_telemetry
-            summary["client"] = client_figures(records, seconds)  # did the load generator keep up
-            if served is reference:
-                reference_runs.append(summary)
-                continue
-            runs.append(summary)
-            series.append(watch.series)
-            records_all += records
-            seconds_all += seconds
-    result = load_point_result(runs, records_all, seconds_all, options)
-    if any(series):  # one per run: moved to <report>.series.json when the run ends
-        result["series"] = series
+        for s in served_sides
+    ]
+    measured, *against = measure_rounds(sides, point_name, point, workload_name, workload.seed, options, triton_llm_progress)
+    runs, reference_runs = measured.runs, (against[0].runs if against else [])
+    result = load_point_result(runs, measured.records, measured.seconds, options)
+    if any(measured.series):  # one per run: moved to <report>.series.json when the run ends
+        result["series"] = measured.series
     triton_llm_report.record_run("perf_definitions", PERF_DEFINITIONS)
     # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
     identity = dict(
@@ -152,7 +136,7 @@ def test_load_point(
     who = f"{triton_llm.id} {point_name}"
     problems = judge_budget(budgets_file, budgets, identity, result, runs, options, who)
 
-    problems += client_problems(runs, processes[triton_llm.id], options, who)
+    problems += client_problems(runs, sides[0].workers, options, who)
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
         result["noisy"] = noisy_metrics
         warnings.warn(

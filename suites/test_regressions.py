@@ -16,11 +16,11 @@ from tritonclient.utils import np_to_triton_dtype
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
 from pytest_triton_llm.verdicts.equality import compare_texts
-from pytest_triton_llm.files import fixtures_dir
+from pytest_triton_llm.common.files import fixtures_dir
 from pytest_triton_llm.triton.llmapi_contract import SAMPLING as LLMAPI_SAMPLING
 from pytest_triton_llm.triton.llmapi_contract import output_text
-from pytest_triton_llm.repository import entry_models
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.stack.repository import entry_models
+from pytest_triton_llm.common.schema import load_toml
 from pytest_triton_llm.triton.server_metrics import trtllm_gauges
 from pytest_triton_llm.triton.tensor_contract import NO_END, SAMPLING_INPUTS, Unbatched, config_parameters, returned_ids
 

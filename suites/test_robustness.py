@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from pytest_triton_llm.triton.client import GenerationError, Sampling
-from pytest_triton_llm.repository import template_family
-from pytest_triton_llm.repository.llmapi import llmapi_family
+from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.stack.repository.llmapi import llmapi_family
 from pytest_triton_llm.triton.tensor_contract import NO_END, Unbatched
 
 pytestmark = pytest.mark.robustness

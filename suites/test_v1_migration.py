@@ -26,7 +26,7 @@ from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.openai.migration import PairsFileError
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import median_run
-from pytest_triton_llm.tables import table
+from pytest_triton_llm.common.tables import table
 from pytest_triton_llm.openai.load import V1Target
 
 pytestmark = pytest.mark.migration

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_llm.hardware import hardware_class
-from pytest_triton_llm.triton.load import run_load
-from pytest_triton_llm.perf.client_processes import client_figures, free_cores, load_processes
+from pytest_triton_llm.host.hardware import hardware_class
+from pytest_triton_llm.perf.client_processes import free_cores, load_processes
 from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
-from pytest_triton_llm.perf.metrics import summarize
-from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
+from pytest_triton_llm.perf.rounds import Side, measure_rounds
 from pytest_triton_llm.perf.workload import synthetic_requests
-from pytest_triton_llm.report import V1_PERF
+from pytest_triton_llm.plugin.report import V1_PERF
 from pytest_triton_llm.openai.load import V1Target, v1_bodies
 
 pytestmark = pytest.mark.perf
@@ -57,23 +55,10 @@ def test_load_point_over_v1(
     target = V1Target(given.url, given.headers, given.ca_file)
     served = openai_target.hardware  # this host's for a loopback URL, else REMOTE
     workers = load_processes(options.workers, point, free_cores(served == "cpu"))
-    runs, records_all, seconds_all = [], [], 0.0
-    for repeat in range(1, options.repeats + 1):
-        label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
-        offset_ns = epoch_offset_ns()
-        with triton_llm_progress.step(
-            f"perf over /v1: {given.url} {point_name}{label} ({len(bodies)} requests, workload {workload_name})"
-        ):
-            records, seconds = run_load(target, bodies, warmup_bodies, seed=workload.seed, workers=workers, **point)
-        if options.records:
-            identity = dict(deployment=f"openai {given.url}", load_point=point_name, workload=workload_name, repeat=repeat)
-            write_records(options.records, records, offset_ns, **identity)
-        summary = summarize(records, seconds)
-        summary["client"] = client_figures(records, seconds)
-        runs.append(summary)
-        records_all += records
-        seconds_all += seconds
-    result = load_point_result(runs, records_all, seconds_all, options)
+    side = Side(f"perf over /v1: {given.url}", f"openai {given.url}", target, bodies, warmup_bodies, workers)
+    [measured] = measure_rounds([side], point_name, point, workload_name, workload.seed, options, triton_llm_progress)
+    runs = measured.runs
+    result = load_point_result(runs, measured.records, measured.seconds, options)
     identity = dict(
         engine=given.engine or openai_target.model,
         deployment=openai_target.deployment,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.plugin import MARKERS
+from pytest_triton_llm.plugin.hooks import MARKERS
 
 
 def test_options_are_in_a_triton_llm_group(pytester):

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TritonLLMError
+from ..common.errors import TritonLLMError
 
 HUB_NAME, HUB_CONFIG = "cnn_dailymail", "3.0.0"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import keep_previous, read_document, write_json
+from ..common.files import keep_previous, read_document, write_json
 from .rouge import pairwise_rouge_l, per_article_scores
-from ..errors import TritonLLMError
+from ..common.errors import TritonLLMError
 
 SCHEMA = 1
 KIND = "pytest-triton-llm accuracy outputs"

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from ..tables import table
+from ..common.tables import table
 from .rouge import METRICS, per_article_scores, rouge_scores
 from .verdicts import THRESHOLD_HEADER, InconclusiveAccuracy, judge_thresholds
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ..usage import OptionError
+from ..common.usage import OptionError
 from .drift import check_paths
 from .verdicts import VerdictRule
 

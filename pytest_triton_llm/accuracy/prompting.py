@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..lock import Accuracy
+from ..stack.lock import Accuracy
 from .dataset import Article
 
 _PLAIN = "{instruction}\n\n{article}\n\nSummary:"

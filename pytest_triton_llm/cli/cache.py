@@ -12,9 +12,9 @@ from pathlib import Path
 
 from filelock import Timeout
 
-from ..cache import MANIFEST, EngineCache
-from ..progress import human_bytes
-from ..errors import TritonLLMError
+from ..stack.cache import MANIFEST, EngineCache
+from ..common.progress import human_bytes
+from ..common.errors import TritonLLMError
 
 KINDS = ("engine", "adapter")  # entry folders engines/ and adapters/, as EngineCache.entry_dir names them
 _ENTRY = re.compile(r"(?P<name>.+)-(?P<key>[0-9a-f]{12})")

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 from .cache import CacheAdminError, list_cache, prune, render_listing, render_pruned
-from ..errors import TritonLLMError
+from ..common.errors import TritonLLMError
 from ..faults.campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
-from ..options import DEFAULT_CACHE, DEFAULT_LOCK
-from ..runtimes import warm
+from ..plugin.options import DEFAULT_CACHE, DEFAULT_LOCK
+from ..stack.runtimes import warm
 from .serve import (
     add_arguments,
     add_llama_cpp_arguments,

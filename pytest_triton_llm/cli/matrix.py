@@ -6,10 +6,10 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..errors import TritonLLMError
-from ..images import NO_IMAGE
-from ..lock import DUMMY, DUMMY_LABEL
-from ..perf_judged import judged_by
+from ..common.errors import TritonLLMError
+from ..host.images import NO_IMAGE
+from ..stack.lock import DUMMY, DUMMY_LABEL
+from ..perf.judged_by import judged_by
 
 
 class ReportError(TritonLLMError, ValueError):
@@ -57,7 +57,7 @@ def column(document: dict, path: Path) -> str:
     if image and image != NO_IMAGE:
         return image.removeprefix("nvcr.io/nvidia/tritonserver:").removesuffix("-python-py3")
     versions = {d.get("server_version") for d in document.get("deployments", {}).values()} - {None}
-    # pytest ran inside a serving image, on the image's own tritonserver (runtimes/discovery.py)
+    # pytest ran inside a serving image, on the image's own tritonserver (stack/runtimes/discovery.py)
     where = "in-image" if document.get("server", {}).get("origin") == "the serving image's" else "local"
     return f"{where} (Triton {', '.join(sorted(versions))})" if versions else path.stem
 

@@ -13,16 +13,16 @@ import threading
 from pathlib import Path
 
 from ..openai import llama_cpp, trtllm_serve
-from ..cache import EngineCache
-from ..deployments import DeploymentManager
-from ..engines import check_lock
+from ..stack.cache import EngineCache
+from ..stack.deployments import DeploymentManager
+from ..stack.engines import check_lock
 from ..faults import fault_named
-from ..lock import load_lock
-from ..options import DEFAULT_LOCK, add_engine_options, add_server_options, runtime_name, server_options
-from ..processes import reap_orphans, shielded
-from ..progress import Progress
-from ..repository import entry_models
-from ..runtimes import RUNTIMES
+from ..stack.lock import load_lock
+from ..plugin.options import DEFAULT_LOCK, add_engine_options, add_server_options, runtime_name, server_options
+from ..host.processes import reap_orphans, shielded
+from ..common.progress import Progress
+from ..stack.repository import entry_models
+from ..stack.runtimes import RUNTIMES
 
 
 class _Declare:

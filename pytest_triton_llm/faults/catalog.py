@@ -3,7 +3,7 @@
 
 Each row names the bug (repository, number, title), the versions it hit, what the stand-in does to reproduce its
 observable symptom, the model it lives in and the markers whose tests must catch it. The behaviour itself is code in
-the stand-in models (reference_backend/models/*), switched on by a config parameter of the same name; it can only be
+the stand-in models (stand_ins/triton_models/*), switched on by a config parameter of the same name; it can only be
 injected where the project's stand-in serves that model, never into upstream's code or TensorRT-LLM.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..files import fixtures_dir
-from ..schema import SchemaError, build, load_toml
+from ..common.files import fixtures_dir
+from ..common.schema import SchemaError, build, load_toml
 
 MODELS = ("tensorrt_llm", "preprocessing", "postprocessing", "tensorrt_llm_bls")
 NOT_CLEAN = "this is not a clean run: its results say what the suites catch, nothing about the stack"
@@ -41,7 +41,7 @@ class Fault:
     smoke: bool = False  # the campaign's --smoke runs it (a quick sample of the catalog, with the clean runs)
     stops_loading: bool = False  # it keeps its deployment from loading: a session that stops before ready catches it
     # why it needs a server of its own (its model reads it while loading, or it leaves the model changed after it is
-    # off); "": a warm server switches it on for one session and off after (runtimes/warm.py)
+    # off); "": a warm server switches it on for one session and off after (stack/runtimes/warm.py)
     own_server: str = ""
 
     def __post_init__(self):

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache import BuiltEngine, EngineCache
+from ..stack.cache import BuiltEngine, EngineCache
 from .convert import peft_to_trtllm
 from .recipes import AdapterRecipe
-from ..errors import TritonLLMError
+from ..common.errors import TritonLLMError
 
 ADAPTER_BUILDER = {"backend": "peft", "builder_version": 1}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..schema import SchemaError, build, load_toml
+from ..common.schema import SchemaError, build, load_toml
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import TritonLLMError
-from ..processes import ManagedProcess, start_until_ready
+from ..common.errors import TritonLLMError
+from ..host.processes import ManagedProcess, start_until_ready
 
 DONE = "[DONE]"  # the event that ends an OpenAI stream
-# the header every answer of the project's trtllm-serve stand-in carries (reference_backend/trtllm_serve/server.py),
+# the header every answer of the project's trtllm-serve stand-in carries (stand_ins/trtllm_serve/server.py),
 # with the project's version: a real server never sends it
 STAND_IN_HEADER = "x-triton-llm-stand-in"
 

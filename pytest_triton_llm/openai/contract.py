@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..schema import SchemaError, build, load_toml
+from ..common.schema import SchemaError, build, load_toml
 
 FAMILIES_FILE = Path(__file__).with_name("openai_families.toml")
 Support = Literal["yes", "partial", "ignored", "refused", "unknown"]

@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..files import fixtures_dir
+from ..common.files import fixtures_dir
 from .client import DONE, STAND_IN_HEADER, sse_events
-from ..schema import load_toml
+from ..common.schema import load_toml
 
 FAULTS_FILE = fixtures_dir() / "openai_faults.toml"
 Events = list[dict]  # a stream's JSON chunks, in order ([DONE] apart)

@@ -10,14 +10,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engines.sources import fetch_source
-from ..errors import TritonLLMError
-from ..lock import Lock
+from ..stack.engines.sources import fetch_source
+from ..common.errors import TritonLLMError
+from ..stack.lock import Lock
 from .client import OpenAIEndpoint, start_until_listed
-from ..processes import ManagedProcess
-from ..progress import Progress
-from ..runtimes.ports import free_ports
-from ..runtimes.server import cpu_share, serving_environment
+from ..host.processes import ManagedProcess
+from ..common.progress import Progress
+from ..stack.runtimes.ports import free_ports
+from ..stack.runtimes.server import cpu_share, serving_environment
 
 CONTEXT = 2048  # tokens: the lock's max_input_len + max_output_len of the embedded default fit
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..verdicts.equality import Rule
-from ..errors import TritonLLMError
-from ..files import fixtures_dir
-from ..schema import load_toml
+from ..common.errors import TritonLLMError
+from ..common.files import fixtures_dir
+from ..common.schema import load_toml
 
 PAIRS_FILE = fixtures_dir() / "openai_migration.toml"
 KEYS = {"equality", "min_throughput_ratio", "max_rouge_drop"}

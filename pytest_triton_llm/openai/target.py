@@ -11,13 +11,13 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import TritonLLMError
-from ..hardware import REMOTE, hardware
-from ..lock import Engine
+from ..common.errors import TritonLLMError
+from ..host.hardware import REMOTE, hardware
+from ..stack.lock import Engine
 from .client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from .contract import ErrorCase, Family, load_families
-from ..tokenizer_source import TokenizerNotFound, load_named_tokenizer
-from ..usage import OptionError, header_pairs
+from ..triton.tokenizer_source import TokenizerNotFound, load_named_tokenizer
+from ..common.usage import OptionError, header_pairs
 
 
 class OpenAITargetError(TritonLLMError, RuntimeError):

@@ -1,4 +1,4 @@
-"""The project's trtllm-serve stand-in (reference_backend/trtllm_serve): the reference model of a lock engine behind
+"""The project's trtllm-serve stand-in (stand_ins/trtllm_serve): the reference model of a lock engine behind
 trtllm-serve's OpenAI protocol, for the /v1 checks that only trtllm-serve's own fields can show (ignore_eos, min_tokens,
 streamed usage, the 400 for an unknown field, /perf_metrics). Its code and the reference engine's modules it imports by
 bare name are copied into a run directory and started as `python server.py CHECKPOINT` on 127.0.0.1, as a managed
@@ -17,18 +17,18 @@ from pathlib import Path
 
 import yaml
 
-from ..cache import EngineCache
-from ..engines import BuildSite, backend_of
-from ..errors import TritonLLMError
-from ..lock import Lock
+from ..stack.cache import EngineCache
+from ..stack.engines import BuildSite, backend_of
+from ..common.errors import TritonLLMError
+from ..stack.lock import Lock
 from .client import OpenAIEndpoint, start_until_listed
-from ..processes import ManagedProcess
-from ..progress import Progress
-from ..repository.stand_in import version
-from ..runtimes.ports import free_ports
-from ..runtimes.server import serving_environment
+from ..host.processes import ManagedProcess
+from ..common.progress import Progress
+from ..stack.repository.stand_in import version
+from ..stack.runtimes.ports import free_ports
+from ..stack.runtimes.server import serving_environment
 
-CODE = resources.files("pytest_triton_llm") / "reference_backend"
+CODE = resources.files("pytest_triton_llm") / "stand_ins"
 # the stand-in's own modules, and the reference engine's modules it imports by bare name
 MODULES = (
     ("trtllm_serve", "server.py"),
@@ -40,7 +40,7 @@ MODULES = (
     ("models/common", "served_contract.py"),
     ("models/llmapi", "prefix_cache.py"),
 )
-SHARED = resources.files("pytest_triton_llm") / "hf_tokenizer.py"
+SHARED = resources.files("pytest_triton_llm") / "triton" / "hf_tokenizer.py"
 MAX_SEQ_LEN = 2048  # tokens, as the llama.cpp server's context: the embedded default's lengths fit
 
 

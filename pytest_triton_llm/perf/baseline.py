@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import keep_previous, read_document, write_json
+from ..common.files import keep_previous, read_document, write_json
 from ..verdicts.significance import paired_drop, welch_compare
 from .metrics import STATS, metric_value
-from ..errors import TritonLLMError
+from ..common.errors import TritonLLMError
 
 KIND = "pytest-triton-llm perf baseline"
 SCHEMA = 1

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..schema import SchemaError, build, load_toml
+from ..common.schema import SchemaError, build, load_toml
 from ..verdicts.significance import against_budget
 from .metrics import metric_value
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from ..tables import table
+from ..common.tables import table
 from .budgets import find_budget
 from .client_processes import BUSY_LOOP
 from .mlperf import judge as judge_mlperf

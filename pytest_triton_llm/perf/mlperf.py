@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..triton.load import RequestRecord
-from ..schema import SchemaError, build, load_toml
+from ..common.schema import SchemaError, build, load_toml
 from .metrics import tpot_s, ttft_s
 
 PERCENTILE = 0.99  # loadgen/mlperf.conf: *.Server.target_latency_percentile = 99

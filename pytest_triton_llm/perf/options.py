@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ..files import fixtures_dir
-from ..schema import SchemaError
-from ..usage import OptionError
+from ..common.files import fixtures_dir
+from ..common.schema import SchemaError
+from ..common.usage import OptionError
 from .baseline import FailRule, load_baseline
 from ..verdicts.significance import Slo
 from .budgets import Budget, load_budgets

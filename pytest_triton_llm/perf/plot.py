@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..lock import DUMMY_LABEL
+from ..stack.lock import DUMMY_LABEL
 
 
 def _sweep(points: dict) -> tuple[list, list]:

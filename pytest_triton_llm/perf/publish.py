@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..lock import DUMMY
-from ..progress import Progress
+from ..stack.lock import DUMMY
+from ..common.progress import Progress
 from .baseline import save_baseline
 from .plot import plot_latency_vs_throughput
 from .series import take_series, write_series

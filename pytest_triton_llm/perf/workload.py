@@ -12,7 +12,7 @@ import random
 import numpy as np
 
 from ..triton.client import LLMClient
-from ..schema import SchemaError, build, load_toml
+from ..common.schema import SchemaError, build, load_toml
 from ..triton.tensor_contract import NO_END, Inputs, Sampling
 
 

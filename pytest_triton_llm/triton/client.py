@@ -28,7 +28,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from ..endpoints import Endpoints
+from ..host.endpoints import Endpoints
 from .llmapi_contract import LlmapiRequestError, llmapi_inputs, output_text, speaks_llmapi
 from .load import Target, json_body, run_load
 from .server_metrics import Gauges, GaugeWatch, trtllm_gauges

@@ -22,7 +22,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..endpoints import Endpoints
+from ..host.endpoints import Endpoints
 from .streaming import StreamError, sse_payload
 from .tensor_contract import Inputs, Unbatched, batched, returned_token_count
 

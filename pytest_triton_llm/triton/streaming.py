@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from ..endpoints import Endpoints
+from ..host.endpoints import Endpoints
 from .tensor_contract import returned_ids
 
 

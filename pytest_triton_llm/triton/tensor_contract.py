@@ -4,7 +4,7 @@ Input names (and TensorRT-LLM 0.20's renames), how requests are encoded as tenso
 lists, the stop signal, how the tensorrt_llm outputs are read, and model parameters. Self-contained (numpy only): the
 client and the load generator use it, and it is copied next to the reference python models in a rendered repository,
 which import by its bare name what both sides share (the renames, word-list packing, parameters); the serving half is
-theirs alone (reference_backend/models/common/served_contract.py), so that a bug both shared could not hide.
+theirs alone (stand_ins/triton_models/common/served_contract.py), so that a bug both shared could not hide.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_llm.openai import llama_cpp as llama_cpp_server
-from pytest_triton_llm.engines.sources import fetch_source
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.stack.engines.sources import fetch_source
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.common.progress import Progress
 
 from ..conftest import BUILT_CACHE, need_tool
 

@@ -8,8 +8,8 @@ import subprocess
 import docker
 import pytest
 
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.tensorrtllm.executors import ContainerExecutor
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.engines.tensorrtllm.executors import ContainerExecutor
 
 pytestmark = pytest.mark.container
 

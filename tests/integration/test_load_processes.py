@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_llm.triton.load import Target, arrival_offsets, run_load
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.runtimes import RUNTIMES, Launch, ServerOptions
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.stack.runtimes import RUNTIMES, Launch, ServerOptions
 from pytest_triton_llm.triton.tensor_contract import ensemble_inputs
 
 from ..conftest import ROOT

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.runtimes.tritonserver_wheel import locate
+from pytest_triton_llm.stack.runtimes.tritonserver_wheel import locate
 
 from ..conftest import processes_mentioning
 

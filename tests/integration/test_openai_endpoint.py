@@ -16,8 +16,8 @@ import pytest
 from pytest_triton_llm.openai import llama_cpp as llama_cpp_server
 from pytest_triton_llm.openai.client import OpenAIEndpoint, OpenAIRequestError
 from pytest_triton_llm.openai.target import OpenAITarget, openai_options
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.repository.stand_in import version
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.stack.repository.stand_in import version
 
 from ..conftest import BUILT_CACHE
 from .conftest import ROOT

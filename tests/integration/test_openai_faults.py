@@ -15,11 +15,11 @@ import pytest
 
 from pytest_triton_llm.openai import llama_cpp as llama_cpp_server
 from pytest_triton_llm.openai import trtllm_serve as trtllm_serve_stand_in
-from pytest_triton_llm.cache import EngineCache
-from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.stack.cache import EngineCache
+from pytest_triton_llm.stack.lock import load_lock
 from pytest_triton_llm.openai.fault_proxy import FAULTS_FILE, FaultProxy
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.common.schema import load_toml
 
 from ..conftest import BUILT_CACHE
 from .conftest import ROOT

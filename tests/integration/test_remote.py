@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.runtimes.ports import free_ports
+from pytest_triton_llm.stack.runtimes.ports import free_ports
 
 from ..conftest import ROOT, need_tool, processes_mentioning, run_child
 from .serving import start_serving

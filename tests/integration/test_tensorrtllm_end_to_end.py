@@ -2,7 +2,7 @@
 built by the stand-in TensorRT-LLM 0.14.0 (tests/stand_ins/tensorrt_llm: convert_checkpoint.py -> trtllm-build ->
 engine directory) through the product's local build, rendered from the 24.10 templates for Triton's tensorrtllm
 backend with upstream's own preprocessing, postprocessing and BLS of tensorrtllm_backend v0.14.0 (--trtllm-models:
-../shared/upstream, checked file by file against repository/upstream_models.toml), served on the embedded Triton 2.51
+../shared/upstream, checked file by file against stack/repository/upstream_models.toml), served on the embedded Triton 2.51
 with only its tensorrt_llm model swapped for the reference stand-in (--trtllm-stand-in), and the functional suite
 passing through it. What is not proved here: real TensorRT-LLM kernels and the C++ backend."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.cache import EngineCache, file_sha256
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.options import DEFAULT_CACHE
-from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.stack.cache import EngineCache, file_sha256
+from pytest_triton_llm.stack.engines import backend_of
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.plugin.options import DEFAULT_CACHE
+from pytest_triton_llm.common.progress import Progress
 
 from ..conftest import run_child
 from ..third_party import UPSTREAM, needs_upstream

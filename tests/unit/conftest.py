@@ -5,10 +5,10 @@ modules too: tensor_contract and hf_tokenizer)."""
 import sys
 from pathlib import Path
 
-from pytest_triton_llm import hf_tokenizer
+from pytest_triton_llm.triton import hf_tokenizer
 from pytest_triton_llm.triton import tensor_contract
 
-MODELS = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "reference_backend" / "models"
+MODELS = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "stand_ins" / "triton_models"
 for directory in (MODELS / "tensorrt_llm", MODELS / "preprocessing", MODELS / "common"):
     if str(directory) not in sys.path:
         sys.path.insert(0, str(directory))

@@ -18,7 +18,7 @@ from pytest_triton_llm.accuracy.drift import (
 from pytest_triton_llm.accuracy.prompting import build_prompt, user_message
 from pytest_triton_llm.accuracy.rouge import rouge_scores
 from pytest_triton_llm.accuracy.verdicts import VerdictRule, judge_drift, judge_thresholds, planned_detectable_drop
-from pytest_triton_llm.lock import Accuracy
+from pytest_triton_llm.stack.lock import Accuracy
 
 pytest.importorskip("datasets", reason="the reference extra is not installed")
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm import lock
-from pytest_triton_llm.runtimes import RUNTIMES
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.stack import lock
+from pytest_triton_llm.stack.runtimes import RUNTIMES
+from pytest_triton_llm.common.schema import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_triton_llm"
 # the reference backend's python models import their siblings by bare name, as Triton's stub runs them
-MODEL_MODULES = {p.stem for p in (PACKAGE / "reference_backend" / "models").rglob("*.py")}
+MODEL_MODULES = {p.stem for p in (PACKAGE / "stand_ins" / "triton_models").rglob("*.py")}
 MODEL_MODULES |= {"tensor_contract", "llmapi_contract", "hf_tokenizer"}
 
 
@@ -34,12 +34,12 @@ def test_lint_imports_keeps_every_contract():
     assert f"Contracts: {len(contracts())} kept, 0 broken." in done.stdout
 
 
-def test_the_reference_backend_contract_forbids_every_harness_module():
+def test_the_stand_ins_contract_forbids_every_harness_module():
     top_level = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
     top_level |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     forbidden = next(c for c in contracts() if c["type"] == "forbidden")
-    assert forbidden["source_modules"] == ["pytest_triton_llm.reference_backend"]
-    assert {m.removeprefix("pytest_triton_llm.") for m in forbidden["forbidden_modules"]} == top_level - {"reference_backend"}
+    assert forbidden["source_modules"] == ["pytest_triton_llm.stand_ins"]
+    assert {m.removeprefix("pytest_triton_llm.") for m in forbidden["forbidden_modules"]} == top_level - {"stand_ins"}
 
 
 def _function_level_internal_imports(path: Path) -> list[str]:
@@ -79,8 +79,8 @@ def test_no_internal_import_hides_inside_a_function(tree):
 def test_the_engines_contract_holds_every_engine_backend_but_the_reference_one():
     engines = PACKAGE / "engines"
     modules = {p.stem for p in engines.glob("*.py")} | {p.name for p in engines.iterdir() if (p / "__init__.py").is_file()}
-    contract = next(c for c in contracts() if "pytest_triton_llm.engines.reference" in c.get("forbidden_modules", []))
-    held = {m.removeprefix("pytest_triton_llm.engines.") for m in contract["source_modules"]}
+    contract = next(c for c in contracts() if "pytest_triton_llm.stack.engines.reference" in c.get("forbidden_modules", []))
+    held = {m.removeprefix("pytest_triton_llm.stack.engines.") for m in contract["source_modules"]}
     assert held == modules - {"__init__", "reference"}  # the registry imports every backend, the reference one included
 
 
@@ -106,11 +106,10 @@ def test_only_repository_stand_in_reads_the_stand_ins_files():
     readers = {
         str(path.relative_to(ROOT))
         for path in PACKAGE.rglob("*.py")
-        if "reference_backend" not in path.relative_to(PACKAGE).parts
-        and any("reference_backend" in text for text, _ in _strings_in_code(path))
+        if "stand_ins" not in path.relative_to(PACKAGE).parts and any("stand_ins" in text for text, _ in _strings_in_code(path))
     }
     # and the trtllm-serve stand-in's launcher, which copies the stand-in's server (no engine backend serves it)
-    assert readers == {"pytest_triton_llm/repository/stand_in.py", "pytest_triton_llm/openai/trtllm_serve.py"}
+    assert readers == {"pytest_triton_llm/stack/repository/stand_in.py", "pytest_triton_llm/openai/trtllm_serve.py"}
 
 
 # what the stand-in and the client must agree on: input names, the word-list format, how parameters read
@@ -121,7 +120,7 @@ def test_the_stand_in_takes_only_the_shared_names_from_the_clients_tensor_contra
     """The serving half (models/common/served_contract.py) is the stand-in's own: a bug in the client's encoders or
     response readers cannot hide behind the same code on the server."""
     taken = {}
-    for path in sorted((PACKAGE / "reference_backend").rglob("*.py")):
+    for path in sorted((PACKAGE / "stand_ins").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "tensor_contract":
                 taken.update({alias.name: f"{path.relative_to(ROOT)}:{node.lineno}" for alias in node.names})
@@ -186,7 +185,7 @@ match runtime:
 @pytest.mark.parametrize("tree", ["pytest_triton_llm", "suites", "benchmarks", "scripts"])
 def test_no_runtime_or_layout_name_is_compared_outside_its_own_module(tree):
     """A runtime (runtimes/) or a layout (lock.py) is one definition: what differs is a member of the runtime (Runtime,
-    runtimes/base.py) or a field of the layout (lock.ServingLayout), never a comparison of its name elsewhere."""
+    stack/runtimes/base.py) or a field of the layout (lock.ServingLayout), never a comparison of its name elsewhere."""
     assert set(typing.get_args(lock.Layout)) == set(lock.LAYOUTS)  # every layout is described, once
     where = _name_modules()
     found = [
@@ -204,3 +203,7 @@ def test_the_client_users_import_by_its_old_name_still_imports_with_a_deprecatio
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "pytest_triton_llm.triton.client"
     assert "pytest_triton_llm.client moved to pytest_triton_llm.triton.client" in done.stderr
+
+
+def test_the_package_root_holds_only_its_init_and_the_concept_folders():
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"]

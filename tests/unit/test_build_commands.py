@@ -5,9 +5,9 @@ import typing
 
 import pytest
 
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands, load_architectures
-from pytest_triton_llm.lock import Engine, Lora, Source
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands, load_architectures
+from pytest_triton_llm.stack.lock import Engine, Lora, Source
 
 SOURCE = Source(file="model.safetensors", sha256="0" * 64, path="/models/llama")
 ENGINE = Engine(backend="tensorrtllm", source=SOURCE, dtype="float16", max_batch_size=8, max_input_len=2048, max_output_len=512)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm import cache as cache_module
+from pytest_triton_llm.stack import cache as cache_module
 from pytest_triton_llm import cli
-from pytest_triton_llm.cache import MANIFEST, EngineCache
+from pytest_triton_llm.stack.cache import MANIFEST, EngineCache
 from pytest_triton_llm.cli.cache import CacheAdminError, list_cache, prune, render_pruned
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.common.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDER = {"backend": "test", "builder_version": 1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.common.schema import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 

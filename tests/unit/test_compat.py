@@ -3,7 +3,7 @@
 import configparser
 from pathlib import Path
 
-from pytest_triton_llm.compat import load_compat
+from pytest_triton_llm.stack.compat import load_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.containers import ContainerSpec
-from pytest_triton_llm.runtimes.container import serving_spec, server_command
-from pytest_triton_llm.images import ImageError, parse_image, short_tag
-from pytest_triton_llm.runtimes.server import container_environment
+from pytest_triton_llm.host.containers import ContainerSpec
+from pytest_triton_llm.stack.runtimes.container import serving_spec, server_command
+from pytest_triton_llm.host.images import ImageError, parse_image, short_tag
+from pytest_triton_llm.stack.runtimes.server import container_environment
 
 
 def test_short_tags_expand_to_the_ngc_trtllm_image_and_full_references_pass_through():
@@ -37,7 +37,7 @@ def spec(gpus=None, world_size=1, same_path=()) -> ContainerSpec:
 
 def test_a_gpu_server_container_runs_as_upstream_documents_on_loopback_ports(monkeypatch):
     pytest.importorskip("docker", reason="the container extra (docker SDK) is not installed")
-    monkeypatch.setattr("pytest_triton_llm.containers.owner_label", lambda: "host:7:99")
+    monkeypatch.setattr("pytest_triton_llm.host.containers.owner_label", lambda: "host:7:99")
     argv = spec(gpus="all").docker_run_argv()
     assert argv == [
         "docker",

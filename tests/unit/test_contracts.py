@@ -9,12 +9,12 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.cache import BuiltEngine
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Lora, Source
-from pytest_triton_llm.repository import template_family
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.stack.cache import BuiltEngine
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.engines import backend_of
+from pytest_triton_llm.stack.lock import Deployment, DeploymentRef, Engine, Lora, Source
+from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.common.schema import load_toml
 from pytest_triton_llm.triton.tensor_contract import RequestError, Sampling, core_inputs, ensemble_inputs
 
 ROOT = Path(__file__).resolve().parents[2]

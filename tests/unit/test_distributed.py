@@ -1,5 +1,5 @@
-from pytest_triton_llm.distributed import scope_of
-from pytest_triton_llm.runtimes.server import cpu_share, serving_environment
+from pytest_triton_llm.plugin.distributed import scope_of
+from pytest_triton_llm.stack.runtimes.server import cpu_share, serving_environment
 
 GROUPS = {
     "smollm2-135m:v1": "smollm2-135m:v1",

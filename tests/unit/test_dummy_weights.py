@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.cache import EngineCache
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.deployments import weights_record
-from pytest_triton_llm.engines import BuildSite, check_lock
-from pytest_triton_llm.engines.tensorrtllm import TensorrtllmBackend
-from pytest_triton_llm.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands
-from pytest_triton_llm.engines.tensorrtllm.dummy import pretrained_config
-from pytest_triton_llm.lock import Lora, LockError, load_lock, migration_pairs
+from pytest_triton_llm.stack.cache import EngineCache
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.deployments import weights_record
+from pytest_triton_llm.stack.engines import BuildSite, check_lock
+from pytest_triton_llm.stack.engines.tensorrtllm import TensorrtllmBackend
+from pytest_triton_llm.stack.engines.tensorrtllm.commands import BuildPaths, UnsupportedRecipe, build_commands
+from pytest_triton_llm.stack.engines.tensorrtllm.dummy import pretrained_config
+from pytest_triton_llm.stack.lock import Lora, LockError, load_lock, migration_pairs
 from pytest_triton_llm.cli.matrix import metrics
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.selection import untrained
-from pytest_triton_llm.terminal import perf_lines
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.plugin.selection import untrained
+from pytest_triton_llm.plugin.terminal import perf_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {
@@ -347,9 +347,9 @@ def test_a_dummy_tensorrtllm_build_downloads_no_weights_and_runs_no_convert_step
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: "9.0")
+    monkeypatch.setattr("pytest_triton_llm.stack.engines.tensorrtllm.builder.compute_capability", lambda gpu: "9.0")
     monkeypatch.setattr(
-        "pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
+        "pytest_triton_llm.stack.engines.tensorrtllm.executors.installed_tensorrt_llm",
         lambda: ("0.13.0", str(tmp_path / "tensorrt_llm")),
     )
     (tmp_path / "examples").mkdir()
@@ -387,7 +387,7 @@ def tokenizer_checkpoint(checkpoint) -> Path:
 
 
 def test_the_same_seed_gives_the_same_weights_and_another_seed_other_ones(tmp_path, tokenizer_checkpoint, monkeypatch):
-    from pytest_triton_llm.engines import dummy_weights
+    from pytest_triton_llm.stack.engines import dummy_weights
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what the build sets for itself, restored afterwards
     monkeypatch.setenv("TQDM_DISABLE", "1")
@@ -401,7 +401,7 @@ def test_the_same_seed_gives_the_same_weights_and_another_seed_other_ones(tmp_pa
 
 
 def test_a_vocabulary_smaller_than_the_tokenizer_is_refused(tmp_path, tokenizer_checkpoint, monkeypatch):
-    from pytest_triton_llm.engines import dummy_weights
+    from pytest_triton_llm.stack.engines import dummy_weights
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "small.json").write_text(json.dumps(dict(TINY, vocab_size=8)))
@@ -413,7 +413,7 @@ def test_a_reference_dummy_engine_is_built_marked_and_generates_with_the_referen
     pytest.importorskip("torch", reason="the reference backend extra is not installed")
     from generation import GenerationRequest, ReferenceEngine  # (model dirs on sys.path: conftest)
 
-    from pytest_triton_llm.engines.reference import ReferenceBackend
+    from pytest_triton_llm.stack.engines.reference import ReferenceBackend
 
     (tokenizer_checkpoint / "model.safetensors").unlink()  # never read: only the tokenizer is taken
     engine = check_lock(load_lock(write_lock(tmp_path, tokenizer_checkpoint))).engines["tiny"]

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_llm.verdicts.equality import DEFAULT_RULES, EXACT, Rule, compare, rule_for
-from pytest_triton_llm.lock import LockError, load_lock
+from pytest_triton_llm.stack.lock import LockError, load_lock
 
 FP16 = DEFAULT_RULES["float16"]
 OUTPUTS = [list(range(100 * i, 100 * i + 24)) for i in range(8)]  # 8 outputs of 24 tokens
@@ -142,7 +142,7 @@ def test_an_invalid_equality_table_is_one_line_naming_the_field(lock_text, tmp_p
 
 
 def test_a_remote_servers_engine_of_unknown_dtype_gets_the_half_precision_default():
-    from pytest_triton_llm.runtimes.remote import ServedEngine
+    from pytest_triton_llm.stack.runtimes.remote import ServedEngine
 
     engine = ServedEngine(backend="tensorrtllm", max_batch_size=8, max_input_len=512, max_output_len=64)
     assert rule_for(engine, "remote") == DEFAULT_RULES["float16"]

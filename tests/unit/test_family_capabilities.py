@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.capabilities import ServedInputs, family_inputs
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.lock import Deployment
-from pytest_triton_llm.plugin import REQUIRES
-from pytest_triton_llm.repository import template_family
+from pytest_triton_llm.stack.capabilities import ServedInputs, family_inputs
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.lock import Deployment
+from pytest_triton_llm.plugin.hooks import REQUIRES
+from pytest_triton_llm.stack.repository import template_family
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST_IMAGE = {}  # family -> the first image that serves it

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_llm.faults import CATALOG, MODELS, load_catalog
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.plugin import MARKERS
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.plugin.hooks import MARKERS
 
 ROOT = Path(__file__).resolve().parents[2]
-STAND_IN = ROOT / "pytest_triton_llm" / "reference_backend" / "models"
+STAND_IN = ROOT / "pytest_triton_llm" / "stand_ins" / "triton_models"
 CODE = {path: path.read_text() for path in sorted(STAND_IN.rglob("*.py"))}
 CHECKED = re.compile(r"""fault\(\s*["']([a-z0-9_]+)["']\s*\)""")  # fault("name"), self.fault("name"), ...
 ISSUE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+#[1-9][0-9]*$")

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_triton_llm import hardware as hw
-from pytest_triton_llm.hardware import describe_hardware, first_gpu, gpu_details, hardware_class, visible_gpus
+from pytest_triton_llm.host import hardware as hw
+from pytest_triton_llm.host.hardware import describe_hardware, first_gpu, gpu_details, hardware_class, visible_gpus
 
 # what `nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader,nounits` prints on a host
 # of two GPUs; `--id N` narrows it to GPU N, as the real one does
@@ -78,9 +78,9 @@ def test_triton_gpus_becomes_the_local_servers_cuda_visible_devices_in_nvidia_sm
 
 
 def test_the_local_and_container_runtimes_report_the_gpu_triton_gpus_names(two_gpus, tmp_path, monkeypatch):
-    from pytest_triton_llm.progress import Progress
-    from pytest_triton_llm.runtimes.container import ContainerRuntime
-    from pytest_triton_llm.runtimes.local import LocalRuntime
+    from pytest_triton_llm.common.progress import Progress
+    from pytest_triton_llm.stack.runtimes.container import ContainerRuntime
+    from pytest_triton_llm.stack.runtimes.local import LocalRuntime
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     found = SimpleNamespace(declared_version="2.51.0")  # the tritonserver found: not started here

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.hf_tokenizer import TextTokenizer, load_text_tokenizer, load_tokenizer
+from pytest_triton_llm.triton.hf_tokenizer import TextTokenizer, load_text_tokenizer, load_tokenizer
 
 from ..conftest import BUILT_CACHE
 
@@ -74,5 +74,5 @@ def test_the_light_tokenizer_answers_as_transformers_does(directory):
 
 def test_a_directory_without_tokenizer_json_gets_transformers_tokenizer(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr("pytest_triton_llm.hf_tokenizer.load_tokenizer", lambda d: calls.append(d) or "transformers'")
+    monkeypatch.setattr("pytest_triton_llm.triton.hf_tokenizer.load_tokenizer", lambda d: calls.append(d) or "transformers'")
     assert load_text_tokenizer(tmp_path) == "transformers'" and calls == [tmp_path]

@@ -7,10 +7,10 @@ import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.cache import BuiltEngine
-from pytest_triton_llm.engines import backend_of, check_lock
-from pytest_triton_llm.lock import LockError, load_lock
-from pytest_triton_llm.repository.llmapi import llmapi_family
+from pytest_triton_llm.stack.cache import BuiltEngine
+from pytest_triton_llm.stack.engines import backend_of, check_lock
+from pytest_triton_llm.stack.lock import LockError, load_lock
+from pytest_triton_llm.stack.repository.llmapi import llmapi_family
 
 ROOT = Path(__file__).resolve().parents[2]
 

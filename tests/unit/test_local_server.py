@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.runtimes.discovery import FoundServer, ServerNotFound, find_tritonserver
-from pytest_triton_llm.runtimes.tritonserver_wheel import locate
-from pytest_triton_llm.runtimes.version_guard import VersionMismatch, check_versions
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.runtimes.discovery import FoundServer, ServerNotFound, find_tritonserver
+from pytest_triton_llm.stack.runtimes.tritonserver_wheel import locate
+from pytest_triton_llm.stack.runtimes.version_guard import VersionMismatch, check_versions
 
 
 def install(prefix: Path) -> Path:

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.engines import served_by_stand_in
-from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, LockError, Source, load_lock
+from pytest_triton_llm.stack.engines import served_by_stand_in
+from pytest_triton_llm.stack.lock import Deployment, DeploymentRef, Engine, LockError, Source, load_lock
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,6 +1,6 @@
 """The terminal summary's lines for the migration gate to /v1: one line per check, from the report's records."""
 
-from pytest_triton_llm.terminal import migration_v1_lines
+from pytest_triton_llm.plugin.terminal import migration_v1_lines
 
 
 def _drift(mean_drop: float, verdict: str, detectable: float) -> dict:

@@ -17,7 +17,7 @@ import pytest
 from pytest_triton_llm.openai.client import STAND_IN_HEADER, OpenAIEndpoint, OpenAIRequestError, OpenAIURLError
 from pytest_triton_llm.openai.fault_proxy import FaultProxy
 from pytest_triton_llm.openai.target import OpenAITarget, OpenAITargetError, openai_options
-from pytest_triton_llm.usage import OptionError
+from pytest_triton_llm.common.usage import OptionError
 
 from ..conftest import ROOT
 

@@ -13,7 +13,7 @@ from pytest_triton_llm.openai.contract import (
     REQUIRED_FIELDS,
     load_families,
 )
-from pytest_triton_llm.schema import SchemaError
+from pytest_triton_llm.common.schema import SchemaError
 
 FAMILIES = load_families()
 PINNED_GITHUB = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/((blob|tree)/([0-9a-f]{40}|v[\w.-]+)/|(pull|issues)/\d+$)")

@@ -8,7 +8,7 @@ import re
 
 from pytest_triton_llm.openai import fault_proxy as proxy
 from pytest_triton_llm.openai.fault_proxy import FAULTS_FILE
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.common.schema import load_toml
 
 from ..conftest import ROOT
 

@@ -4,7 +4,7 @@ root); `pytest-triton-llm run` points pytest at them."""
 from pathlib import Path
 
 from pytest_triton_llm.cli.main import suites_argv
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.common.schema import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 

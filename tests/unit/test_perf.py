@@ -8,15 +8,15 @@ import pytest
 from pytest_triton_llm.perf.baseline import BaselineError, FailRule, load_baseline, save_baseline
 from pytest_triton_llm.perf.budgets import Budget, find_budget, load_budgets
 from pytest_triton_llm.triton.load import RequestRecord
-from pytest_triton_llm.hardware import hardware_class
+from pytest_triton_llm.host.hardware import hardware_class
 from pytest_triton_llm.perf.metrics import summarize
 from pytest_triton_llm.perf.repeats import judge_goodput, noisy, parse_slos, spread
 from pytest_triton_llm.perf.options import PerfOptions, add_options
 from pytest_triton_llm.perf.plot import plot_latency_vs_throughput
 from pytest_triton_llm.perf.workload import Lengths, Workload, load_workloads, synthetic_requests
-from pytest_triton_llm.schema import SchemaError
-from pytest_triton_llm.terminal import perf_lines, perf_verdict
-from pytest_triton_llm.usage import OptionError
+from pytest_triton_llm.common.schema import SchemaError
+from pytest_triton_llm.plugin.terminal import perf_lines, perf_verdict
+from pytest_triton_llm.common.usage import OptionError
 
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -563,7 +563,7 @@ def test_a_baseline_of_another_workload_or_hardware_is_refused_and_another_image
 
 
 def test_the_summary_says_what_a_baseline_compare_decided_and_could_catch():
-    from pytest_triton_llm.terminal import compare_verdict
+    from pytest_triton_llm.plugin.terminal import compare_verdict
 
     assert compare_verdict(JUDGED) == "not compared"
     compared = {
@@ -719,7 +719,7 @@ def test_an_unknown_mlperf_benchmark_is_one_usage_line_naming_the_known_ones():
 
 def test_the_summary_says_valid_or_invalid_and_why_per_load_point():
     from pytest_triton_llm.perf.mlperf import judge
-    from pytest_triton_llm.terminal import mlperf_lines
+    from pytest_triton_llm.plugin.terminal import mlperf_lines
 
     valid = judge(*mlperf("llama3.1-8b"), [streamed(i, ttft=0.5, gap=0.05, tokens=8) for i in range(4)])
     invalid = judge(*mlperf("llama3.1-8b"), [streamed(i, ttft=2.5, gap=0.05, tokens=8) for i in range(4)])
@@ -852,7 +852,7 @@ def test_the_plot_draws_a_sweep_and_marks_its_knee(tmp_path):
 
 
 def test_the_summary_has_a_sweep_table_with_its_knee_and_why_it_stopped():
-    from pytest_triton_llm.terminal import sweep_lines
+    from pytest_triton_llm.plugin.terminal import sweep_lines
 
     lines = sweep_lines({"e:v": sweep_result()})
     assert lines[1] == (

@@ -31,9 +31,9 @@ from pytest_triton_llm.perf.monitor import (
 from pytest_triton_llm.perf.publish import publish
 from pytest_triton_llm.perf.series import take_series
 from pytest_triton_llm.perf.series_plot import plot_series
-from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.common.progress import Progress
 from pytest_triton_llm.triton.server_metrics import trtllm_gauges
-from pytest_triton_llm.usage import OptionError
+from pytest_triton_llm.common.usage import OptionError
 
 from .test_perf import perf_options
 
@@ -513,7 +513,7 @@ def metrics_endpoint():
     import http.server
     import threading
 
-    from pytest_triton_llm.endpoints import Endpoints
+    from pytest_triton_llm.host.endpoints import Endpoints
 
     answers = []
 

@@ -6,12 +6,12 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.repository.user import fill_like_upstream
-from pytest_triton_llm.runtimes import RuntimeUnavailable
-from pytest_triton_llm.runtimes.remote import RemoteRuntime, remote_options
-from pytest_triton_llm.usage import OptionError
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.stack.repository.user import fill_like_upstream
+from pytest_triton_llm.stack.runtimes import RuntimeUnavailable
+from pytest_triton_llm.stack.runtimes.remote import RemoteRuntime, remote_options
+from pytest_triton_llm.common.usage import OptionError
 from ..third_party import UPSTREAM, needs_upstream
 
 
@@ -101,9 +101,9 @@ def remote_runtime(monkeypatch, tmp_path, configs: dict):
 
 def rendered(tmp_path, backend: str, batching: str = "inflight", layout: str | None = None) -> dict:
     """The project's repository for a deployment, as its configs would be served (engine dir unreadable remotely)."""
-    from pytest_triton_llm.cache import BuiltEngine
-    from pytest_triton_llm.engines import backend_of
-    from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Source
+    from pytest_triton_llm.stack.cache import BuiltEngine
+    from pytest_triton_llm.stack.engines import backend_of
+    from pytest_triton_llm.stack.lock import Deployment, DeploymentRef, Engine, Source
 
     options = Deployment(batching=batching, decoupled=batching == "inflight", layout=layout)
     engine = Engine(

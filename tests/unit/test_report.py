@@ -1,4 +1,4 @@
-from pytest_triton_llm.report import RunReport
+from pytest_triton_llm.plugin.report import RunReport
 
 
 def worker_document(deployment: str, test: str, startup: float) -> dict:

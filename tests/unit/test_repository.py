@@ -4,14 +4,14 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.cache import BuiltEngine
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines.tensorrtllm.commands import trtllm_build_options
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.repository import MODELS, template_family
-from pytest_triton_llm.repository.fill import TemplateError, fill
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.stack.cache import BuiltEngine
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.engines.tensorrtllm.commands import trtllm_build_options
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.stack.engines import backend_of
+from pytest_triton_llm.stack.repository import MODELS, template_family
+from pytest_triton_llm.stack.repository.fill import TemplateError, fill
+from pytest_triton_llm.common.schema import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 TRITON = "2.51.0"

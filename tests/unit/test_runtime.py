@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.images import parse_image
-from pytest_triton_llm.options import runtime_name
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.runtimes import RUNTIMES, ServerOptions
-from pytest_triton_llm.runtimes.local import tritonserver_command
-from pytest_triton_llm.runtimes.remote import remote_options
-from pytest_triton_llm.processes import (
+from pytest_triton_llm.host.images import parse_image
+from pytest_triton_llm.plugin.options import runtime_name
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.stack.runtimes import RUNTIMES, ServerOptions
+from pytest_triton_llm.stack.runtimes.local import tritonserver_command
+from pytest_triton_llm.stack.runtimes.remote import remote_options
+from pytest_triton_llm.host.processes import (
     PID_NAMESPACE,
     SHARED_MEMORY,
     ManagedProcess,
@@ -23,8 +23,8 @@ from pytest_triton_llm.processes import (
     remove_shared_memory,
     start_until_ready,
 )
-from pytest_triton_llm.runtimes.server import serving_environment
-from pytest_triton_llm.runtimes.tritonserver_wheel import server_environment
+from pytest_triton_llm.stack.runtimes.server import serving_environment
+from pytest_triton_llm.stack.runtimes.tritonserver_wheel import server_environment
 
 
 def test_every_endpoint_binds_loopback_only():
@@ -113,7 +113,7 @@ def test_orphans_of_a_dead_session_are_reaped(tmp_path):
     prefix = f"triton_llm_orphan_{os.getpid()}_"
     code = (
         "import os, sys, time; from pathlib import Path;"
-        "from pytest_triton_llm.processes import PID_NAMESPACE, ManagedProcess;"
+        "from pytest_triton_llm.host.processes import PID_NAMESPACE, ManagedProcess;"
         f"d = Path({str(tmp_path)!r});"
         f"p = ManagedProcess(['sleep', '300'], dict(os.environ), d / 'log', d / 'run', 'orphan', {prefix!r});"
         "p.start(); print(p.pid, flush=True); os._exit(0)"

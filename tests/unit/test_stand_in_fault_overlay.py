@@ -4,8 +4,8 @@ it on lands in the config of every model the stand-in's code serves, and nowhere
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.repository import STAND_IN
-from pytest_triton_llm.repository.stand_in import FAULT_PARAMETER, add_fault
+from pytest_triton_llm.stack.repository import STAND_IN
+from pytest_triton_llm.stack.repository.stand_in import FAULT_PARAMETER, add_fault
 
 
 def config(path) -> model_config_pb2.ModelConfig:

@@ -6,22 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.compat import load_compat
+from pytest_triton_llm.stack.compat import load_compat
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.cache import BuiltEngine
-from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Lora, Source
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.repository import MODELS, template_family, template_text, template_values
-from pytest_triton_llm.schema import load_toml
+from pytest_triton_llm.stack.cache import BuiltEngine
+from pytest_triton_llm.stack.lock import Deployment, DeploymentRef, Engine, Lora, Source
+from pytest_triton_llm.stack.engines import backend_of
+from pytest_triton_llm.stack.repository import MODELS, template_family, template_text, template_values
+from pytest_triton_llm.common.schema import load_toml
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "repository"
 FAMILIES = load_toml(PACKAGE / "families.toml")["families"]
 MAPPED = sorted(FAMILIES, key=lambda v: tuple(int(p) for p in v.split(".")))
 ENGINE_DIR = "/engines/tiny"  # where a container would mount the engine
 EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
-# what the plugin's python pre/postprocessing models return (reference_backend/models/{pre,post}processing)
+# what the plugin's python pre/postprocessing models return (stand_ins/triton_models/{pre,post}processing)
 PREPROCESSING_OUTPUTS = {
     "INPUT_ID",
     "REQUEST_INPUT_LEN",
@@ -229,7 +229,7 @@ def test_triton_2_62_tensorrtllm_backend_v1_0(tmp_path):
     assert configs["preprocessing"].dynamic_batching.max_queue_delay_microseconds == 0
 
 
-def test_reference_backend_serves_an_old_family_with_its_own_model(tmp_path):
+def test_the_stand_in_serves_an_old_family_with_its_own_model(tmp_path):
     ref = make_ref("reference", "v1")
     built = BuiltEngine("tiny", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
     repo = backend_of(ref.engine.backend).render(ref, built, tmp_path / "repo", "2.45.0", None)

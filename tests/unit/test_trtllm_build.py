@@ -9,15 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.cache import EngineCache
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines import BuildSite
-from pytest_triton_llm.engines.tensorrtllm import TensorrtllmBackend
-from pytest_triton_llm.engines.tensorrtllm.executors import ContainerExecutor, ExecutorError, LocalExecutor, find_local_examples
-from pytest_triton_llm.engines.base import BuildError
-from pytest_triton_llm.engines.tensorrtllm.commands import build_commands
-from pytest_triton_llm.lock import Engine, Source
-from pytest_triton_llm.progress import Progress
+from pytest_triton_llm.stack.cache import EngineCache
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.engines import BuildSite
+from pytest_triton_llm.stack.engines.tensorrtllm import TensorrtllmBackend
+from pytest_triton_llm.stack.engines.tensorrtllm.executors import (
+    ContainerExecutor,
+    ExecutorError,
+    LocalExecutor,
+    find_local_examples,
+)
+from pytest_triton_llm.stack.engines.base import BuildError
+from pytest_triton_llm.stack.engines.tensorrtllm.commands import build_commands
+from pytest_triton_llm.stack.lock import Engine, Source
+from pytest_triton_llm.common.progress import Progress
 
 NEWEST = list(load_compat().images)[-1]
 OWNER = {"io.github.pytest-triton-llm": "build", "io.github.pytest-triton-llm.owner": "host:1:2"}
@@ -189,7 +194,7 @@ def build_local(cache, engine, entry, tensorrt_llm: str, examples):
     """The tensorrtllm backend's build as a local runtime offers it, with `tensorrt_llm` "installed" (a fake dist)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
-            "pytest_triton_llm.engines.tensorrtllm.executors.installed_tensorrt_llm",
+            "pytest_triton_llm.stack.engines.tensorrtllm.executors.installed_tensorrt_llm",
             lambda: (tensorrt_llm, str(examples.parent / "tensorrt_llm")),
         )
         site = BuildSite(entry=entry, examples=str(examples))
@@ -200,7 +205,7 @@ def build_local(cache, engine, entry, tensorrt_llm: str, examples):
 def toolchain(tmp_path, monkeypatch):
     examples = fake_toolchain(tmp_path)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: "9.0")
+    monkeypatch.setattr("pytest_triton_llm.stack.engines.tensorrtllm.builder.compute_capability", lambda gpu: "9.0")
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "model.safetensors").write_bytes(b"weights")
@@ -240,7 +245,7 @@ def test_a_local_build_runs_each_command_with_progress_and_keys_the_cache_by_ver
     assert any("engine llama: [2/2] trtllm-build: done in" in line for line in said)
     again = build_local(cache, engine, entry, "0.13.0", examples)
     assert again.cached and again.path == built.path
-    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: "8.0")
+    monkeypatch.setattr("pytest_triton_llm.stack.engines.tensorrtllm.builder.compute_capability", lambda gpu: "8.0")
     ampere = build_local(cache, engine, entry, "0.13.0", examples)
     assert not ampere.cached and ampere.path != built.path
     newer = dataclasses.replace(entry, tensorrt_llm="0.14.0")
@@ -272,7 +277,7 @@ def test_a_checkpoint_without_a_tokenizer_is_refused_before_any_command_runs(tmp
 
 def test_no_gpu_means_no_tensorrtllm_build(tmp_path, toolchain, monkeypatch):
     examples, engine = toolchain
-    monkeypatch.setattr("pytest_triton_llm.engines.tensorrtllm.builder.compute_capability", lambda gpu: None)
+    monkeypatch.setattr("pytest_triton_llm.stack.engines.tensorrtllm.builder.compute_capability", lambda gpu: None)
     cache = EngineCache(tmp_path / "cache", Progress(lambda line: None))
     entry = load_compat().entry("24.09")
     with pytest.raises(BuildError, match="nvidia-smi reports none"):

@@ -1,4 +1,4 @@
-"""The trtllm-serve stand-in (reference_backend/trtllm_serve) answers as the trtllm-serve contract of
+"""The trtllm-serve stand-in (stand_ins/trtllm_serve) answers as the trtllm-serve contract of
 openai_families.toml states: its request models default every stated field as the contract does and refuse what
 upstream's refuse in upstream's words, it marks its answers with the header the harness reads, and it is staged and
 started on 127.0.0.1 from the package's files."""
@@ -14,14 +14,14 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_triton_llm.openai import trtllm_serve as trtllm_serve_stand_in
-from pytest_triton_llm.cache import EngineCache
-from pytest_triton_llm.lock import load_lock
+from pytest_triton_llm.stack.cache import EngineCache
+from pytest_triton_llm.stack.lock import load_lock
 from pytest_triton_llm.openai.client import STAND_IN_HEADER
 from pytest_triton_llm.openai.contract import load_families
 
 from ..conftest import ROOT
 
-CODE = ROOT / "pytest_triton_llm" / "reference_backend" / "trtllm_serve"
+CODE = ROOT / "pytest_triton_llm" / "stand_ins" / "trtllm_serve"
 CONTRACT = load_families()["trtllm-serve"]
 
 
@@ -113,7 +113,7 @@ def test_the_stand_in_listens_on_loopback_and_marks_its_answers_with_the_project
     assert "--extra_llm_api_options" not in argv
 
 
-def test_an_engine_the_reference_backend_does_not_build_is_refused_naming_the_ones_it_does(tmp_path):
+def test_an_engine_the_reference_engine_does_not_build_is_refused_naming_the_ones_it_does(tmp_path):
     lock = load_lock(ROOT / "engines.lock")
     with pytest.raises(trtllm_serve_stand_in.StandInUnavailable) as refused:
         trtllm_serve_stand_in.serve_engine(lock, "no-such-engine", EngineCache(tmp_path), tmp_path)

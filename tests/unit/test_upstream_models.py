@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.cache import BuiltEngine
-from pytest_triton_llm.compat import load_compat
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.engines.base import RenderSite
-from pytest_triton_llm.lock import Deployment, DeploymentRef, Engine, Source
-from pytest_triton_llm.progress import Progress
-from pytest_triton_llm.repository import model_code as rendered_code
-from pytest_triton_llm.repository import upstream
-from pytest_triton_llm.repository.stand_in import STAND_IN_PARAMETER
+from pytest_triton_llm.stack.cache import BuiltEngine
+from pytest_triton_llm.stack.compat import load_compat
+from pytest_triton_llm.stack.engines import backend_of
+from pytest_triton_llm.stack.engines.base import RenderSite
+from pytest_triton_llm.stack.lock import Deployment, DeploymentRef, Engine, Source
+from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.stack.repository import model_code as rendered_code
+from pytest_triton_llm.stack.repository import upstream
+from pytest_triton_llm.stack.repository.stand_in import STAND_IN_PARAMETER
 from ..third_party import UPSTREAM, needs_upstream
 
 ROOT = Path(__file__).resolve().parents[2]

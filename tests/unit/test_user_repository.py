@@ -11,13 +11,13 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from pytest_triton_llm.cache import BuiltEngine
-from pytest_triton_llm.engines import backend_of
-from pytest_triton_llm.lock import load_lock
-from pytest_triton_llm.repository.fill import TemplateError
-from pytest_triton_llm.repository.stand_in import STAND_IN_PARAMETER
-from pytest_triton_llm.repository.stand_in import version as stand_in_version
-from pytest_triton_llm.repository.user import fill_like_upstream, placeholder_values
+from pytest_triton_llm.stack.cache import BuiltEngine
+from pytest_triton_llm.stack.engines import backend_of
+from pytest_triton_llm.stack.lock import load_lock
+from pytest_triton_llm.stack.repository.fill import TemplateError
+from pytest_triton_llm.stack.repository.stand_in import STAND_IN_PARAMETER
+from pytest_triton_llm.stack.repository.stand_in import version as stand_in_version
+from pytest_triton_llm.stack.repository.user import fill_like_upstream, placeholder_values
 from ..third_party import UPSTREAM, UPSTREAM_MODELS, needs_upstream
 
 ROOT = Path(__file__).resolve().parents[2]

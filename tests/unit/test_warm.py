@@ -1,4 +1,4 @@
-"""Warm servers' bookkeeping (runtimes/warm.py): what makes two repositories the same server, and which slot a
+"""Warm servers' bookkeeping (stack/runtimes/warm.py): what makes two repositories the same server, and which slot a
 session takes. The servers themselves: tests/integration/test_warm_servers.py."""
 
 import json
@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from pytest_triton_llm.processes import process_start_time
-from pytest_triton_llm.runtimes import warm
-from pytest_triton_llm.usage import OptionError
-from pytest_triton_llm.options import keep_warm
+from pytest_triton_llm.host.processes import process_start_time
+from pytest_triton_llm.stack.runtimes import warm
+from pytest_triton_llm.common.usage import OptionError
+from pytest_triton_llm.plugin.options import keep_warm
 
 ENV = {"OMP_NUM_THREADS": "2", "PATH": "/usr/bin"}
 

@@ -6,7 +6,7 @@ tests that time nothing run beside other runs, those that do (perf, batching) al
 markers (`-m`), `keyword` (`-k`) and `pytest_args` on its row's deployment with `--stand-in-fault NAME`, and is judged
 once its clean runs have ended: the fault is caught when a test failed or errored that a clean run ran without a
 failure (so that what the harness or the host broke in both runs never passes for a catch). The runs share warm
-servers (runtimes/warm.py): a fault run switches its fault on in a clean one while it holds it, unless its row gives it
+servers (stack/runtimes/warm.py): a fault run switches its fault on in a clean one while it holds it, unless its row gives it
 a server of its own (own_server).
 
 Baselines: a row whose pytest_args hold `{accuracy_baseline}` compares with a baseline that the clean run of its

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...files import write_json
-from ...schema import SchemaError
+from ...common.files import write_json
+from ...common.schema import SchemaError
 from ..catalog import CATALOG, Fault, load_catalog
 from .plan import CampaignError, Run, log_path, plan, report_path, select
 from .schedule import PytestProcess, Result, Start, collect, execute

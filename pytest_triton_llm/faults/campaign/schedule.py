@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ...hardware import cores_shared_by
+from ...host.hardware import cores_shared_by
 from .plan import CampaignError, Run, log_path, report_path
 
 STOP_GRACE_S = 60  # a stopped pytest gets this long to stop its servers before its group is killed
@@ -43,8 +43,8 @@ Start = Callable[[list[str], Path, Path, dict[str, str]], Child]  # (argv, cwd, 
 def run_env(alone: bool, jobs: int) -> dict[str, str]:
     """What a run's environment adds: its servers' OpenMP threads, the cores shared by the runs at once (all of them
     for a run that goes alone), unless the user set OMP_NUM_THREADS. Two runs of 2 threads each on 2 cores spin
-    against each other (runtimes/server.py cpu_share: -n 2 ran 2.6x slower before it gave each worker its share).
-    And warm servers (runtimes/warm.py), unless the user chose: a run's clean servers (its clean run's deployments, a
+    against each other (stack/runtimes/server.py cpu_share: -n 2 ran 2.6x slower before it gave each worker its share).
+    And warm servers (stack/runtimes/warm.py), unless the user chose: a run's clean servers (its clean run's deployments, a
     perf fault's clean twin) stay up for the next run that serves the same; faulted servers are never kept."""
     added = {} if "TRITON_LLM_KEEP_WARM" in os.environ else {"TRITON_LLM_KEEP_WARM": str(WARM_BETWEEN_RUNS_S)}
     if "OMP_NUM_THREADS" in os.environ:

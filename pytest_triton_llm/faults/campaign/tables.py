@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...schema import SchemaError, load_toml
+from ...common.schema import SchemaError, load_toml
 from ..catalog import CATALOG
 from .schedule import Result
 from .verdicts import CAUGHT, HARNESS, MISSED, FaultOutcome

@@ -32,7 +32,7 @@ NEVER_READY = "the session's server start"  # what caught a fault that keeps the
 
 
 def _never_ready(run: Run, out: Path) -> bool:
-    """The run's session stopped because its deployment's server died or hung before it was ready (runtimes/server.py)."""
+    """The run's session stopped because its deployment's server died or hung before it was ready (stack/runtimes/server.py)."""
     try:
         log = log_path(out, run.label).read_text(errors="replace")
     except OSError:

@@ -1,0 +1,65 @@
+"""The repeat loop of a load point, shared by the Triton and the /v1 perf tests: each side (a deployment, the
+reference measured beside it, an endpoint) runs the same requests in interleaved rounds (A B B A ...: neither side
+always goes first), each run summarised, its per-request records written where --perf-records asks, and timed while
+its monitor samples the server where it has one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..triton.load import run_load
+from .client_processes import client_figures
+from .metrics import summarize
+from .records import epoch_offset_ns, write_records
+
+
+@dataclass
+class Side:
+    """One thing measured: `label` names it in progress lines ("perf: <deployment>"), `deployment` in the records."""
+
+    label: str
+    deployment: str
+    target: Any  # a load target: triton.load.Target or openai.load.V1Target
+    requests: list
+    warmup: list
+    workers: int
+    monitor: Callable[[], AbstractContextManager] | None = None  # perf.monitor.monitor_load, or none
+
+
+@dataclass
+class Measured:
+    """A side's runs: their summaries, every record and the seconds they took, and the monitor's series per run."""
+
+    runs: list[dict] = field(default_factory=list)
+    records: list = field(default_factory=list)
+    seconds: float = 0.0
+    series: list = field(default_factory=list)
+
+
+def measure_rounds(sides: list[Side], point_name: str, point: dict, workload_name: str, seed: int, options, progress):
+    """`options.repeats` rounds of every side at load point `point` (concurrency or rate): a Measured per side, in
+    the order given."""
+    measured = {id(side): Measured() for side in sides}
+    for repeat in range(1, options.repeats + 1):
+        label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
+        for side in sides if repeat % 2 else sides[::-1]:
+            offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
+            what = f"{side.label} {point_name}{label} ({len(side.requests)} requests, workload {workload_name})"
+            with progress.step(what), (side.monitor or nullcontext)() as watch:
+                records, seconds = run_load(side.target, side.requests, side.warmup, seed=seed, workers=side.workers, **point)
+            if options.records:
+                identity = dict(deployment=side.deployment, load_point=point_name, workload=workload_name, repeat=repeat)
+                write_records(options.records, records, offset_ns, **identity)
+            summary = summarize(records, seconds)
+            if watch is not None:  # + server_metrics, gpu_telemetry
+                summary = watch.attach(summary, records)
+            summary["client"] = client_figures(records, seconds)  # did the load generator keep up
+            into = measured[id(side)]
+            into.runs.append(summary)
+            into.records += records
+            into.seconds += seconds
+            into.series.append(watch.series if watch is not None else None)
+    return [measured[id(side)] for side in sides]
