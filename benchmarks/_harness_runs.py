@@ -104,7 +104,8 @@ def measure_start(revision: Revision, deployment: str) -> dict:
 
 def keeps_warm(revision: Revision) -> bool:
     """Whether the revision has --triton-keep-warm (warm servers came after 5aefc04)."""
-    return (revision.root / "pytest_triton_llm" / "runtimes" / "warm.py").is_file()
+    package = revision.root / "pytest_triton_llm"
+    return any((package / folder / "warm.py").is_file() for folder in ("runtimes", "stack/runtimes"))  # before/after 0.1.0's layout
 
 
 def measure_reuse(revision: Revision, deployment: str, keyword: str | None) -> dict:

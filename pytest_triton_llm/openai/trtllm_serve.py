@@ -33,12 +33,12 @@ CODE = resources.files("pytest_triton_llm") / "stand_ins"
 MODULES = (
     ("trtllm_serve", "server.py"),
     ("trtllm_serve", "protocol.py"),
-    ("models/tensorrt_llm", "generation.py"),
-    ("models/tensorrt_llm", "inflight.py"),
-    ("models/tensorrt_llm", "lora.py"),
-    ("models/tensorrt_llm", "errors.py"),
-    ("models/common", "served_contract.py"),
-    ("models/llmapi", "prefix_cache.py"),
+    ("triton_models/tensorrt_llm", "generation.py"),
+    ("triton_models/tensorrt_llm", "inflight.py"),
+    ("triton_models/tensorrt_llm", "lora.py"),
+    ("triton_models/tensorrt_llm", "errors.py"),
+    ("triton_models/common", "served_contract.py"),
+    ("triton_models/llmapi", "prefix_cache.py"),
 )
 SHARED = resources.files("pytest_triton_llm") / "triton" / "hf_tokenizer.py"
 MAX_SEQ_LEN = 2048  # tokens, as the llama.cpp server's context: the embedded default's lengths fit

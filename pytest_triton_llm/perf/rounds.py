@@ -51,8 +51,15 @@ def measure_rounds(sides: list[Side], point_name: str, point: dict, workload_nam
             with progress.step(what), (side.monitor or nullcontext)() as watch:
                 records, seconds = run_load(side.target, side.requests, side.warmup, seed=seed, workers=side.workers, **point)
             if options.records:
-                identity = dict(deployment=side.deployment, load_point=point_name, workload=workload_name, repeat=repeat)
-                write_records(options.records, records, offset_ns, **identity)
+                write_records(
+                    options.records,
+                    records,
+                    offset_ns,
+                    deployment=side.deployment,
+                    load_point=point_name,
+                    workload=workload_name,
+                    repeat=repeat,
+                )
             summary = summarize(records, seconds)
             if watch is not None:  # + server_metrics, gpu_telemetry
                 summary = watch.attach(summary, records)

@@ -77,7 +77,7 @@ def test_no_internal_import_hides_inside_a_function(tree):
 
 
 def test_the_engines_contract_holds_every_engine_backend_but_the_reference_one():
-    engines = PACKAGE / "engines"
+    engines = PACKAGE / "stack" / "engines"
     modules = {p.stem for p in engines.glob("*.py")} | {p.name for p in engines.iterdir() if (p / "__init__.py").is_file()}
     contract = next(c for c in contracts() if "pytest_triton_llm.stack.engines.reference" in c.get("forbidden_modules", []))
     held = {m.removeprefix("pytest_triton_llm.stack.engines.") for m in contract["source_modules"]}

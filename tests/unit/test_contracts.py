@@ -18,7 +18,7 @@ from pytest_triton_llm.common.schema import load_toml
 from pytest_triton_llm.triton.tensor_contract import RequestError, Sampling, core_inputs, ensemble_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
-FAMILIES = sorted(set(load_toml(ROOT / "pytest_triton_llm" / "repository" / "families.toml")["families"].values()))
+FAMILIES = sorted(set(load_toml(ROOT / "pytest_triton_llm" / "stack" / "repository" / "families.toml")["families"].values()))
 CONTRACTS = ROOT / "fixtures" / "contracts"
 
 
@@ -44,7 +44,7 @@ def rendered(tmp_path: Path, triton_version: str) -> dict[str, model_config_pb2.
 
 
 def version_of(family: str) -> str:
-    families = load_toml(ROOT / "pytest_triton_llm" / "repository" / "families.toml")["families"]
+    families = load_toml(ROOT / "pytest_triton_llm" / "stack" / "repository" / "families.toml")["families"]
     return next(f"{v}.0" for v, f in families.items() if f == family)
 
 
@@ -59,7 +59,7 @@ def tensors(entries) -> dict[str, dict]:
 
 def test_every_family_has_a_contract_file():
     assert sorted(p.stem for p in CONTRACTS.glob("trtllm-*.toml")) == FAMILIES
-    llmapi = sorted(p.name for p in (CONTRACTS.parent.parent / "pytest_triton_llm" / "repository" / "templates").glob("llmapi-*"))
+    llmapi = sorted(p.name for p in (CONTRACTS.parent.parent / "pytest_triton_llm" / "stack" / "repository" / "templates").glob("llmapi-*"))
     assert sorted(p.stem for p in CONTRACTS.glob("llmapi-*.toml")) == llmapi
 
 

@@ -16,7 +16,7 @@ from pytest_triton_llm.stack.engines import backend_of
 from pytest_triton_llm.stack.repository import MODELS, template_family, template_text, template_values
 from pytest_triton_llm.common.schema import load_toml
 
-PACKAGE = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "repository"
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "stack" / "repository"
 FAMILIES = load_toml(PACKAGE / "families.toml")["families"]
 MAPPED = sorted(FAMILIES, key=lambda v: tuple(int(p) for p in v.split(".")))
 ENGINE_DIR = "/engines/tiny"  # where a container would mount the engine
