@@ -105,7 +105,8 @@ def measure_start(revision: Revision, deployment: str) -> dict:
 def keeps_warm(revision: Revision) -> bool:
     """Whether the revision has --triton-keep-warm (warm servers came after 5aefc04)."""
     package = revision.root / "pytest_triton_llm"
-    return any((package / folder / "warm.py").is_file() for folder in ("runtimes", "stack/runtimes"))  # before/after 0.1.0's layout
+    folders = ("runtimes", "stack/runtimes")  # before and after the package's folders (0.1.0)
+    return any((package / folder / "warm.py").is_file() for folder in folders)
 
 
 def measure_reuse(revision: Revision, deployment: str, keyword: str | None) -> dict:

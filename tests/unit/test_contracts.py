@@ -59,7 +59,8 @@ def tensors(entries) -> dict[str, dict]:
 
 def test_every_family_has_a_contract_file():
     assert sorted(p.stem for p in CONTRACTS.glob("trtllm-*.toml")) == FAMILIES
-    llmapi = sorted(p.name for p in (CONTRACTS.parent.parent / "pytest_triton_llm" / "stack" / "repository" / "templates").glob("llmapi-*"))
+    templates = CONTRACTS.parent.parent / "pytest_triton_llm" / "stack" / "repository" / "templates"
+    llmapi = sorted(p.name for p in templates.glob("llmapi-*"))
     assert sorted(p.stem for p in CONTRACTS.glob("llmapi-*.toml")) == llmapi
 
 
