@@ -248,15 +248,15 @@ class DeploymentManager:
     def _swap_in(self, ref: DeploymentRef, repository: Path) -> None:
         """--trtllm-stand-in: the tensorrt_llm model (the llmapi model's code, or the C++ backend's model) served by the
         reference stand-in, the rest as rendered; rendered.json's model_code says so."""
+        rendered = repository.parent / f"{repository.name}.rendered.json"
+        record = json.loads(rendered.read_text())
         if ref.serving_layout.one_model:
             stand_in.copy_llmapi(repository / "tensorrt_llm" / "1")
             config = repository / "tensorrt_llm" / "config.pbtxt"
             config.write_text(stand_in.marked(config.read_text()))
             swapped = ["tensorrt_llm"]
         else:
-            swapped = stand_in.swap_in(repository)
-        rendered = repository.parent / f"{repository.name}.rendered.json"
-        record = json.loads(rendered.read_text())
+            swapped = stand_in.swap_in(repository, record["family"])
         record["model_code"] = {**record.get("model_code", {}), **dict.fromkeys(swapped, STAND_IN)}
         write_rendered(repository, record)
         self.progress.say(

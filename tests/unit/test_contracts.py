@@ -124,3 +124,11 @@ def test_the_clients_inputs_are_exactly_names_the_served_family_declares(tmp_pat
         with pytest.raises(RequestError, match="declares no input 'exclude_input_in_output'"):
             core_inputs([1], 8, exclude_input_in_output=True, declared=core)
     assert template_family(load_compat().entry(tag).triton) in FAMILIES
+
+
+def test_every_family_whose_core_model_takes_the_stop_signal_says_how_it_answers_one_for_an_unknown_request():
+    for family in FAMILIES:
+        contract = load_toml(CONTRACTS / f"{family}.toml")
+        if "stop" in contract["tensorrt_llm"]["inputs"]:
+            answer = contract["answers"]["stop_of_an_unknown_request"]
+            assert answer == {"empty_final": True} or set(answer) == {"error"}, (family, answer)

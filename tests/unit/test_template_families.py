@@ -236,6 +236,7 @@ def test_the_stand_in_serves_an_old_family_with_its_own_model(tmp_path):
     config = text_format.Parse((repo / "tensorrt_llm" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     assert config.backend == "python"
     assert params(config)["gpt_model_path"] == str(tmp_path / "engine")
+    assert params(config)["stand_in_family"] == "trtllm-0.9"  # it answers as v0.9.0 does where versions differ
     assert (repo / "tensorrt_llm" / "1" / "model.py").is_file()
     assert (repo / "preprocessing" / "1" / "model.py").is_file()
 

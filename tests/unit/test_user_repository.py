@@ -15,7 +15,7 @@ from pytest_triton_llm.stack.cache import BuiltEngine
 from pytest_triton_llm.stack.engines import backend_of
 from pytest_triton_llm.stack.lock import load_lock
 from pytest_triton_llm.stack.repository.fill import TemplateError
-from pytest_triton_llm.stack.repository.stand_in import STAND_IN_PARAMETER
+from pytest_triton_llm.stack.repository.stand_in import FAMILY_PARAMETER, STAND_IN_PARAMETER
 from pytest_triton_llm.stack.repository.stand_in import version as stand_in_version
 from pytest_triton_llm.stack.repository.user import fill_like_upstream, placeholder_values
 from ..third_party import UPSTREAM, UPSTREAM_MODELS, needs_upstream
@@ -82,6 +82,7 @@ def test_without_a_gpu_engine_only_the_tensorrtllm_model_is_served_by_the_stand_
     )
     upstream.backend = "python"
     upstream.parameters[STAND_IN_PARAMETER].string_value = stand_in_version()  # how a server tells the stand-in
+    upstream.parameters[FAMILY_PARAMETER].string_value = "trtllm-0.14"  # Triton 2.51's: answers as v0.14.0 does
     assert trt == upstream  # the rest of its config is kept
     assert (repo / "tensorrt_llm" / "1" / "model.py").read_text().startswith('"""Reference `tensorrt_llm` model')
     assert (repo / "tensorrt_llm" / "1" / "tensor_contract.py").is_file()

@@ -12,7 +12,7 @@ from typing import ClassVar
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
 from ..lock import DeploymentRef, Engine
-from ..repository import render_repository
+from ..repository import render_repository, template_family
 from ..repository import stand_in as stand_in_code
 from ..repository.llmapi import check_arguments, render_llmapi_repository
 from ..repository.user import render_user_repository
@@ -51,7 +51,8 @@ class ReferenceBackend:
         if ref.serving_layout.one_model:  # the PyTorch path's one python model, the checkpoint loaded as converted
             return render_llmapi_repository(ref, built, out, triton_version, engine_dir, stand_in_code.copy_llmapi, marked)
         if ref.options.repository is not None:  # the user's own, its tensorrtllm models served by the stand-in
-            return render_user_repository(ref, built, out, engine_dir or str(built.path), stand_in_code.swap_in)
+            swap_in = partial(stand_in_code.swap_in, family=template_family(triton_version))
+            return render_user_repository(ref, built, out, engine_dir or str(built.path), swap_in)
         code = {model: partial(stand_in_code.copy_model, model) for model in STAND_IN_MODELS}
         # the stand-in's decoupled BLS streams each request from a thread: one instance (one stub) serves every slot
         bls_instances = 1 if ref.options.decoupled else None

@@ -120,7 +120,7 @@ def render_repository(
     engine_dir: str | None,
     tensorrt_llm_backend: str,
     python_code: Mapping[str, ModelCode],
-    marked: Callable[[str], str] | None = None,
+    marked: Callable[[str, str], str] | None = None,
     upstream_python: bool = False,
     bls_instances: int | None = None,
 ) -> Path:
@@ -150,7 +150,7 @@ def render_repository(
         if model in python_code:
             origins[model] = python_code[model](out / model / "1")
             if marked is not None and origins[model] == STAND_IN:
-                text = marked(text)
+                text = marked(text, family)
         (out / model / "config.pbtxt").write_text(text)
     write_rendered(
         out, {"deployment": ref.id, "family": family, "engine_digest": built.digest, "values": values, "model_code": origins}

@@ -41,6 +41,9 @@ LLMAPI_EXTRA = {
 }
 UPSTREAM_LLMAPI_CODE = ("model.py", "helpers.py")  # what links to the image's llmapi model, replaced by the stand-in
 STAND_IN_PARAMETER = "pytest_triton_llm_stand_in"
+# the template family a stand-in serves (fixtures/contracts/<family>.toml): its model answers as that version of
+# upstream's does where they differ (a stop signal for a request not in flight)
+FAMILY_PARAMETER = "stand_in_family"
 FAULT_PARAMETER = "stand_in_fault"  # --stand-in-fault NAME: a known upstream bug the stand-in reproduces (faults.py)
 ORIGIN = STAND_IN  # what the report says served a model of this code
 
@@ -80,14 +83,17 @@ def copy_llmapi(version_dir: Path) -> str:
     return ORIGIN
 
 
-def _mark(config: model_config_pb2.ModelConfig) -> None:
+def _mark(config: model_config_pb2.ModelConfig, family: str | None) -> None:
     config.parameters[STAND_IN_PARAMETER].string_value = version()
+    if family is not None:
+        config.parameters[FAMILY_PARAMETER].string_value = family
 
 
-def marked(config_text: str) -> str:
-    """A stand-in model's config.pbtxt with the stand-in parameter added, the config's own parameters kept."""
+def marked(config_text: str, family: str | None = None) -> str:
+    """A stand-in model's config.pbtxt with the stand-in parameter added (and the template family it serves, where
+    upstream's answers differ by version), the config's own parameters kept."""
     config = text_format.Parse(config_text, model_config_pb2.ModelConfig())
-    _mark(config)
+    _mark(config, family)
     return text_format.MessageToString(config)
 
 
@@ -106,9 +112,9 @@ def add_fault(repository: Path, fault: str, model_code: dict[str, str]) -> list[
     return faulted
 
 
-def swap_in(repository: Path) -> list[str]:
+def swap_in(repository: Path, family: str) -> list[str]:
     """Serve a rendered repository's models on Triton's tensorrtllm backend by the tensorrt_llm stand-in (python
-    backend, its config kept but for the backend and the stand-in parameter); everything else stays as rendered.
+    backend, its config kept but for the backend and the stand-in's parameters); everything else stays as rendered.
     Returns the models swapped."""
     swapped = []
     for config_path in sorted(repository.glob("*/config.pbtxt")):
@@ -116,7 +122,7 @@ def swap_in(repository: Path) -> list[str]:
         if config.backend != "tensorrtllm":
             continue
         config.backend = "python"
-        _mark(config)
+        _mark(config, family)
         config_path.write_text(text_format.MessageToString(config))
         version_dir = config_path.parent / "1"
         version_dir.mkdir(exist_ok=True)

@@ -101,6 +101,10 @@ class _Rows:
             return self.left == 0
 
 
+# the template families of tensorrtllm_backend before its executor API (v0.10.0), whose answers differ
+BEFORE_EXECUTOR_API = {"trtllm-0.7", "trtllm-0.8", "trtllm-0.9"}
+
+
 def _response(arrays: dict):
     return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in arrays.items()])
 
@@ -124,6 +128,7 @@ class TritonPythonModel:
         self.inflight = model_type == INFLIGHT
         self.exclude_input_default = flag(params.get("exclude_input_in_output"), False)
         self.fault = Faults(params, "tensorrt_llm")
+        self.family = params.get("stand_in_family")  # the template family served (the harness's stand_in.py)
         self.leaked: list[bytes] = []  # rss_grows_with_stop_words
         cache_bytes = params.get("lora_cache_host_memory_bytes")
         self.engine_fault = self.fault.among(ENGINE_FAULTS)
@@ -258,22 +263,24 @@ class TritonPythonModel:
         if self.scheduler is not None:
             self.scheduler.close()
 
+    def _stop_refused(self, request_id: str, found: bool):
+        """The error a stop signal for a request not in flight gets, or None (an empty final response). Before the
+        executor API (tensorrtllm_backend v0.7.0-v0.9.0) WorkItemsQueue::stopWorkItem threw this and enqueue answered
+        with it; from v0.10.0 (model_instance_state.cc) such a request "may already be completed": an empty response."""
+        if found or not (self.family in BEFORE_EXECUTOR_API or self.fault("stop_for_an_ended_request_is_an_error")):
+            return None
+        return _error(f"Received stop request for requestId {request_id} but it's not active (might be completed already).")
+
     # -- in-flight, decoupled: the scheduler answers through each request's response sender -----
     def _submit(self, request) -> None:
         sender = request.get_response_sender()
         tensors = self._tensors(request)
         if _scalar(tensors, "stop", 0, False, bool):  # upstream's stop signal: same request id, stop=true
-            found = self.scheduler.request_stop(request.request_id())
-            if not found and self.fault("stop_for_an_ended_request_is_an_error"):
-                sender.send(
-                    _error(
-                        f"[TensorRT-LLM][ERROR] Received stop request for requestId {request.request_id()} but "
-                        "it's not active (might be completed already)."
-                    ),
-                    flags=FINAL,
-                )
-                return
-            sender.send(flags=FINAL)
+            refused = self._stop_refused(request.request_id(), self.scheduler.request_stop(request.request_id()))
+            if refused is not None:
+                sender.send(refused, flags=FINAL)
+            else:
+                sender.send(flags=FINAL)
             return
         try:
             rows, exclude, streaming = self._parse(tensors)
@@ -322,8 +329,8 @@ class TritonPythonModel:
         for index, request in enumerate(requests):
             tensors = self._tensors(request)
             if _scalar(tensors, "stop", 0, False, bool):  # answered at once, with no outputs
-                self.scheduler.request_stop(request.request_id())
-                responses[index] = pb_utils.InferenceResponse(output_tensors=[])
+                refused = self._stop_refused(request.request_id(), self.scheduler.request_stop(request.request_id()))
+                responses[index] = refused or pb_utils.InferenceResponse(output_tensors=[])
                 continue
             try:
                 rows, exclude, _ = self._parse(tensors)
@@ -344,7 +351,7 @@ class TritonPythonModel:
         for i, request in enumerate(requests):
             tensors = self._tensors(request)
             if _scalar(tensors, "stop", 0, False, bool):  # nothing of it runs: answered at once, with no outputs
-                responses[i] = pb_utils.InferenceResponse(output_tensors=[])
+                responses[i] = self._stop_refused(request.request_id(), False) or pb_utils.InferenceResponse(output_tensors=[])
                 continue
             try:
                 parsed, exclude, _ = self._parse(tensors)
