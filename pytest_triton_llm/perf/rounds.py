@@ -42,10 +42,11 @@ class Measured:
 def measure_rounds(sides: list[Side], point_name: str, point: dict, workload_name: str, seed: int, options, progress):
     """`options.repeats` rounds of every side at load point `point` (concurrency or rate): a Measured per side, in
     the order given."""
-    measured = {id(side): Measured() for side in sides}
+    measured = [Measured() for _ in sides]
+    rounds = list(zip(sides, measured, strict=True))
     for repeat in range(1, options.repeats + 1):
         label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
-        for side in sides if repeat % 2 else sides[::-1]:
+        for side, into in rounds if repeat % 2 else rounds[::-1]:
             offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
             what = f"{side.label} {point_name}{label} ({len(side.requests)} requests, workload {workload_name})"
             with progress.step(what), (side.monitor or nullcontext)() as watch:
@@ -64,9 +65,8 @@ def measure_rounds(sides: list[Side], point_name: str, point: dict, workload_nam
             if watch is not None:  # + server_metrics, gpu_telemetry
                 summary = watch.attach(summary, records)
             summary["client"] = client_figures(records, seconds)  # did the load generator keep up
-            into = measured[id(side)]
             into.runs.append(summary)
             into.records += records
             into.seconds += seconds
             into.series.append(watch.series if watch is not None else None)
-    return [measured[id(side)] for side in sides]
+    return measured
