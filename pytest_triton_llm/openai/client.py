@@ -69,6 +69,7 @@ class Streamed:
     usage_chunks: int = 0
     done: bool = False  # [DONE] arrived
     closed_early: bool = False  # the client closed the stream after `stop_after` deltas
+    log_probs: list[float] = field(default_factory=list)  # each streamed token's log prob, where the request asked
 
     @property
     def text(self) -> str:
@@ -169,6 +170,7 @@ class OpenAIEndpoint:
                     if piece:
                         result.deltas.append(piece)
                         result.times.append(time.perf_counter())
+                    result.log_probs += chunk_log_probs(choice.get("logprobs"), chat)
                     if choice.get("finish_reason"):
                         result.finish_reason = choice["finish_reason"]
                 if stop_after is not None and len(result.deltas) >= stop_after:
@@ -177,6 +179,15 @@ class OpenAIEndpoint:
         finally:
             connection.close()
         return result
+
+
+def chunk_log_probs(logprobs: dict | None, chat: bool) -> list[float]:
+    """The token log probs of one choice (or streamed chunk): chat's content[].logprob, completions' token_logprobs."""
+    if not logprobs:
+        return []
+    if chat:
+        return [float(t["logprob"]) for t in logprobs.get("content") or []]
+    return [float(v) for v in logprobs.get("token_logprobs") or []]
 
 
 def start_until_listed(

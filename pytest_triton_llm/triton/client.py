@@ -69,7 +69,7 @@ class Generation:
     raw: dict = field(default_factory=dict, repr=False)
 
 
-def _log_probs(outputs: dict) -> tuple[float | None, list[float] | None]:
+def log_probs_of(outputs: dict) -> tuple[float | None, list[float] | None]:
     """(cum_log_prob, output_log_probs): present only when the request asked for log probs (the llmapi model: the
     cumulative one only, as a string)."""
     if (cumulative := output_text(outputs, "cumulative_logprob")) is not None:
@@ -80,7 +80,7 @@ def _log_probs(outputs: dict) -> tuple[float | None, list[float] | None]:
 
 
 def _ensemble_generation(outputs: dict, protocol: str) -> Generation:
-    cum, per_token = _log_probs(outputs)
+    cum, per_token = log_probs_of(outputs)
     return Generation(
         text=outputs["text_output"].reshape(-1)[0].decode("utf-8"),
         cum_log_prob=cum,
@@ -161,12 +161,12 @@ class LLMClient:
                 options.setdefault("exclude_input_in_output", self.exclude_input)
             options = {k: v for k, v in options.items() if k != "stream" or v is not None}
             inputs = self._encode(llmapi_inputs, self.ensemble, text, max_tokens, options)
-            if not self._batches(self.ensemble):  # upstream's max_batch_size 0: no batch dimension
+            if not self.batches(self.ensemble):  # upstream's max_batch_size 0: no batch dimension
                 inputs = {name: (Unbatched.of(value, dtype), dtype) for name, (value, dtype) in inputs.items()}
             return inputs
         return self._encode(ensemble_inputs, self.ensemble, text, max_tokens, options)
 
-    def _batches(self, model: str) -> bool:
+    def batches(self, model: str) -> bool:
         """Whether `model` takes a batch dimension (max_batch_size > 0), asked once."""
         if model not in self._batching:
             self._batching[model] = int(self.model_config(model).get("max_batch_size", 0)) > 0
@@ -258,7 +258,7 @@ class LLMClient:
                 result = grpc_stream(
                     self.endpoints,
                     self.ensemble,
-                    _tensors(grpcclient, inputs),
+                    infer_inputs(grpcclient, inputs),
                     cancel_after_s=cancel_after_s,
                     timeout_s=self.timeout_s,
                 )
@@ -273,7 +273,7 @@ class LLMClient:
         start = time.perf_counter()
         outputs = self.request(self.core_model, self.core_inputs(input_ids, max_tokens, **options), protocol)
         ids = returned_ids(outputs)
-        cum, per_token = _log_probs(outputs)
+        cum, per_token = log_probs_of(outputs)
         return Generation(
             text=self.decode(ids) if self.decode else None,
             token_ids=ids,
@@ -304,13 +304,21 @@ class LLMClient:
             return grpc_stream(
                 self.endpoints,
                 self.core_model,
-                _tensors(grpcclient, inputs),
+                infer_inputs(grpcclient, inputs),
                 request_id=request_id,
-                stop_inputs=_tensors(grpcclient, STOP_SIGNAL),
+                stop_inputs=infer_inputs(grpcclient, STOP_SIGNAL),
                 stop_after_s=stop_after_s,
                 cancel_after_s=cancel_after_s,
                 timeout_s=self.timeout_s,
             )
+        except StreamError as exc:
+            raise GenerationError(str(exc)) from None
+
+    def stream_inputs(self, model: str, inputs: Inputs) -> StreamResult:
+        """`inputs` (already named for `model`, its streaming flag set) on one gRPC stream, until its final response."""
+        self._note(model, inputs)
+        try:
+            return grpc_stream(self.endpoints, model, infer_inputs(grpcclient, inputs), timeout_s=self.timeout_s)
         except StreamError as exc:
             raise GenerationError(str(exc)) from None
 
@@ -320,7 +328,7 @@ class LLMClient:
             return grpc_stream(
                 self.endpoints,
                 self.core_model,
-                _tensors(grpcclient, STOP_SIGNAL),
+                infer_inputs(grpcclient, STOP_SIGNAL),
                 request_id=request_id,
                 timeout_s=self.timeout_s,
             )
@@ -357,7 +365,7 @@ class LLMClient:
             if protocol == "http":
                 raise GenerationError(f"{model}: HTTP infer cannot call a decoupled model; use gRPC or HTTP generate")
             try:
-                result = grpc_stream(self.endpoints, model, _tensors(grpcclient, inputs), timeout_s=self.timeout_s)
+                result = grpc_stream(self.endpoints, model, infer_inputs(grpcclient, inputs), timeout_s=self.timeout_s)
             except StreamError as exc:
                 raise GenerationError(str(exc)) from None
             events = result.content_events
@@ -368,11 +376,11 @@ class LLMClient:
         try:
             if protocol == "grpc":
                 result = self.grpc().infer(
-                    model, _tensors(module, inputs), client_timeout=self.timeout_s, headers=self.endpoints.header_dict()
+                    model, infer_inputs(module, inputs), client_timeout=self.timeout_s, headers=self.endpoints.header_dict()
                 )
                 names = [o["name"] for o in result.get_response(as_json=True)["outputs"]]
             else:
-                result = self.http().infer(model, _tensors(module, inputs), headers=self.endpoints.header_dict())
+                result = self.http().infer(model, infer_inputs(module, inputs), headers=self.endpoints.header_dict())
                 names = [o["name"] for o in result.get_response()["outputs"]]
         except InferenceServerException as exc:
             raise GenerationError(f"{model}: {exc.message()}") from None
@@ -398,7 +406,7 @@ def _first(value):
     return value
 
 
-def _tensors(module, inputs: Inputs) -> list:
+def infer_inputs(module, inputs: Inputs) -> list:
     tensors = []
     for name, (value, dtype) in inputs.items():
         array = batched(value, dtype)
