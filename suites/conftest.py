@@ -7,7 +7,7 @@ import pytest
 
 from pytest_triton_llm.accuracy.dataset import DatasetError, load_cnn_dailymail
 from pytest_triton_llm.accuracy.drift import OutputsWriter
-from pytest_triton_llm.verdicts.equality import rule_of
+from pytest_triton_llm.verdicts.equality import rule_for, rule_of
 from pytest_triton_llm.common.files import fixtures_dir
 from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
@@ -33,6 +33,13 @@ def contract(triton_llm) -> dict:
 @pytest.fixture(scope="session")
 def equality_rule(triton_llm):
     return rule_of(triton_llm)
+
+
+@pytest.fixture(scope="session")
+def openai_equality_rule(openai_target):
+    """The rule of --openai-engine's engine on the endpoint's hardware; without one, the half-precision rule: a /v1
+    server of unknown dtype batches as it likes (real batched bf16 servers are not batch-invariant)."""
+    return rule_for(openai_target.engine, openai_target.hardware)
 
 
 @pytest.fixture(scope="session")

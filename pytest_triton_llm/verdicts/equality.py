@@ -55,7 +55,10 @@ CPU = "cpu"  # the hardware a CPU server reports (hardware.hardware); any other 
 def rule_for(engine, hardware: str) -> Rule:
     """The one rule for an engine served on `hardware` (a GPU's name, "cpu", or unknown for a remote server), applied
     to every comparison of outputs that should be equal: its lock `equality` table, else exact for float32 on a CPU,
-    else the half-precision rule (float16/bfloat16 anywhere, float32 on a GPU, a remote server's unknown dtype)."""
+    else the half-precision rule (float16/bfloat16 anywhere, float32 on a GPU, a remote server's unknown dtype, an
+    engine that is not known: a /v1 server without --openai-engine)."""
+    if engine is None:
+        return HALF
     if engine.equality is not None:
         return engine.equality
     if hardware == CPU:
