@@ -12,6 +12,8 @@ from ..common.errors import TritonLLMError
 from ..faults.campaign import add_arguments as add_campaign_arguments, campaign
 from .matrix import ReportError, render_matrix, reports_in
 from ..plugin.options import DEFAULT_CACHE, DEFAULT_LOCK
+from ..properties.coverage import cells, render
+from ..properties.matrix import PropertiesError, load_properties
 from ..stack.runtimes import warm
 from .serve import (
     add_arguments,
@@ -104,6 +106,18 @@ def _faults(args: argparse.Namespace) -> int:
     return campaign(args, suites_argv([], cwd) if not args.list else [], cwd)
 
 
+def _coverage(args: argparse.Namespace) -> int:
+    """The property matrix; exit 1 on a missing cell or a checked_by test that does not exist."""
+    try:
+        properties = load_properties()
+    except PropertiesError as exc:
+        print(f"pytest-triton-llm coverage: error: {exc}", file=sys.stderr)
+        return 2
+    report, passed = render(cells(properties), properties, suites_dir().parent, detail=args.detail)
+    sys.stdout.write(report)
+    return 0 if passed else 1
+
+
 def run(pytest_args: list[str]) -> int:
     """pytest in this process's place: a fresh interpreter, so pytest rewrites the plugin's asserts as usual."""
     os.execv(sys.executable, [sys.executable, "-m", "pytest", *suites_argv(pytest_args, Path.cwd())])
@@ -117,6 +131,23 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:  # everything after it is pytest's, options included
         return run(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "cache":
+        return _cache(args)
+    if args.command == "faults":
+        return _faults(args)
+    if args.command == "coverage":
+        return _coverage(args)
+    if args.command in SERVERS:
+        try:
+            return SERVERS[args.command](args)
+        except TritonLLMError as exc:  # a user's input or this host: one line and exit 2, never a traceback
+            print(f"pytest-triton-llm {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return 2
+    return _matrix(args)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-triton-llm")
     commands = parser.add_subparsers(dest="command", required=True)
     matrix = commands.add_parser("matrix", help="markdown table (suites x images) from --triton-llm-report files")
@@ -155,20 +186,15 @@ def main(argv: list[str] | None = None) -> int:
             "catch which fault (fault-table.md, reverse-table.md)",
         )
     )
+    coverage = commands.add_parser(
+        "coverage",
+        help="the property matrix: every input of every served contract x the paths that serve it -> checked, skipped "
+        "(why), pending or missing (exit 1 on a missing cell)",
+    )
+    coverage.add_argument("--detail", action="store_true", help="one row per cell: input, path, property, how it is judged")
     commands.add_parser(
         "run",
         help="run the suites shipped with the plugin: `run -m functional`, any pytest options "
         "after it (default lock: ./engines.lock, else the packaged embedded default)",
     )
-    args = parser.parse_args(argv)
-    if args.command == "cache":
-        return _cache(args)
-    if args.command == "faults":
-        return _faults(args)
-    if args.command in SERVERS:
-        try:
-            return SERVERS[args.command](args)
-        except TritonLLMError as exc:  # a user's input or this host: one line and exit 2, never a traceback
-            print(f"pytest-triton-llm {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-            return 2
-    return _matrix(args)
+    return parser

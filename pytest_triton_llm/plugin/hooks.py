@@ -33,6 +33,7 @@ MARKERS = {
     "migration": "an engine deployment vs the llmapi one of the same checkpoint (TensorRT engine -> PyTorch migration)",
     "invariants": "serving invariants on every deployment and entry model: streams agree with unary answers, counts are true",
     "regressions": "named checks for known upstream bugs (each test names its issue)",
+    "properties": "the property matrix: every request input's effect on every path and mode (fixtures/properties.toml)",
     "gpu": "needs an NVIDIA GPU",
     **{marker: why for runtime in RUNTIMES.values() for marker, why in runtime.markers.items()},
 }
@@ -44,6 +45,9 @@ STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_o
 TRAINED_WEIGHTS = "triton_llm_trained_weights"  # @pytest.mark.triton_llm_trained_weights("why random ones will not do")
 LOAD = "triton_llm_load"  # @pytest.mark.triton_llm_load: stresses the server (skipped on a remote one unless allowed)
 ENTRIES = "triton_llm_entry_models"  # @pytest.mark.triton_llm_entry_models: once per entry model (ensemble, BLS)
+# @pytest.mark.triton_llm_checks_declared_inputs: the test reads the served model's declared inputs and skips, naming
+# the input, where one is absent (the property matrix), so it needs no capability declared for family-dependent inputs
+CHECKS_DECLARED = "triton_llm_checks_declared_inputs"
 _SESSION = pytest.StashKey[TritonLLMSession]()
 _ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
 _PERF = pytest.StashKey[perf_options.PerfOptions]()
@@ -91,6 +95,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{LOAD}: puts the server under stress (floods, hundreds of clients, cache eviction); skipped on a "
         "server this session did not start (--triton-url) unless --triton-allow-load",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{CHECKS_DECLARED}: sends only inputs the served model declares (it reads them, and skips naming one that is "
+        "absent), so the harness does not ask it to declare capabilities",
     )
     config.addinivalue_line(
         "markers",
@@ -402,7 +411,9 @@ def pytest_runtest_call(item: pytest.Item):
         served.client.sent.clear()
     result = yield
     needs = {cap for mark in item.iter_markers(REQUIRES) for cap in mark.args}
-    for served in served_all:  # the harness's own check: an input that some families lack needs its capability declared
+    checked = item.get_closest_marker(CHECKS_DECLARED) is not None
+    for served in served_all if not checked else ():  # the harness's own check: an input that some families lack
+        # needs its capability declared
         if undeclared := state.undeclared_inputs(served, needs):
             pytest.fail(
                 f"harness: this test sends {', '.join(undeclared)} without declaring the capability that needs "

@@ -1,0 +1,380 @@
+"""The effect checks of the property matrix: for one input, the answer it must produce, on any path and in any mode.
+
+Each check compares with a value derived from the request and the path's own greedy answer (asked unary, once per
+session): the greedy text cut at N tokens, the greedy text ending at the stop word, a token repeated N times under its
+bias. Where the path is an entry model of an engine deployment, the tensorrt_llm answer to the same request is the
+reference too (`Context.core`): the entry model must answer as the engine does. Texts compared across modes (a stream,
+a batch) follow the engine's equality rule: exact on float32; float16 kernels are not batch-invariant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..verdicts.equality import compare_texts
+from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
+from .requests import Answer, Ask, Unanswerable
+
+LONG = "long"  # prompt roles, filled from fixtures/prompts.toml by the suite
+SAMPLE = "sample"
+REPEAT = "repeat"
+QUESTION = "question"
+ENDS = "ends"
+SEEDS = (1, 2)  # two draws at temperature 1 over 16 tokens of the colors prompt: both greedy only if sampling is off
+STRONG_PENALTY = 2.0  # TL#9442's values (suites/test_regressions.py)
+NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+BIAS = 100.0  # far above any logit gap: the biased token wins every step
+ROOM = 256  # tokens an answer must end within, by itself, for the min_tokens check
+LOG_PROB_TOLERANCE = 1e-3  # per token, between two sums of the same float32 values
+
+
+@dataclass
+class Context:
+    """One cell: a path asked in a mode, for a property; `core` is the deployment's tensorrt_llm path where `path` is
+    an entry model in front of it; `cache` holds unary answers across cells (one per path and request)."""
+
+    path: Any  # a TritonPath or an OpenAIPath: name, key, surface, tokenizer, answer, lacks, question
+    mode: str
+    prop: str
+    prompts: dict[str, str]
+    rule: Any = None  # verdicts.equality.Rule, None for exact
+    core: Any = None  # the TritonPath of tensorrt_llm behind an entry model
+    cache: dict = field(default_factory=dict)
+
+    def ask(self, ask: Ask) -> Answer:
+        return self.path.answer(ask, self.mode)
+
+    def unary(self, ask: Ask, path=None) -> Answer:
+        path = path or self.path
+        key = (path.key, repr(ask))
+        if key not in self.cache:
+            self.cache[key] = path.answer(ask, "unary")
+        return self.cache[key]
+
+    def greedy(self, role: str, max_tokens: int) -> Answer:
+        return self.unary(Ask.of(self.prompts[role], max_tokens))
+
+    def same(self, expected: str, actual: str, what: str) -> None:
+        """`actual` equals `expected`: exactly in unary mode or under an exact rule; else under the engine's rule."""
+        if self.mode == "unary" or self.rule is None or self.rule.exact or self.path.tokenizer is None:
+            assert actual == expected, f"{self.path.name} ({self.mode}): {what}:\n  expected {expected!r}\n  got      {actual!r}"
+            return
+        verdict = compare_texts([expected], [actual], self.rule, self.path.tokenizer)
+        assert verdict.passed, f"{self.path.name} ({self.mode}): {what}: " + verdict.report(decode=self.path.tokenizer.decode)
+
+    def reference_ids(self, role: str, max_tokens: int) -> list[int]:
+        """The greedy token ids for `role`: the path's own, else the engine's behind the entry model (which the
+        `prompt` property checks it equals), else Unanswerable."""
+        own = self.greedy(role, max_tokens)
+        if own.token_ids is not None:
+            return own.token_ids
+        if self.core is not None:
+            return self.unary(Ask.of(self.prompts[role], max_tokens), self.core).token_ids or []
+        raise Unanswerable(f"{self.path.name} returns text only and serves no tensorrt_llm model beside it to read ids from")
+
+    @property
+    def token_surface(self) -> bool:
+        return self.path.surface in (TRITON, TENSORRT_LLM)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.path.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def sampling(self, **options) -> dict:
+        """Sampling options, top_k left out where the path has no such field (it then keeps its own default)."""
+        if self.path.surface == OPENAI and self.path.lacks(["top_k"]):
+            options.pop("top_k", None)
+        return options
+
+
+def greedy(ctx: Context) -> None:
+    expected = ctx.greedy(LONG, 16)
+    assert expected.text, f"{ctx.path.name}: the greedy answer is empty"
+    ctx.same(expected.text, ctx.ask(Ask.of(ctx.prompts[LONG], 16)).text, "the greedy answer differs from the unary one")
+    if ctx.mode == "unary" and ctx.core is not None:
+        engine = ctx.unary(Ask.of(ctx.prompts[LONG], 16), ctx.core)
+        assert expected.text == engine.text, (
+            f"{ctx.path.name} answers {expected.text!r}; tensorrt_llm's ids decode to {engine.text!r}"
+        )
+
+
+def max_tokens(ctx: Context) -> None:
+    long = ctx.greedy(LONG, 24)
+    ids = _ids_or_reencoded(ctx, long)
+    if len(ids) < 24:
+        raise Unanswerable(f"{ctx.path.name}: the greedy answer ended by itself before 24 tokens: {long.text!r}")
+    for n in (1, 7):
+        answer = ctx.ask(Ask.of(ctx.prompts[LONG], n))
+        if answer.tokens is not None:
+            assert answer.tokens == n, f"{ctx.path.name} ({ctx.mode}): max_tokens {n} gave {answer.tokens} tokens"
+        if answer.token_ids is not None:
+            assert answer.token_ids == ids[:n], f"{ctx.path.name} ({ctx.mode}): max_tokens {n}: {answer.token_ids} != {ids[:n]}"
+        ctx.same(ctx.decode(ids[:n]), answer.text, f"max_tokens {n} must cut the greedy answer at its {n}th token")
+
+
+def _ids_or_reencoded(ctx: Context, answer: Answer) -> list[int]:
+    try:
+        return ctx.reference_ids(LONG, 24) if answer.token_ids is None else answer.token_ids
+    except Unanswerable:
+        ids = ctx.path.tokenizer.encode(answer.text, add_special_tokens=False)
+        if ctx.decode(ids) != answer.text:
+            raise Unanswerable(f"{ctx.path.name}: re-encoding the greedy text does not give it back") from None
+        return ids
+
+
+def temperature(ctx: Context) -> None:
+    prompt, expected = ctx.prompts[SAMPLE], ctx.greedy(SAMPLE, 16).text
+    cold = ctx.ask(Ask.of(prompt, 16, **ctx.sampling(temperature=0.0, top_k=50, seed=5)))
+    ctx.same(expected, cold.text, "temperature 0 must sample the greedy answer")
+    hot = [ctx.ask(Ask.of(prompt, 16, **ctx.sampling(temperature=1.0, top_k=50, seed=s))).text for s in SEEDS]
+    assert any(text != expected for text in hot), (
+        f"{ctx.path.name} ({ctx.mode}): temperature 1 sampled the greedy answer with seeds {SEEDS}"
+    )
+
+
+def top_k(ctx: Context) -> None:
+    prompt, expected = ctx.prompts[SAMPLE], ctx.greedy(SAMPLE, 16).text
+    for seed in SEEDS:
+        answer = ctx.ask(Ask.of(prompt, 16, temperature=1.0, top_k=1, seed=seed))
+        ctx.same(expected, answer.text, f"top_k 1 at temperature 1 (seed {seed}) must be the greedy answer")
+
+
+def top_p(ctx: Context) -> None:
+    prompt, expected = ctx.prompts[SAMPLE], ctx.greedy(SAMPLE, 16).text
+    for seed in SEEDS:
+        answer = ctx.ask(Ask.of(prompt, 16, **ctx.sampling(temperature=1.0, top_p=0.01, top_k=0, seed=seed)))
+        ctx.same(expected, answer.text, f"top_p 0.01 at temperature 1 (seed {seed}) keeps the likeliest token only")
+
+
+def seed(ctx: Context) -> None:
+    prompt = ctx.prompts[SAMPLE]
+
+    def sample(s: int) -> str:
+        return ctx.ask(Ask.of(prompt, 16, **ctx.sampling(temperature=1.0, top_k=50, seed=s))).text
+
+    first = sample(7)
+    ctx.same(first, sample(7), "one seed must sample one text")
+    if ctx.mode != "unary":
+        alone = ctx.unary(Ask.of(prompt, 16, **ctx.sampling(temperature=1.0, top_k=50, seed=7))).text
+        ctx.same(alone, first, "seed 7 must sample what it samples alone and unary")
+    others = {sample(s) for s in SEEDS}
+    assert others != {first}, f"{ctx.path.name} ({ctx.mode}): seeds {SEEDS} and 7 all sampled {first!r}"
+
+
+def stop(ctx: Context) -> None:
+    if ctx.token_surface:
+        ids = ctx.reference_ids(LONG, 24)
+        start = _round_trip_pair(ctx, ids)
+        word = ids[start : start + 2]
+        stop_word = word if ctx.path.surface == TENSORRT_LLM else ctx.decode(word)
+        answer = ctx.ask(Ask.of(ctx.prompts[LONG], 24, stop=[stop_word]))
+        ctx.same(ctx.decode(ids[: start + 2]), answer.text, f"stop word {ctx.decode(word)!r} must end the answer after it")
+        return
+    long = ctx.greedy(LONG, 24).text
+    words = [w for w in long.split()[3:] if w.isalpha() and long.index(w) > 8]
+    if not words:
+        raise Unanswerable(f"{ctx.path.name}: the greedy answer has no word to stop at: {long!r}")
+    answer = ctx.ask(Ask.of(ctx.prompts[LONG], 24, stop=[words[0]]))
+    expected = long[: long.index(words[0])]
+    assert answer.text.rstrip() == expected.rstrip(), (
+        f"{ctx.path.name} ({ctx.mode}): stop {words[0]!r} must end the answer before it: {answer.text!r}, expected {expected!r}"
+    )
+
+
+def _round_trip_pair(ctx: Context, ids: list[int]) -> int:
+    """The first position (from 4) of two tokens that tokenize back to themselves and occur nowhere earlier."""
+    tokenizer = ctx.path.tokenizer
+    for i in range(4, len(ids) - 4):
+        pair = ids[i : i + 2]
+        seen = any(ids[j : j + 2] == pair for j in range(i))
+        if not seen and tokenizer.encode(ctx.decode(pair), add_special_tokens=False) == pair:
+            return i
+    raise Unanswerable(f"{ctx.path.name}: no two tokens of the greedy answer tokenize back to themselves")
+
+
+def bad_words(ctx: Context) -> None:
+    ids = ctx.reference_ids(LONG, 16)
+    tokenizer = ctx.path.tokenizer
+    at = next(
+        (i for i in range(2, 8) if tokenizer.encode(ctx.decode(ids[i : i + 1]), add_special_tokens=False) == ids[i : i + 1]), None
+    )
+    if at is None:
+        raise Unanswerable(f"{ctx.path.name}: no early token of the greedy answer tokenizes back to itself")
+    banned = ids[at]
+    word = [banned] if ctx.path.surface == TENSORRT_LLM else ctx.decode([banned])
+    answer = ctx.ask(Ask.of(ctx.prompts[LONG], 16, bad_words=[word]))
+    prefix = ctx.decode(ids[:at])
+    assert answer.text.startswith(prefix) and answer.text != ctx.decode(ids), (
+        f"{ctx.path.name} ({ctx.mode}): banning {ctx.decode([banned])!r} must change the answer at token {at} "
+        f"and not before: {answer.text!r}"
+    )
+    if answer.token_ids is not None:
+        assert banned not in answer.token_ids, f"{ctx.path.name} ({ctx.mode}): the banned token {banned} came: {answer.token_ids}"
+    elif ctx.core is not None:
+        engine = ctx.unary(Ask.of(ctx.prompts[LONG], 16, bad_words=[[banned]]), ctx.core)
+        ctx.same(engine.text, answer.text, "the entry model must ban the word as tensorrt_llm bans its token")
+
+
+def end_id(ctx: Context) -> None:
+    ids = ctx.reference_ids(LONG, 16)
+    end = ids[5]
+    first = ids.index(end)
+    answer = ctx.ask(Ask.of(ctx.prompts[LONG], 16, end_id=end))
+    if answer.token_ids is not None:
+        assert answer.token_ids == ids[:first], f"{ctx.path.name} ({ctx.mode}): end_id {end}: {answer.token_ids} != {ids[:first]}"
+    ctx.same(ctx.decode(ids[:first]), answer.text, f"end_id {end} must end the answer before its first occurrence")
+
+
+def exclude_input(ctx: Context) -> None:
+    prompt = ctx.prompts[LONG]
+    excluded = ctx.greedy(LONG, 12)
+    if ctx.mode == "streamed" and ctx.path.surface == LLMAPI:
+        raise Unanswerable("whether an llmapi stream returns the prompt differs by version (llmapi-0.19 and 1.0 never stream)")
+    echoed = ctx.ask(Ask.of(prompt, 12, exclude_input=False))
+    if ctx.mode == "streamed":  # the C++ backend streams generated tokens only (tensorrtllm_backend v0.19.0
+        # model_instance_state.cc), whatever exclude_input_in_output says
+        ctx.same(excluded.text, echoed.text, "a stream returns the generated tokens only, the prompt never")
+        return
+    if echoed.token_ids is not None:
+        prompt_ids = ctx.path.served.encode(prompt)
+        assert echoed.token_ids == prompt_ids + excluded.token_ids, f"{ctx.path.name} ({ctx.mode}): {echoed.token_ids}"
+        return
+    assert echoed.text.endswith(excluded.text) and echoed.text[: -len(excluded.text) or None].strip() == prompt.strip(), (
+        f"{ctx.path.name} ({ctx.mode}): exclude_input false must return the prompt then the answer "
+        f"{excluded.text!r}: {echoed.text!r}"
+    )
+    ctx.same(
+        excluded.text, ctx.ask(Ask.of(prompt, 12, exclude_input=True)).text, "exclude_input true must return the answer alone"
+    )
+
+
+def min_tokens(ctx: Context) -> None:
+    prompt, ended, count = _ended(ctx)
+    answer = ctx.ask(Ask.of(prompt, count + 12, min_tokens=count + 4))
+    assert answer.text.startswith(ended.text) and len(answer.text) > len(ended.text), (
+        f"{ctx.path.name} ({ctx.mode}): min_tokens {count + 4} must hold the end back past {ended.text!r}: {answer.text!r}"
+    )
+    if answer.tokens is not None:
+        assert answer.tokens >= count + 4, f"{ctx.path.name} ({ctx.mode}): min_tokens {count + 4} gave {answer.tokens} tokens"
+
+
+def _ended(ctx: Context) -> tuple[str, Answer, int]:
+    """(prompt, its greedy answer, its token count) of the first prompt whose greedy answer ends by itself: the chat
+    question, else the fox completion."""
+    for prompt in (ctx.path.question(ctx.prompts[QUESTION]), ctx.prompts[ENDS]):
+        ended = ctx.unary(Ask.of(prompt, ROOM))
+        count = _count(ctx, ended, prompt)
+        if count is not None and count < ROOM - 8:
+            return prompt, ended, count
+    raise Unanswerable(f"{ctx.path.name}: neither the chat question nor the fox prompt ends by itself within {ROOM - 8} tokens")
+
+
+def _count(ctx: Context, answer: Answer, prompt: str) -> int | None:
+    if answer.tokens is not None:
+        return answer.tokens
+    if ctx.core is not None:
+        return ctx.unary(Ask.of(prompt, ROOM), ctx.core).tokens
+    return None
+
+
+def penalty(ctx: Context) -> None:
+    prompt, expected = ctx.prompts[REPEAT], ctx.greedy(REPEAT, 16).text
+    ids = ctx.path.tokenizer.encode(expected, add_special_tokens=False)
+    if len(set(ids)) > len(ids) // 2:
+        raise Unanswerable(f"{ctx.path.name}: the greedy answer does not repeat itself: {expected!r}")
+    neutral = ctx.ask(Ask.of(prompt, 16, **{ctx.prop: NEUTRAL[ctx.prop]}))
+    ctx.same(expected, neutral.text, f"{ctx.prop} {NEUTRAL[ctx.prop]} (neutral) must leave the greedy answer as it is")
+    strong = Ask.of(prompt, 16, **{ctx.prop: STRONG_PENALTY})
+    penalized = ctx.ask(strong)
+    assert penalized.text != expected, (
+        f"{ctx.path.name} ({ctx.mode}): {ctx.prop} {STRONG_PENALTY} left the repetitive answer as it was"
+    )
+    if ctx.core is not None:
+        ctx.same(ctx.unary(strong, ctx.core).text, penalized.text, f"{ctx.prop} must penalize as tensorrt_llm does")
+
+
+def log_probs(ctx: Context) -> None:
+    ask = Ask.of(ctx.prompts[LONG], 8, log_probs=True)
+    answer = ctx.ask(ask)
+    tolerance = LOG_PROB_TOLERANCE * 8 if ctx.rule is None or ctx.rule.exact or ctx.mode == "unary" else 0.5
+    if answer.log_probs is not None and ctx.mode != "streamed":
+        assert len(answer.log_probs) == 8, f"{ctx.path.name} ({ctx.mode}): {len(answer.log_probs)} log probs for 8 tokens"
+        assert all(p <= 1e-6 for p in answer.log_probs), f"{ctx.path.name} ({ctx.mode}): a log prob above 0: {answer.log_probs}"
+        if answer.cum_log_prob is not None:
+            assert abs(sum(answer.log_probs) - answer.cum_log_prob) <= tolerance, (answer.log_probs, answer.cum_log_prob)
+    assert answer.cum_log_prob is not None and answer.cum_log_prob < 0, (
+        f"{ctx.path.name} ({ctx.mode}): cumulative log prob {answer.cum_log_prob}"
+    )
+    references = [ctx.unary(ask)] + ([ctx.unary(ask, ctx.core)] if ctx.core is not None else [])
+    for reference in references:
+        assert reference.cum_log_prob is not None and abs(reference.cum_log_prob - answer.cum_log_prob) <= tolerance, (
+            f"{ctx.path.name} ({ctx.mode}): cumulative log prob {answer.cum_log_prob} != {reference.cum_log_prob} "
+            "of the same request unary (and through tensorrt_llm)"
+        )
+
+
+def embedding_bias(ctx: Context) -> None:
+    tokenizer = ctx.path.tokenizer
+    [token] = next(ids for w in (" blue", " the", " and") if len(ids := tokenizer.encode(w, add_special_tokens=False)) == 1)
+    answer = ctx.ask(Ask.of(ctx.prompts[LONG], 6, bias={token: BIAS}))
+    if answer.token_ids is not None:
+        assert answer.token_ids == [token] * 6, f"{ctx.path.name} ({ctx.mode}): a bias of {BIAS} on {token}: {answer.token_ids}"
+    expected = ctx.decode([token] * 6)
+    assert answer.text == expected, (
+        f"{ctx.path.name} ({ctx.mode}): a bias of {BIAS} on {tokenizer.decode([token])!r} must make every token "
+        f"it: {answer.text!r}"
+    )
+
+
+def beam_settings_at_width_1(ctx: Context) -> None:
+    expected = ctx.greedy(LONG, 12).text
+    ctx.same(
+        expected,
+        ctx.ask(Ask.of(ctx.prompts[LONG], 12, beam=True)).text,
+        "beam-search settings must not change a beam-width-1 answer",
+    )
+
+
+def pad_id(ctx: Context) -> None:
+    ids = ctx.reference_ids(LONG, 12)
+    answer = ctx.ask(Ask.of(ctx.prompts[LONG], 12, pad_id=ids[3]))
+    ctx.same(ctx.decode(ids), answer.text, f"pad_id {ids[3]} (a token of the answer) must not end or change it")
+
+
+def ignored(ctx: Context, name: str, value) -> None:
+    """A field the family's contract says it ignores: the answer is the one without it."""
+    expected = ctx.greedy(LONG, 12).text
+    answer = ctx.path.answer_with(Ask.of(ctx.prompts[LONG], 12), ctx.mode, {name: value})
+    ctx.same(expected, answer.text, f"{name}={value!r}, which the family ignores, must leave the answer as it is")
+
+
+def refused(ctx: Context, name: str, value) -> None:
+    """A field the family's contract says it refuses: an error, and the next request is answered."""
+    status = ctx.path.refusal(Ask.of(ctx.prompts[LONG], 4), {name: value})
+    assert status is not None and 400 <= status < 500, (
+        f"{ctx.path.name}: {name}={value!r}, which the family refuses, was answered (status {status})"
+    )
+    assert ctx.ask(Ask.of(ctx.prompts[LONG], 4)).text, f"{ctx.path.name}: nothing answered after the refusal"
+
+
+EFFECTS: dict[str, Callable[[Context], None]] = {
+    f.__name__: f
+    for f in (
+        greedy,
+        max_tokens,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        stop,
+        bad_words,
+        end_id,
+        exclude_input,
+        min_tokens,
+        penalty,
+        log_probs,
+        embedding_bias,
+        beam_settings_at_width_1,
+        pad_id,
+    )
+}

@@ -1,0 +1,121 @@
+"""The /v1 paths of the property matrix: /v1/completions and /v1/chat/completions of --openai-url, asked unary,
+streamed or in a batch of four. Canonical options become the family's request fields by fixtures/properties.toml's
+openai names; a field the family's contract does not honour is Unanswerable with the contract's words."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from ..openai.client import OpenAIRequestError, chunk_log_probs
+from .matrix import OPENAI
+from .requests import Answer, Ask, Unanswerable
+from .triton_paths import FILLERS
+
+FIELDS = {  # canonical option -> the OpenAI request field (llama-cpp-python's repeat_penalty where a family has it)
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "seed": "seed",
+    "stop": "stop",
+    "min_tokens": "min_tokens",
+    "repetition_penalty": "repeat_penalty",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "bias": "logit_bias",
+    "log_probs": "logprobs",
+}
+
+
+class OpenAIPath:
+    """One endpoint of the target: `chat` False for /v1/completions, True for /v1/chat/completions."""
+
+    surface = OPENAI
+
+    def __init__(self, target, chat: bool):
+        self.target, self.chat = target, chat
+        self.name = "/v1/chat/completions" if chat else "/v1/completions"
+        self.path = "/chat/completions" if chat else "/completions"
+        self.key = self.name
+        self.tokenizer = target.tokenizer
+
+    def lacks(self, names: list[str]) -> str | None:
+        fields = self.target.family.fields
+        if any(n in fields and fields[n].supported in ("yes", "partial") for n in names):
+            return None
+        known = [n for n in names if n in fields]
+        return (
+            self.target.family.why_not(known[0])
+            if known
+            else f"{self.target.family.title}: no request field {' or '.join(names)}"
+        )
+
+    def support(self, name: str) -> str | None:
+        field = self.target.family.fields.get(name)
+        return None if field is None else field.supported
+
+    def question(self, question: str) -> str:
+        """`question` as this endpoint asks it: a chat message, or on /v1/completions in the model's chat template."""
+        if self.chat:
+            return question
+        if self.tokenizer is None:
+            raise Unanswerable(f"{self.name}: no tokenizer to apply the chat template with (--tokenizer)")
+        messages = [{"role": "user", "content": question}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def body(self, ask: Ask, extra: dict | None = None) -> dict:
+        fields = dict(extra or {})
+        for option, value in ask.options:
+            if option not in FIELDS:
+                raise Unanswerable(f"{self.name}: the request has no field for {option}")
+            name = FIELDS[option]
+            if self.support(name) not in ("yes", "partial"):
+                raise Unanswerable(
+                    self.target.family.why_not(name) if self.support(name) else f"{self.target.family.title}: no field {name}"
+                )
+            fields[name] = value
+        if "logprobs" in fields and self.chat:
+            fields.update(logprobs=True, top_logprobs=1)
+        elif "logprobs" in fields:
+            fields["logprobs"] = 1
+        if "logit_bias" in fields:
+            fields["logit_bias"] = {str(token): weight for token, weight in fields["logit_bias"].items()}
+        make = self.target.chat if self.chat else self.target.completion
+        return make(ask.prompt, ask.max_tokens, **fields)
+
+    def answer(self, ask: Ask, mode: str) -> Answer:
+        return self.answer_with(ask, mode, {})
+
+    def refusal(self, ask: Ask, fields: dict) -> int | None:
+        """The status of the error `fields` added to `ask` get (None: answered)."""
+        try:
+            self._unary(self.body(ask, fields))
+        except OpenAIRequestError as exc:
+            return exc.status
+        return None
+
+    def answer_with(self, ask: Ask, mode: str, fields: dict) -> Answer:
+        """`ask` with raw request `fields` added as they are (a field the family ignores or refuses)."""
+        body, endpoint = self.body(ask, fields), self.target.endpoint
+        try:
+            if mode == "streamed":
+                streamed = endpoint.stream(self.path, body)
+                per_token = streamed.log_probs if "logprobs" in body else None
+                cum = sum(per_token) if per_token is not None else None
+                return Answer(
+                    streamed.text, tokens=(streamed.usage or {}).get("completion_tokens"), log_probs=per_token, cum_log_prob=cum
+                )
+            if mode == "batched":
+                others = [self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS]
+                with ThreadPoolExecutor(4) as pool:
+                    answers = list(pool.map(self._unary, [body, *others]))
+                return answers[0]
+            return self._unary(body)
+        except OpenAIRequestError as exc:
+            raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
+
+    def _unary(self, body: dict) -> Answer:
+        done = self.target.endpoint.chat(body) if self.chat else self.target.endpoint.complete(body)
+        per_token = chunk_log_probs(done.logprobs, self.chat) if "logprobs" in body else None
+        cum = sum(per_token) if per_token is not None else None
+        tokens = (done.usage or {}).get("completion_tokens")
+        return Answer(done.text, tokens=tokens, log_probs=per_token, cum_log_prob=cum, raw=done.body)

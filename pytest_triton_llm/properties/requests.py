@@ -1,0 +1,47 @@
+"""A request as the property matrix states it, whatever the path: the prompt, max_tokens and canonical options
+(fixtures/properties.toml's property names), and the answer every path gives back in one shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("unary", "streamed", "batched")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What to ask: `options` maps a canonical option to its value. Options: temperature, top_k, top_p, seed,
+    min_tokens, repetition_penalty, presence_penalty, frequency_penalty (numbers); stop, bad_words (words); end_id,
+    pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
+    width 1: True)."""
+
+    prompt: str
+    max_tokens: int
+    options: tuple[tuple[str, object], ...] = ()
+
+    @classmethod
+    def of(cls, prompt: str, max_tokens: int, **options) -> Ask:
+        return cls(prompt, max_tokens, tuple(sorted(options.items())))
+
+    @property
+    def asked(self) -> dict[str, Any]:
+        return dict(self.options)
+
+
+@dataclass
+class Answer:
+    """One answer: its generated text (the prompt only where the request asked for it back), and where the path says
+    them, its token ids, token count, per-token log probs and cumulative log prob."""
+
+    text: str
+    token_ids: list[int] | None = None
+    tokens: int | None = None
+    log_probs: list[float] | None = None
+    cum_log_prob: float | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+class Unanswerable(Exception):
+    """The path cannot express the request (a mode it does not serve, an option it has no input for): a skip, with the
+    contract's reason."""

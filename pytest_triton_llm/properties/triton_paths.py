@@ -1,0 +1,169 @@
+"""The Triton paths of the property matrix: an entry model (ensemble, tensorrt_llm_bls, the llmapi model: text in,
+text out) and the tensorrt_llm model (token ids in and out), each asked unary, streamed or in a batch of four.
+
+Canonical options become the served model's inputs by the names fixtures/properties.toml gives each surface; an
+option the served model declares no input for is Unanswerable (a skip naming the model and the input)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..triton.client import GenerationError, Sampling, log_probs_of
+from ..triton.llmapi_contract import output_text
+from ..triton.load import Target, run_load
+from ..triton.tensor_contract import Unbatched, returned_ids
+from .matrix import LLMAPI, TENSORRT_LLM, TRITON
+from .requests import Answer, Ask, Unanswerable
+
+SAMPLING = {  # canonical option -> the client's Sampling field
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "seed": "random_seed",
+    "min_tokens": "min_length",
+    "repetition_penalty": "repetition_penalty",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+}
+BEAM_SETTINGS: dict[str, dict[str, float]] = {  # beam-search settings at beam width 1 (none of them the default), per surface
+    TRITON: {"beam_width": 1, "length_penalty": 2.0},
+    TENSORRT_LLM: {"beam_width": 1, "len_penalty": 2.0, "early_stopping": 0, "beam_search_diversity_rate": 0.5},
+    LLMAPI: {"sampling_param_beam_width": 1},
+}
+FILLERS = ("The capital of France is", "Water boils at", "The largest planet is")  # the batch's other requests
+
+
+class TritonPath:
+    """One model of a served deployment. `surface`: TRITON, TENSORRT_LLM or LLMAPI (matrix.py)."""
+
+    def __init__(self, served, model: str, surface: str):
+        self.served, self.client, self.model, self.surface = served, served.client, model, surface
+        self.name = "llmapi" if surface == LLMAPI else model
+        self.key = f"{served.id}/{model}"  # unique in a session of several deployments
+        self.tokenizer = served.tokenizer
+        self._dtypes = {t["name"]: t["datatype"] for t in self.client.model_metadata(model)["inputs"]}
+        # an entry model of a family without the exclude_input_in_output input returns the prompt as deployed
+        self._echoes = (
+            surface == TRITON and not self.declared("exclude_input_in_output") and not served.ref.options.exclude_input_in_output
+        )
+
+    def declared(self, name: str) -> bool:
+        return name in self._dtypes
+
+    def lacks(self, names: list[str]) -> str | None:
+        """Why none of `names` can be sent: the served model declares none of them."""
+        if any(self.declared(n) for n in names):
+            return None
+        return f"{self.served.id}: {self.model} declares no input {' or '.join(names)} (its contract's inputs)"
+
+    def question(self, question: str) -> str:
+        return self.served.chat_prompt(question)
+
+    def answer(self, ask: Ask, mode: str) -> Answer:
+        if mode == "streamed" and not self.client.decoupled:
+            raise Unanswerable(f"{self.served.id} is not decoupled: {self.model} answers unary requests only")
+        inputs = self.inputs(ask, streamed=mode == "streamed")
+        try:
+            if mode == "unary":
+                return self.read([self.client.request(self.model, inputs)], ask)
+            if mode == "streamed":
+                result = self.client.stream_inputs(self.model, inputs)
+                return self.read([e.outputs for e in result.content_events], ask, cumulative=self.surface == LLMAPI)
+            return self.read(self._in_batch(inputs, ask), ask)
+        except GenerationError as exc:
+            raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
+
+    def _in_batch(self, inputs: dict, ask: Ask) -> list[dict]:
+        others = [self.inputs(Ask.of(p, ask.max_tokens), streamed=False) for p in FILLERS]
+        records, _ = run_load(Target(self.client.endpoints, self.model), [inputs, *others], concurrency=4, keep_outputs=True)
+        mine = next(r for r in records if r.index == 0)
+        if mine.error:
+            raise GenerationError(mine.error)
+        return list(mine.responses)
+
+    def extra(self, inputs: dict, name: str, value) -> None:
+        """Add input `name` with the datatype the served model declares (no batch dimension where it takes none)."""
+        if not self.declared(name):
+            raise Unanswerable(f"{self.served.id}: {self.model} declares no input {name}")
+        dtype = self._dtypes[name]
+        if self.surface == LLMAPI and not self.client.batches(self.model):
+            value = Unbatched.of(value, dtype)
+        inputs[name] = (value, dtype)
+
+    # -- building the request ---------------------------------------------------------------------------------------
+    def inputs(self, ask: Ask, streamed: bool) -> dict:
+        options = ask.asked
+        sampling = (
+            Sampling(**{SAMPLING[k]: options[k] for k in SAMPLING if k in options}) if options.keys() & SAMPLING.keys() else None
+        )
+        if self.surface == TENSORRT_LLM:
+            return self._core_inputs(ask, options, sampling, streamed)
+        kwargs: dict = {"sampling": sampling, "return_log_probs": bool(options.get("log_probs"))}
+        kwargs.update({k: options[k] for k in ("end_id", "pad_id") if k in options})
+        kwargs.update({w: options[k] for k, w in (("stop", "stop_words"), ("bad_words", "bad_words")) if k in options})
+        exclude = options.get("exclude_input", True)
+        if self.surface == LLMAPI:
+            kwargs["exclude_input_in_output"] = exclude
+        try:
+            inputs = self.client.ensemble_inputs(ask.prompt, ask.max_tokens, stream=True if streamed else None, **kwargs)
+        except GenerationError as exc:
+            raise Unanswerable(str(exc)) from None
+        if self.surface == TRITON and (self.declared("exclude_input_in_output") or "exclude_input" in options):
+            self.extra(inputs, "exclude_input_in_output", exclude)
+        if "bias" in options:
+            words = [self.tokenizer.decode([token]).encode("utf-8") for token in options["bias"]]
+            self.extra(inputs, "embedding_bias_words", words)
+            self.extra(inputs, "embedding_bias_weights", [float(w) for w in options["bias"].values()])
+        for name, value in BEAM_SETTINGS[self.surface].items() if options.get("beam") else ():
+            self.extra(inputs, name, value)
+        return inputs
+
+    def _core_inputs(self, ask: Ask, options: dict, sampling, streamed: bool) -> dict:
+        encode = self.served.encode
+        words = {
+            k: [encode(w) if isinstance(w, str) else list(w) for w in options[k]] for k in ("stop", "bad_words") if k in options
+        }
+        inputs = self.client.core_inputs(
+            encode(ask.prompt),
+            ask.max_tokens,
+            end_id=options.get("end_id", self.served.end_id),
+            pad_id=options.get("pad_id"),
+            stop_words_ids=words.get("stop"),
+            bad_words_ids=words.get("bad_words"),
+            exclude_input_in_output=options.get("exclude_input", True),
+            sampling=sampling,
+            return_log_probs=bool(options.get("log_probs")),
+            streaming=True if streamed else None,
+        )
+        if "bias" in options:
+            bias = np.zeros(len(self.tokenizer), dtype=np.float32)
+            for token, weight in options["bias"].items():
+                bias[token] = weight
+            self.extra(inputs, "embedding_bias", bias.reshape(1, -1))
+        for name, value in BEAM_SETTINGS[TENSORRT_LLM].items() if options.get("beam") else ():
+            self.extra(inputs, name, value)
+        return inputs
+
+    # -- reading the answer -----------------------------------------------------------------------------------------
+    def read(self, responses: list[dict], ask: Ask, cumulative: bool = False) -> Answer:
+        if not responses:
+            raise AssertionError(f"{self.name}: no response carried output")
+        last = responses[-1]
+        cum, per_token = log_probs_of(last)
+        if self.surface == TENSORRT_LLM:
+            ids = [t for r in responses for t in returned_ids(r)]
+            per_token = [p for r in responses for p in log_probs_of(r)[1] or []] if per_token is not None else None
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, last)
+        texts = [output_text(r, "text_output") or "" for r in responses]
+        text = texts[-1] if cumulative else "".join(texts)
+        if self._echoes and ask.asked.get("exclude_input", True):
+            text = text.removeprefix(ask.prompt)
+        if len(responses) > 1 and per_token is not None:
+            per_token = [p for r in responses for p in log_probs_of(r)[1] or []]
+        return Answer(text, None, None, per_token, cum, last)
+
+
+def entry_surface(served) -> str:
+    """The surface of a deployment's entry model: the llmapi model's inputs, or the ensemble's and BLS's."""
+    return LLMAPI if served.ref.serving_layout.one_model and served.client.speaks_llmapi else TRITON
