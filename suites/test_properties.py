@@ -17,6 +17,12 @@ from pytest_triton_llm.properties.requests import MODES, Unanswerable
 from pytest_triton_llm.properties.triton_paths import TritonPath, entry_surface
 
 pytestmark = [pytest.mark.properties, pytest.mark.triton_llm_checks_declared_inputs]
+# each mode under the marker of the capability it checks, so that a gate of `-m "functional or streaming or
+# invariants"` runs the matrix too: unary cells are functional, streamed ones streaming, batched ones invariants
+MODE_PARAMS = [
+    pytest.param(mode, marks=mark)
+    for mode, mark in zip(MODES, (pytest.mark.functional, pytest.mark.streaming, pytest.mark.invariants), strict=True)
+]
 
 PROPERTIES = load_properties()
 EFFECTS = effect_properties(PROPERTIES)
@@ -62,7 +68,7 @@ def _run(prop, ctx: Context) -> None:
 
 
 @pytest.mark.triton_llm_entry_models
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 @pytest.mark.parametrize("prop", EFFECTS, ids=lambda p: p.name)
 def test_an_input_has_its_effect_through_the_entry_model(
     triton_llm, prop, mode, roles, property_paths, unary_answers, equality_rule
@@ -74,7 +80,7 @@ def test_an_input_has_its_effect_through_the_entry_model(
 
 
 @pytest.mark.triton_llm_requires("inflight_batcher_llm")
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 @pytest.mark.parametrize("prop", EFFECTS, ids=lambda p: p.name)
 def test_an_input_has_its_effect_through_tensorrt_llm(
     triton_llm, prop, mode, roles, property_paths, unary_answers, equality_rule
@@ -83,7 +89,7 @@ def test_an_input_has_its_effect_through_tensorrt_llm(
     _run(prop, Context(path, mode, prop.name, roles, equality_rule, None, unary_answers))
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 @pytest.mark.parametrize("prop", V1_PROPERTIES, ids=lambda p: p.name)
 def test_an_input_has_its_effect_over_v1(openai_target, prop, endpoint, mode, roles, unary_answers, openai_equality_rule):

@@ -60,7 +60,7 @@ def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp
         "pytest",
         str(ROOT / "suites"),
         "-m",
-        "functional or streaming or early_stop",
+        "(functional or streaming or early_stop) and not properties",
         "--engines-lock",
         str(upstream_lock(tmp_path)),
         "--triton-llm-report",

@@ -61,7 +61,7 @@ def test_pytest_triton_llm_run_passes_the_functional_suite_on_the_embedded_defau
         "pytest_triton_llm.cli",
         "run",
         "-m",
-        "functional",
+        "functional and not properties",
         "--deployment",
         "smollm2-135m:v1",
         "-k",
