@@ -40,7 +40,9 @@ def test_a_suite_test_is_served_by_the_images_own_tritonserver(cpu_image):
 
 
 def test_naming_another_image_stops_before_any_build_with_both_versions(cpu_image):
-    done = in_image(cpu_image, "suites", "-m", "functional and not properties", "--triton-image", "24.09-trtllm", "--triton-runtime", "local")
+    done = in_image(
+        cpu_image, "suites", "-m", "functional and not properties", "--triton-image", "24.09-trtllm", "--triton-runtime", "local"
+    )
     assert done.returncode == 4
     assert done.stderr.strip() == (
         "ERROR: --triton-image 24.09-trtllm ships Triton 2.50.0 (compat.toml), but the tritonserver found is Triton "

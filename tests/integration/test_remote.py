@@ -177,7 +177,11 @@ def test_behind_a_proxy_that_wants_a_token_the_header_gets_through_and_is_writte
     ]
     (tmp_path / "with").mkdir()
     done, report = run_suites(
-        tmp_path / "with", "functional and not properties", *endpoints, "--triton-header", f"Authorization: Bearer {proxy['token']}"
+        tmp_path / "with",
+        "functional and not properties",
+        *endpoints,
+        "--triton-header",
+        f"Authorization: Bearer {proxy['token']}",
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
     # the functional suite through the ensemble: 22 tests on a V1 deployment, none failed or skipped
