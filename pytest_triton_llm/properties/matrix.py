@@ -12,14 +12,6 @@ from ..common.schema import load_toml
 # surfaces: the names an input has on a path (fixtures/properties.toml's `names` keys)
 TRITON, TENSORRT_LLM, LLMAPI, OPENAI = "triton", "tensorrt_llm", "llmapi_model", "openai"
 SURFACES = (TRITON, TENSORRT_LLM, LLMAPI, OPENAI)
-PATHS = {  # path -> surface
-    "ensemble": TRITON,
-    "tensorrt_llm_bls": TRITON,
-    "tensorrt_llm": TENSORRT_LLM,
-    "llmapi": LLMAPI,
-    "/v1/completions": OPENAI,
-    "/v1/chat/completions": OPENAI,
-}
 VERDICTS = ("effect", "checked_by", "skip", "pending")
 PROPERTIES_FILE = fixtures_dir() / "properties.toml"
 

@@ -118,4 +118,4 @@ class OpenAIPath:
         per_token = chunk_log_probs(done.logprobs, self.chat) if "logprobs" in body else None
         cum = sum(per_token) if per_token is not None else None
         tokens = (done.usage or {}).get("completion_tokens")
-        return Answer(done.text, tokens=tokens, log_probs=per_token, cum_log_prob=cum, raw=done.body)
+        return Answer(done.text, tokens=tokens, log_probs=per_token, cum_log_prob=cum)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 MODES = ("unary", "streamed", "batched")
@@ -39,7 +39,6 @@ class Answer:
     tokens: int | None = None
     log_probs: list[float] | None = None
     cum_log_prob: float | None = None
-    raw: dict = field(default_factory=dict, repr=False)
 
 
 class Unanswerable(Exception):

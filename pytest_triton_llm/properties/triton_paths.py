@@ -154,14 +154,14 @@ class TritonPath:
             ids = [t for r in responses for t in returned_ids(r)]
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []] if per_token is not None else None
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, last)
+            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum)
         texts = [output_text(r, "text_output") or "" for r in responses]
         text = texts[-1] if cumulative else "".join(texts)
         if self._echoes and ask.asked.get("exclude_input", True):
             text = text.removeprefix(ask.prompt)
         if len(responses) > 1 and per_token is not None:
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []]
-        return Answer(text, None, None, per_token, cum, last)
+        return Answer(text, None, None, per_token, cum)
 
 
 def entry_surface(served) -> str:
