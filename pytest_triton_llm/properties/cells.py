@@ -4,13 +4,17 @@ the contract's reason) where the path has no input for it."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from ..common.schema import load_toml
 from .effects import EFFECTS, Context, ignored, refused
 from .matrix import OPENAI, PROPERTIES_FILE, Property
 from .requests import Unanswerable
 
 
+@cache
 def probes() -> dict:
+    """fixtures/properties.toml's [openai_probes], read once per process (each refused or ignored cell asks for it)."""
     return load_toml(PROPERTIES_FILE).get("openai_probes", {})
 
 
