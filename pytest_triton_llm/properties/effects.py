@@ -137,6 +137,9 @@ def top_k(ctx: Context) -> None:
     for seed in SEEDS:
         answer = ctx.ask(Ask.of(prompt, 16, temperature=1.0, top_k=1, seed=seed))
         ctx.same(expected, answer.text, f"top_k 1 at temperature 1 (seed {seed}) must be the greedy answer")
+    # a dropped top_k leaves the server's default (top_k 0, top_p 0: greedy), which the check above cannot see
+    wide = [ctx.ask(Ask.of(prompt, 16, temperature=1.0, top_k=50, seed=s)).text for s in SEEDS]
+    assert any(text != expected for text in wide), f"{ctx.path.name} ({ctx.mode}): top_k 50 sampled the greedy answer"
 
 
 def top_p(ctx: Context) -> None:
@@ -144,6 +147,9 @@ def top_p(ctx: Context) -> None:
     for seed in SEEDS:
         answer = ctx.ask(Ask.of(prompt, 16, **ctx.sampling(temperature=1.0, top_p=0.01, top_k=0, seed=seed)))
         ctx.same(expected, answer.text, f"top_p 0.01 at temperature 1 (seed {seed}) keeps the likeliest token only")
+    # as for top_k: a dropped top_p leaves greedy decoding, which only a wide top_p shows
+    wide = [ctx.ask(Ask.of(prompt, 16, **ctx.sampling(temperature=1.0, top_p=0.95, top_k=0, seed=s))).text for s in SEEDS]
+    assert any(text != expected for text in wide), f"{ctx.path.name} ({ctx.mode}): top_p 0.95 sampled the greedy answer"
 
 
 def seed(ctx: Context) -> None:
