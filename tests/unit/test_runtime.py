@@ -1,7 +1,9 @@
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import sys
 import sysconfig
 import time
@@ -23,7 +25,8 @@ from pytest_triton_llm.host.processes import (
     remove_shared_memory,
     start_until_ready,
 )
-from pytest_triton_llm.stack.runtimes.server import serving_environment
+from pytest_triton_llm.host.endpoints import Endpoints
+from pytest_triton_llm.stack.runtimes.server import TritonServer, serving_environment
 from pytest_triton_llm.stack.runtimes.tritonserver_wheel import server_environment
 
 
@@ -217,3 +220,26 @@ def test_start_until_ready_stops_a_process_that_never_answers_and_says_how_long_
             proc, never, what="the server", log_path=proc.log_path, timeout_s=1, unavailable=RuntimeError, retry_on=(_NotYet,)
         )
     assert (str(raised.value), proc.alive()) == ("the server did not answer within 1 s: (its log is empty)", False)
+
+
+def test_a_port_answered_by_another_servers_grpc_is_not_ready_yet(tmp_path):
+    """Between free_ports and tritonserver binding its ports (after its models load), another server may bind one of
+    them: an HTTP/2 listener (a gRPC port) answers the readiness poll with bytes that are no HTTP/1.1 status line."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer_like_grpc():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"\x00\x00\x12\x04\x00\x00\x00\x00\x00")  # an HTTP/2 SETTINGS frame's header
+
+    thread = threading.Thread(target=answer_like_grpc, daemon=True)
+    thread.start()
+    endpoints = Endpoints(f"127.0.0.1:{port}", "127.0.0.1:1", "127.0.0.1:1")
+    server = TritonServer("m", endpoints, tmp_path / "log", None, "tritonserver")
+    try:
+        assert server.ready() is False
+    finally:
+        thread.join(timeout=5)
+        listener.close()

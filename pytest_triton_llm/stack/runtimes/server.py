@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import time
@@ -112,7 +113,10 @@ class TritonServer:
     def ready(self) -> bool:
         try:
             status, _ = self.endpoints.get(self.endpoints.http_url("/v2/health/ready"), timeout=1.0)
-        except OSError:
+        except (OSError, http.client.HTTPException):
+            # HTTPException: something not HTTP/1.1 answers there, e.g. another server's gRPC port, bound while this
+            # one loaded its models (tritonserver binds its ports last); this one then exits "Address already in use"
+            # and is started again on new ports, so not ready yet
             return False
         return status == 200
 
