@@ -29,6 +29,7 @@ from lora import LoraSupport
 from served_contract import RequestError
 
 NEG_INF = float("-inf")
+THREADS_ENV = "TRITON_LLM_STAND_IN_THREADS"  # torch's intra-op threads on a CPU; 1 unless set
 GREEDY_NOISE = 1.0  # greedy_not_deterministic: the spread of the noise on greedy logits, enough to flip near ties
 # logits_perturbed: the spread of the fixed noise on every logit; measured on 16 CNN/DailyMail articles (greedy, 64
 # tokens): ROUGE-1 35.3 -> 31.1, ROUGE-2 13.2 -> 11.3, ROUGE-Lsum 31.7 -> 28.2
@@ -107,6 +108,14 @@ def _ends_with(history: list[int], word: list[int]) -> bool:
     return len(word) <= len(history) and history[len(history) - len(word) :] == word
 
 
+def cpu_threads() -> int:
+    """One thread unless THREADS_ENV says otherwise. SmolLM2-135M decodes no faster on two threads than on one (40 ms a
+    token at batch 1; 75 against 86 ms at batch 8), and two servers of two threads on 2 cores spin against each other:
+    175 and 467 ms a token, 4-5x slower (2026-11-29). A test session, its xdist workers, a fault campaign's jobs or a
+    migration pair run several servers at once; torch's default (a thread per core) slowed every one of them."""
+    return max(1, int(os.environ.get(THREADS_ENV) or 1))
+
+
 class ReferenceEngine:
     """A Hugging Face causal LM loaded from a reference engine directory."""
 
@@ -127,6 +136,8 @@ class ReferenceEngine:
         self.dtype = getattr(torch, config["dtype"])
         # the first GPU this process sees (the runtime narrows CUDA_VISIBLE_DEVICES to --triton-gpus), else the CPU
         self.device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        if self.device.type == "cpu":
+            torch.set_num_threads(cpu_threads())
         self.model = AutoModelForCausalLM.from_pretrained(engine_dir, dtype=self.dtype).eval().to(self.device)
         self.vocab_size = self.model.config.vocab_size
         if "lora_config" in self.build_config:
