@@ -109,14 +109,18 @@ def keeps_warm(revision: Revision) -> bool:
     return any((package / folder / "warm.py").is_file() for folder in folders)
 
 
-def measure_reuse(revision: Revision, deployment: str, keyword: str | None) -> dict:
-    """Two `pytest suites -m functional` sessions with --triton-keep-warm: when the second one's first test ran, having
-    taken the first one's server; the warm servers are stopped afterwards. A revision without warm servers: its usual
-    first test, since every session of it starts a server."""
+KEEP_WARM = ["--triton-keep-warm", "60"]
+
+
+def measure_reuse(revision: Revision, deployment: str, keyword: str | None, first: dict | None = None) -> dict:
+    """Two `pytest suites -m functional` sessions with --triton-keep-warm (`first`: the first one's figures, when the
+    caller ran it with KEEP_WARM): when the second one's first test ran, having taken the first one's server; the warm
+    servers are stopped afterwards. A revision without warm servers: its usual first test, since every session of it
+    starts a server."""
     if not keeps_warm(revision):
         return {"next_session_first_test_s": measure_suite(revision, deployment, keyword)["first_test_s"]}
-    first = measure_suite(revision, deployment, keyword, ["--triton-keep-warm", "60"])
-    second = measure_suite(revision, deployment, keyword, ["--triton-keep-warm", "60"])
+    first = first or measure_suite(revision, deployment, keyword, KEEP_WARM)
+    second = measure_suite(revision, deployment, keyword, KEEP_WARM)
     stop = revision.cli("cache", "warm", "--stop")
     subprocess.run(stop, cwd=revision.root, env=revision.env(), capture_output=True, timeout=120, check=False)
     if second["warm_slot"] is None or second["warm_slot"] != first["warm_slot"]:
