@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_llm.triton.client import GenerationError, Sampling
+from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.stack.repository import ENTRY_MODELS, entry_models
 from pytest_triton_llm.triton.tensor_contract import NO_END
@@ -18,6 +18,7 @@ from pytest_triton_llm.triton.tensor_contract import NO_END
 pytestmark = pytest.mark.functional
 
 MAX_TOKENS = 24
+BATCH_TOKENS = 16  # a request mix-up shows at once; the half-precision rule forgives a fork after 8 tokens
 SCHEDULED = ("nv_trt_llm_request_metrics", "scheduled")  # requests TensorRT-LLM scheduled in its latest iteration
 
 
@@ -82,9 +83,9 @@ def test_greedy_output_is_deterministic(triton_llm, prompts):
 @pytest.mark.triton_llm_entry_models
 def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts, equality_rule):
     batch = prompts.batch(8)
-    alone = [triton_llm.client.generate(p, MAX_TOKENS).text for p in batch]
+    alone = [triton_llm.client.generate(p, BATCH_TOKENS).text for p in batch]
     with triton_llm.client.watch_trtllm_gauges() as watch:
-        together = [g.text for g in triton_llm.client.generate_many(batch, MAX_TOKENS, concurrency=8)]
+        together = [g.text for g in triton_llm.client.generate_many(batch, BATCH_TOKENS, concurrency=8)]
     # under the engine's rule: exact on float32; float16 kernels are not batch-invariant
     verdict = compare_texts(alone, together, equality_rule, triton_llm.tokenizer)
     assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
@@ -204,20 +205,6 @@ def test_log_probs_are_returned_per_token(triton_llm, baseline):
     assert all(lp <= 0.0 for lp in log_probs)
     assert result.cum_log_prob == pytest.approx(sum(log_probs), abs=1e-3)
     assert result.cum_log_prob < 0.0
-
-
-@pytest.mark.triton_llm_entry_models
-@pytest.mark.triton_llm_requires("inflight_batcher_llm")  # end_id -1: the llmapi model has no end_id (test_llmapi.py)
-def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
-    prompt = prompts.completion["colors"]
-
-    def sample(seed):
-        return triton_llm.client.generate(
-            prompt, MAX_TOKENS, end_id=NO_END, sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)
-        ).text
-
-    assert sample(7) == sample(7)
-    assert {sample(s) for s in (1, 2, 3)} != {sample(7)}
 
 
 # -- protocols and the end-to-end answer -------------------------------------------------------

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_triton_llm.triton.client import GenerationError, Sampling
+from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.common.files import fixtures_dir
 from pytest_triton_llm.triton.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
@@ -120,18 +120,6 @@ def test_timestamps_are_ordered_arrival_scheduled_first_token_last_token(triton_
     raw = triton_llm.client.generate(prompts.completion["columbus"], 12, return_perf_metrics=True).raw
     arrival, scheduled, first, last = (output_number(raw, name) for name in TIMESTAMP_OUTPUTS)
     assert 0 < arrival <= scheduled <= first <= last, (arrival, scheduled, first, last)
-
-
-@pytest.mark.functional
-@pytest.mark.triton_llm_requires("llmapi")
-def test_seeded_sampling_is_reproducible_and_seed_dependent(triton_llm, prompts):
-    def sample(seed):
-        return triton_llm.client.generate(
-            prompts.completion["colors"], TOKENS, sampling=Sampling(top_k=50, temperature=1.0, random_seed=seed)
-        ).text
-
-    assert sample(7) == sample(7)
-    assert {sample(s) for s in (1, 2, 3)} != {sample(7)}
 
 
 @pytest.mark.functional
