@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_triton_llm.verdicts.equality import compare_texts
+from pytest_triton_llm.verdicts.equality import assert_agree
 
 pytestmark = pytest.mark.invariants
 
@@ -30,24 +30,12 @@ def test_usage_adds_up(openai_target, prompts):
             assert usage["completion_tokens"] == TOKENS, (answer.finish_reason, usage, answer.text)
 
 
-def _agree(expected: list[str], actual: list[str], rule, tokenizer) -> None:
-    """Under the target's equality rule (exact where it is; a batched half-precision server may fork late, but a fork
-    changes a token, it does not cut the answer short: no answer may be a strict prefix of its expected one)."""
-    short = [(e, a) for e, a in zip(expected, actual, strict=True) if len(a) < len(e) and e.startswith(a)]
-    assert not short, f"answers cut short: {short}"
-    if rule.exact or tokenizer is None:
-        assert actual == expected
-        return
-    verdict = compare_texts(expected, actual, rule, tokenizer)
-    assert verdict.passed, verdict.report(decode=tokenizer.decode)
-
-
 def test_concurrent_requests_get_the_answers_they_get_alone(openai_target, prompts, openai_equality_rule):
     batch = prompts.batch(CONCURRENT)
     alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text for p in batch]
     with ThreadPoolExecutor(CONCURRENT) as pool:
         together = list(pool.map(lambda p: openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text, batch))
-    _agree(alone, together, openai_equality_rule, openai_target.tokenizer)
+    assert_agree(alone, together, openai_equality_rule, openai_target.tokenizer)
 
 
 def test_concurrent_streams_are_whole_and_end_as_they_do_alone(openai_target, prompts, openai_equality_rule):
@@ -59,7 +47,7 @@ def test_concurrent_streams_are_whole_and_end_as_they_do_alone(openai_target, pr
         streams = list(
             pool.map(lambda p: openai_target.endpoint.stream("/completions", openai_target.completion(p, TOKENS)), batch)
         )
-    _agree([a.text for a in alone], [s.text for s in streams], openai_equality_rule, openai_target.tokenizer)
+    assert_agree([a.text for a in alone], [s.text for s in streams], openai_equality_rule, openai_target.tokenizer)
     assert all(s.done for s in streams), [s.done for s in streams]
     same = [(s.finish_reason, a.finish_reason) for s, a in zip(streams, alone, strict=True) if s.text == a.text]
     assert all(mine == theirs for mine, theirs in same), same

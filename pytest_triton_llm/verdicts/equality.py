@@ -77,6 +77,20 @@ def compare_texts(expected: list[str], actual: list[str], rule: Rule, tokenizer)
     return compare([encode(t) for t in expected], [encode(t) for t in actual], rule)
 
 
+def assert_agree(expected: list[str], actual: list[str], rule: Rule | None, tokenizer, what: str = "") -> None:
+    """`actual` answers `expected` under `rule`: exactly where it is exact (or None, or no tokenizer gives the tokens);
+    else as `compare_texts` judges, and never cut short: a batched or streamed half-precision answer may fork late,
+    but a fork changes a token, it does not end the answer early (no answer may be a strict prefix of its expected)."""
+    said = f"{what}: " if what else ""
+    if rule is None or rule.exact or tokenizer is None:
+        assert actual == expected, f"{said}\n  expected {expected!r}\n  got      {actual!r}"
+        return
+    short = [(e, a) for e, a in zip(expected, actual, strict=True) if len(a) < len(e) and e.startswith(a)]
+    assert not short, f"{said}answers cut short: {short}"
+    verdict = compare_texts(expected, actual, rule, tokenizer)
+    assert verdict.passed, said + verdict.report(decode=tokenizer.decode)
+
+
 def first_divergence(expected: Sequence, actual: Sequence) -> int | None:
     """The first index where the two differ (the shorter one's length if it is a prefix of the other), or None."""
     for i, (e, a) in enumerate(zip(expected, actual, strict=False)):

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_llm.verdicts.equality import DEFAULT_RULES, EXACT, Rule, compare, rule_for
+from pytest_triton_llm.verdicts.equality import DEFAULT_RULES, EXACT, HALF, Rule, assert_agree, compare, rule_for
 from pytest_triton_llm.stack.lock import LockError, load_lock
 
 FP16 = DEFAULT_RULES["float16"]
@@ -146,3 +146,28 @@ def test_a_remote_servers_engine_of_unknown_dtype_gets_the_half_precision_defaul
 
     engine = ServedEngine(backend="tensorrtllm", max_batch_size=8, max_input_len=512, max_output_len=64)
     assert rule_for(engine, "remote") == DEFAULT_RULES["float16"]
+
+
+class _Words:
+    """A tokenizer of whitespace-separated words, enough for compare_texts."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [hash(w) % 1000 for w in text.split()]
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+def test_assert_agree_is_exact_under_an_exact_rule_and_forgives_only_a_late_fork_under_half():
+    one_to_ten = " ".join(map(str, range(1, 11)))
+    late_fork = " ".join(map(str, [*range(1, 10), 99]))
+    assert_agree([one_to_ten], [one_to_ten], EXACT, _Words())
+    with pytest.raises(AssertionError, match="expected"):
+        assert_agree([one_to_ten], [late_fork], EXACT, _Words(), "batched")
+    with pytest.raises(AssertionError, match="expected"):
+        assert_agree([one_to_ten], [late_fork], HALF, None)  # no tokenizer to count tokens with: exact
+    assert_agree([one_to_ten] * 4, [late_fork] + [one_to_ten] * 3, HALF, _Words())  # 3 of 4 whole, the fork after 8
+    with pytest.raises(AssertionError, match="cut short"):
+        assert_agree([one_to_ten] * 4, [one_to_ten[:12]] + [one_to_ten] * 3, HALF, _Words())
+    with pytest.raises(AssertionError, match="at token 2"):
+        assert_agree([one_to_ten] * 4, ["1 2 7"] + [one_to_ten] * 3, HALF, _Words())
