@@ -3,6 +3,7 @@
 Skipped, saying why, where no docker daemon answers; the image is built on first use (minutes)."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -46,8 +47,10 @@ def test_server_is_the_images(triton_llm):
     assert report["deployments"]["smollm2-135m:v1"]["runtime"] == "container"
     log = Path(report["deployments"]["smollm2-135m:v1"]["server_log"]).read_text()
     assert log.startswith("# docker run") and "--publish=127.0.0.1::8000" in log and "--volume=" in log
+    # this session's containers only: another xdist worker's test may have one of its own running meanwhile
+    owner = re.search(rf"--label={re.escape(LABEL)}=(\S+)", log).group(1)
     assert not subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={LABEL}"], capture_output=True, text=True
+        ["docker", "ps", "-aq", "--filter", f"label={LABEL}={owner}"], capture_output=True, text=True
     ).stdout.strip()
 
 
