@@ -247,7 +247,8 @@ class ReferenceEngine:
                 gen_ids, counts = np.unique(np.asarray(seq.tokens), return_counts=True)
                 gen_ids = torch.from_numpy(gen_ids).long()
                 row[gen_ids] -= s.presence_penalty + s.frequency_penalty * torch.from_numpy(counts).float()
-        if len(seq.tokens) < s.min_length and 0 <= r.end_id < row.numel():
+        # min_length_ignored: min_length is taken and never holds the end back
+        if len(seq.tokens) < s.min_length and 0 <= r.end_id < row.numel() and not self.fault("min_length_ignored"):
             row[r.end_id] = NEG_INF
         history = r.input_ids + seq.tokens
         for word in r.bad_words:

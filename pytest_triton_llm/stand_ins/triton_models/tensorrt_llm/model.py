@@ -42,6 +42,7 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # llmapi stand-in, which hands it its own) or its outputs (output_faults.py)
 ENGINE_FAULTS = (
     "end_id_ignored",
+    "min_length_ignored",
     "end_id_pads_output",
     "max_tokens_off_by_one",
     "stop_words_one_token_late",
