@@ -109,7 +109,9 @@ def keeps_warm(revision: Revision) -> bool:
     return any((package / folder / "warm.py").is_file() for folder in folders)
 
 
-KEEP_WARM = ["--triton-keep-warm", "60"]
+# long enough for a second session that starts slowly on a loaded machine (60 s was not, beside CI's suites step);
+# measure_reuse stops the warm servers itself
+KEEP_WARM = ["--triton-keep-warm", "600"]
 
 
 def measure_reuse(revision: Revision, deployment: str, keyword: str | None, first: dict | None = None) -> dict:
