@@ -21,6 +21,10 @@ NOT_CLEAN = "this is not a clean run: its results say what the suites catch, not
 
 
 CATALOG = fixtures_dir() / "faults.toml"
+# the tracker catalog: rows chosen from upstream's trackers by a fixed rule (docs/tracker-catalog.md), not written
+# against the suites; its rows share the gate a user runs, given once in its [defaults]
+TRACKER = fixtures_dir() / "tracker_faults.toml"
+CATALOGS = {"faults": CATALOG, "tracker": TRACKER}
 
 
 @dataclass(frozen=True)
@@ -75,21 +79,26 @@ def load_catalog(path: Path = CATALOG) -> dict[str, Fault]:
     rows = data.get("fault")
     if not isinstance(rows, list):
         raise SchemaError(f"{path}: expected [[fault]] tables")
+    defaults = data.get("defaults", {})
     faults: dict[str, Fault] = {}
     for number, row in enumerate(rows, 1):
-        fault = build(Fault, row, f"{path}: fault #{number}")
+        fault = build(Fault, {**defaults, **row}, f"{path}: fault #{number}")
         if fault.name in faults:
             raise SchemaError(f"{path}: fault #{number}: name {fault.name!r} is taken by an earlier row")
         faults[fault.name] = fault
     return faults
 
 
-def fault_named(name: str, path: Path = CATALOG) -> Fault:
-    """The catalog's row; ValueError naming the known ones otherwise."""
-    faults = load_catalog(path)
-    if name not in faults:
-        raise ValueError(f"--stand-in-fault {name}: no such fault in {path} (pytest-triton-llm faults --list names them)")
-    return faults[name]
+def fault_named(name: str) -> Fault:
+    """The row of either catalog; ValueError naming where to look otherwise."""
+    for path in CATALOGS.values():
+        faults = load_catalog(path)
+        if name in faults:
+            return faults[name]
+    raise ValueError(
+        f"--stand-in-fault {name}: no such fault in {' or '.join(p.name for p in CATALOGS.values())} "
+        "(pytest-triton-llm faults --list [--catalog tracker] names them)"
+    )
 
 
 def injected(fault: Fault, layout: str, model_code: dict[str, str], stand_in: str) -> str | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...common.files import write_json
 from ...common.schema import SchemaError
-from ..catalog import CATALOG, Fault, load_catalog
+from ..catalog import CATALOGS, Fault, load_catalog
 from .plan import CampaignError, Run, log_path, plan, report_path, select
 from .schedule import PytestProcess, Result, Start, collect, execute
 from .tables import REASONS, fault_table, load_reasons, function_of, reverse_rows, reverse_table, stale_reasons
@@ -35,15 +35,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one line per fault (name, kind, issue, title, model, markers) and a count; run nothing",
     )
+    parser.add_argument(
+        "--catalog",
+        choices=tuple(CATALOGS),
+        default="faults",
+        help="faults: fixtures/faults.toml, written beside the suites; tracker: fixtures/tracker_faults.toml, chosen "
+        "from upstream's trackers by docs/tracker-catalog.md's rule and run through the whole gate (default: faults)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--smoke", action="store_true", help="the faults whose row says smoke = true (and the clean runs)")
     which.add_argument("--only", action="append", default=[], metavar="NAME", help="run this fault (repeatable)")
     parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_OUT,
+        default=None,
         metavar="DIR",
-        help=f"fault-table.md, reverse-table.md, campaign.json and each run's report and log (default: {DEFAULT_OUT})",
+        help=f"fault-table.md, reverse-table.md, campaign.json and each run's report and log (default: {DEFAULT_OUT}, "
+        "out/tracker-faults with --catalog tracker)",
     )
     parser.add_argument(
         "--jobs",
@@ -191,19 +199,19 @@ def campaign(
     base: list[str],
     cwd: Path,
     start: Start = PytestProcess,
-    catalog: Path = CATALOG,
+    catalog: Path | None = None,
     reasons: Path = REASONS,
 ) -> int:
     """The command: `base` is pytest's arguments for the suites (their path first), run from `cwd`. Exit 0: every
     fault caught and every clean run passed; 1: otherwise; 2: the catalog or the options; 130: Ctrl-C."""
     try:
-        faults = select(load_catalog(catalog), args.only, args.smoke)
+        faults = select(load_catalog(catalog or CATALOGS[args.catalog]), args.only, args.smoke)
         if args.list:
             print("\n".join(list_lines(faults)))
             return 0
         if args.jobs < 1:
             raise CampaignError(f"--jobs must be >= 1, got {args.jobs}")
-        out = args.out.resolve()
+        out = (args.out or (DEFAULT_OUT if args.catalog == "faults" else Path("out") / "tracker-faults")).resolve()
         runs = plan(faults, out)
         reason_of = load_reasons(reasons)
     except (CampaignError, SchemaError) as exc:
