@@ -10,6 +10,7 @@ from pathlib import Path
 from .cache import CacheAdminError, list_cache, prune, render_listing, render_pruned
 from ..common.errors import TritonLLMError
 from ..faults.campaign import add_arguments as add_campaign_arguments, campaign
+from ..openai.tracker_campaign import campaign as openai_tracker_campaign
 from .matrix import ReportError, render_matrix, reports_in
 from ..plugin.options import DEFAULT_CACHE, DEFAULT_LOCK
 from ..properties.coverage import cells, render
@@ -103,6 +104,8 @@ def _faults(args: argparse.Namespace) -> int:
     """The fault campaign runs the suites from the checkout's root (its engines.lock and pytest settings), else here."""
     suites = suites_dir()
     cwd = suites.parent if (suites.parent / "pyproject.toml").is_file() else Path.cwd()
+    if args.catalog == "tracker-openai":
+        return openai_tracker_campaign(cwd, (args.out or Path("out") / "tracker-openai-faults").resolve(), args.only)
     return campaign(args, suites_argv([], cwd) if not args.list else [], cwd)
 
 

@@ -15,10 +15,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..common.files import fixtures_dir
+from . import tracker_rewrites as tracker
 from .client import DONE, STAND_IN_HEADER, sse_events
 from ..common.schema import load_toml
 
 FAULTS_FILE = fixtures_dir() / "openai_faults.toml"
+TRACKER_FILE = fixtures_dir() / "tracker_openai_faults.toml"  # the tracker catalog's /v1 rows (tracker_rewrites.py)
 Events = list[dict]  # a stream's JSON chunks, in order ([DONE] apart)
 
 
@@ -210,6 +212,14 @@ NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] ev
 EVENT_DELAY_S = {"stream_slowed_down": 0.05}
 
 
+def _stream_rewrite(fault: str, request: dict) -> Callable[[Events], Events] | None:
+    if fault in STREAM_FAULTS:
+        return STREAM_FAULTS[fault]
+    if fault in tracker.STREAM_FAULTS:
+        return lambda events: tracker.STREAM_FAULTS[fault](request, events)
+    return None
+
+
 def _json_object(raw: bytes | None) -> dict | None:
     """`raw` as a JSON object, or None (no body, not JSON, or JSON of another kind: passed on as it came)."""
     try:
@@ -226,9 +236,9 @@ SWITCH_WAIT_S = 300  # for the requests of the previous fault to end (a drained 
 
 
 def _checked(fault: str | None) -> str | None:
-    known = fault_names()
+    known = fault_names() + fault_names(TRACKER_FILE)
     if fault is not None and fault not in known:
-        raise ValueError(f"no /v1 fault {fault!r} in {FAULTS_FILE.name} (faults: {', '.join(known)})")
+        raise ValueError(f"no /v1 fault {fault!r} in {FAULTS_FILE.name} or {TRACKER_FILE.name} (faults: {', '.join(known)})")
     return fault
 
 
@@ -295,7 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         with self.proxy.serving() as self.fault:
-            self._forward(None)
+            if self.fault not in tracker.NEVER_ANSWERS:
+                self._forward(None)
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -303,7 +314,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._switch(body.decode().strip() or None)
             return
         with self.proxy.serving() as self.fault:
-            self._forward(body)
+            if self.fault not in tracker.NEVER_ANSWERS:  # the connection closes unanswered
+                self._forward(body)
 
     def _switch(self, fault: str | None) -> None:
         try:
@@ -317,7 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self, body: bytes | None) -> None:
         request, path = _json_object(body), self.path
-        strip = REQUEST_FAULTS.get(self.fault or "")
+        strip = REQUEST_FAULTS.get(self.fault or "") or tracker.REQUEST_FAULTS.get(self.fault or "")
         if strip is not None and request is not None:
             request = strip(request)
             body = json.dumps(request).encode()
@@ -331,7 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
         answer = upstream.getresponse()
         try:
             if "text/event-stream" in (answer.getheader("Content-Type") or ""):
-                self._stream(answer)
+                self._stream(answer, request or {})
             else:
                 self._unary(answer, request, as_chat)
         finally:
@@ -346,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _unary(self, answer, request: dict | None, as_chat: bool) -> None:
         raw = answer.read()
-        rewrite = UNARY_FAULTS.get(self.fault or "")
+        rewrite = UNARY_FAULTS.get(self.fault or "") or tracker.UNARY_FAULTS.get(self.fault or "")
         path, rewrite_path = SERVER_PATH_FAULTS.get(self.fault or "", ("", None))
         if rewrite_path is not None and self.path == path and answer.status == 200:
             raw = json.dumps(rewrite_path(json.loads(raw))).encode()
@@ -358,9 +370,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._head(answer.status, answer.getheader("Content-Type") or "application/json", answer.getheader(STAND_IN_HEADER))
         self.wfile.write(raw)
 
-    def _stream(self, answer) -> None:
+    def _stream(self, answer, request: dict) -> None:
         self._head(answer.status, "text/event-stream", answer.getheader(STAND_IN_HEADER))
-        rewrite = STREAM_FAULTS.get(self.fault or "")
+        rewrite = _stream_rewrite(self.fault or "", request)
         held: Events = []
         gone = False
         for data in sse_events(answer):

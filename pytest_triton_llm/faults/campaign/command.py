@@ -37,10 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--catalog",
-        choices=tuple(CATALOGS),
+        choices=(*CATALOGS, "tracker-openai"),
         default="faults",
         help="faults: fixtures/faults.toml, written beside the suites; tracker: fixtures/tracker_faults.toml, chosen "
-        "from upstream's trackers by docs/tracker-catalog.md's rule and run through the whole gate (default: faults)",
+        "from upstream's trackers by docs/tracker-catalog.md's rule and run through the whole gate; tracker-openai: "
+        "its /v1 rows (fixtures/tracker_openai_faults.toml), through the fault proxy in front of the trtllm-serve "
+        "stand-in (default: faults)",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--smoke", action="store_true", help="the faults whose row says smoke = true (and the clean runs)")

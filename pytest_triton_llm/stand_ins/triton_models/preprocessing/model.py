@@ -47,6 +47,8 @@ class TritonPythonModel:
         ]
         if self.fault("bos_doubled") and self.tokenizer.bos_token_id is not None:  # a BOS before the prompt's own
             ids = [[self.tokenizer.bos_token_id, *i] for i in ids]
+        if self.fault("prompt_start_token_dropped"):  # SmolLM2 adds no BOS to drop: the prompt's own first token goes
+            ids = [i[1:] for i in ids]
         width = max(len(i) for i in ids)  # 0 for an empty text that the tokenizer adds nothing to, as upstream sends it
         input_ids = np.full((batch, width), self.pad_id, dtype=np.int32)
         for row, seq in enumerate(ids):

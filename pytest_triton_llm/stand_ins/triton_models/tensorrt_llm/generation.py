@@ -30,10 +30,13 @@ from served_contract import RequestError
 
 NEG_INF = float("-inf")
 THREADS_ENV = "TRITON_LLM_STAND_IN_THREADS"  # torch's intra-op threads on a CPU; 1 unless set
+GARBAGE = 20.0  # long_prompt_garbage: noise far above the logits' own spread, so the text is unrelated tokens
 GREEDY_NOISE = 1.0  # greedy_not_deterministic: the spread of the noise on greedy logits, enough to flip near ties
 # logits_perturbed: the spread of the fixed noise on every logit; measured on 16 CNN/DailyMail articles (greedy, 64
 # tokens): ROUGE-1 35.3 -> 31.1, ROUGE-2 13.2 -> 11.3, ROUGE-Lsum 31.7 -> 28.2
 PERTURBATION = 0.5
+# long_prompt_garbage: a prompt longer than this share of max_input_len is answered from logits buried in noise
+LONG_PROMPT_SHARE = 0.5
 
 
 def no_fault(name: str) -> bool:
@@ -203,6 +206,10 @@ class ReferenceEngine:
         if self.fault("logits_perturbed"):  # every logit off by noise of a fixed seed: a less accurate engine
             noise = torch.randn(logits.shape, generator=torch.Generator().manual_seed(1244))
             logits = logits + PERTURBATION * noise.to(logits.device)
+        if self.fault("long_prompt_garbage"):
+            long = [i for i, s in enumerate(sequences) if len(s.request.input_ids) > self._long_prompt]
+            noise = torch.randn((len(long), logits.shape[1]), generator=torch.Generator().manual_seed(1830))
+            logits[long] = logits[long] + GARBAGE * noise.to(logits.device)
         simple = [
             i for i, s in enumerate(sequences) if not s.finished and s.request.sampling.greedy and not self._needs_processing(s)
         ]
@@ -210,6 +217,9 @@ class ReferenceEngine:
             rows = logits[simple]
             if self.fault("greedy_not_deterministic"):  # unseeded noise: near ties go either way, run to run
                 rows = rows + GREEDY_NOISE * torch.randn_like(rows)
+            if self.fault("lora_greedy_not_deterministic"):  # the same noise, on the rows of requests with an adapter
+                adapted = torch.tensor([sequences[i].request.lora is not None for i in simple], device=rows.device)
+                rows = rows + GREEDY_NOISE * torch.randn_like(rows) * adapted.unsqueeze(1)
             picks = rows.argmax(dim=-1)
             log_probs = torch.log_softmax(rows, dim=-1)
             chosen = log_probs.gather(1, picks.unsqueeze(1)).squeeze(1)
@@ -279,8 +289,14 @@ class ReferenceEngine:
             seq.generator = torch.Generator().manual_seed(seed)
         return int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
 
+    @property
+    def _long_prompt(self) -> int:
+        return int(LONG_PROMPT_SHARE * self.build_config["max_input_len"])
+
     def _append(self, seq: Sequence, token: int, log_prob: float, top: dict[int, float] | None = None) -> None:
         r = seq.request
+        if seq.tokens and self.fault("generates_one_token_repeated"):  # every token after the first is the first
+            token = seq.tokens[0]
         if top is not None and token != r.end_id:
             seq.top_log_probs.append({**top, token: log_prob})  # the chosen token's too, as TensorRT-LLM's logprobs
         if token == r.end_id and not self.fault("end_id_ignored"):

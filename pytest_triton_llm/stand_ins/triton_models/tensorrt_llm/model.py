@@ -68,6 +68,11 @@ ENGINE_FAULTS = (
     "stream_held_until_the_end",
     "repetition_penalty_ignored",
     "lora_unbuilt_module_silently_dropped",
+    # the tracker catalog's (fixtures/tracker_faults.toml)
+    "generates_one_token_repeated",
+    "long_prompt_garbage",
+    "log_probs_slow_generation",
+    "lora_greedy_not_deterministic",
 )
 LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
 
