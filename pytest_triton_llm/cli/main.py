@@ -105,7 +105,8 @@ def _faults(args: argparse.Namespace) -> int:
     suites = suites_dir()
     cwd = suites.parent if (suites.parent / "pyproject.toml").is_file() else Path.cwd()
     if args.catalog == "tracker-openai":
-        return openai_tracker_campaign(cwd, (args.out or Path("out") / "tracker-openai-faults").resolve(), args.only)
+        out = (args.out or Path("out") / "tracker-openai-faults").resolve()
+        return openai_tracker_campaign(cwd, out, args.only, DEFAULT_CACHE)
     return campaign(args, suites_argv([], cwd) if not args.list else [], cwd)
 
 

@@ -73,7 +73,7 @@ def verdict(clean: GateRun, run: GateRun) -> tuple[bool, list[str]]:
     return False, []
 
 
-def campaign(root: Path, out: Path, only: list[str]) -> int:
+def campaign(root: Path, out: Path, only: list[str], cache: Path | str) -> int:
     rows = load_toml(TRACKER_FILE)["faults"]
     if unknown := sorted(set(only) - set(rows)):
         print(f"pytest-triton-llm faults: error: no /v1 tracker fault {', '.join(unknown)}", file=sys.stderr)
@@ -81,7 +81,7 @@ def campaign(root: Path, out: Path, only: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     progress = Progress()
     lock = load_lock(root / "engines.lock")
-    server = trtllm_serve.serve_engine(lock, ENGINE, EngineCache(None, progress), Path(tempfile.mkdtemp()), perf_metrics=1000)
+    server = trtllm_serve.serve_engine(lock, ENGINE, EngineCache(cache, progress), Path(tempfile.mkdtemp()), perf_metrics=1000)
     proxy = FaultProxy(server.url, None)
     url = proxy.start()
     try:
