@@ -86,7 +86,8 @@ def campaign(root: Path, out: Path, only: list[str], cache: Path | str) -> int:
     url = proxy.start()
     try:
         clean = run_gate("clean", url, str(server.tokenizer), root, out)
-        print(f"clean: exit {clean.returncode}, {clean.passed} passed, {len(clean.failed)} failed in {clean.seconds} s", flush=True)
+        said = f"{clean.passed} passed, {len(clean.failed)} failed in {clean.seconds} s"
+        print(f"clean: exit {clean.returncode}, {said}", flush=True)
         results = _run_faults([n for n in rows if not only or n in only], proxy, clean, str(server.tokenizer), root, out)
     finally:
         proxy.stop()
