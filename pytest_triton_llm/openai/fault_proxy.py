@@ -288,6 +288,11 @@ class FaultProxy:
                 self._serving -= 1
                 self._idle.notify_all()
 
+    def alone(self) -> bool:
+        """Whether the request asking is the only one the proxy serves."""
+        with self._idle:
+            return self._serving <= 1
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         return type("Handler", (_Handler,), {"proxy": self})
 
@@ -330,9 +335,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _forward(self, body: bytes | None) -> None:
         request, path = _json_object(body), self.path
         strip = REQUEST_FAULTS.get(self.fault or "") or tracker.REQUEST_FAULTS.get(self.fault or "")
+        if self.fault in tracker.BESIDE_OTHERS and self.proxy.alone():
+            strip = None
         if strip is not None and request is not None:
             request = strip(request)
             body = json.dumps(request).encode()
+        if self._answered_here(path, request or {}):
+            return
         as_chat = False  # a chat request sent on as a completion: its answer goes back as a chat answer
         if self.fault in GENERIC_TEMPLATE and path.endswith(CHAT) and request and not request.get("stream"):
             path, request, as_chat = path.removesuffix(CHAT) + COMPLETIONS, _generic_prompt(request), True
@@ -348,6 +357,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._unary(answer, request, as_chat)
         finally:
             upstream.close()
+
+    def _answered_here(self, path: str, request: dict) -> bool:
+        """A tracker fault's own answer (an error the server never gave, a stream cut before its first event)."""
+        answer = tracker.ANSWERED_HERE.get(self.fault or "", lambda path, request: None)(path, request)
+        if answer is not None:
+            self._head(answer[0], "application/json", None)
+            self.wfile.write(json.dumps(answer[1]).encode())
+            return True
+        if tracker.STREAM_ABORTED.get(self.fault or "", lambda path, request: False)(path, request):
+            self._head(200, "text/event-stream", None)
+            return True
+        return False
 
     def _head(self, status: int, content_type: str, stand_in: str | None) -> None:
         self.send_response(status)

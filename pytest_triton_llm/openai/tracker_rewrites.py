@@ -57,7 +57,20 @@ def _drop_logprobs_zero(request: dict) -> dict:
     return _without("logprobs")(request) if request.get("logprobs") == 0 and "prompt" in request else request
 
 
+def _sampled_beside_others(request: dict) -> dict:
+    """TensorRT-LLM#17964: a greedy request decoded beside others gets another answer than alone."""
+    if request.get("temperature") == 0:
+        return dict(request, temperature=1.0, seed=17964)
+    return request
+
+
+# the faults whose request rewrite applies only while another request is in flight at the proxy
+BESIDE_OTHERS = {"greedy_answer_degrades_under_concurrency"}
+
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
+    "greedy_answer_degrades_under_concurrency": _sampled_beside_others,
+    # llama.cpp#11346: completions never carried log probs
+    "completion_logprobs_always_null": lambda r: _without("logprobs")(r) if "prompt" in r else r,
     "completion_echo_dropped": lambda r: _without("echo")(r) if "prompt" in r else r,
     "omitted_max_tokens_capped_at_32": _cap_an_omitted_limit,
     "chat_image_parts_silently_dropped": _drop_image_parts,
@@ -193,7 +206,22 @@ def _usage_on_every_chunk(request: dict, events: Events) -> Events:
     return events
 
 
+def _words_lose_their_starts(request: dict, events: Events) -> Events:
+    """sglang#22510: each streamed chat piece after the first loses its first half, a leading space included."""
+    seen = False
+    for event in events:
+        for choice in event.get("choices") or []:
+            text = _choice_text(choice)
+            if "delta" not in choice or not text:
+                continue
+            if seen:
+                _set_choice_text(choice, text[(len(text) + 1) // 2 :])
+            seen = True
+    return events
+
+
 STREAM_FAULTS: dict[str, Callable[[dict, Events], Events]] = {
+    "chat_stream_pieces_lose_their_starts": _words_lose_their_starts,
     "stream_n_choices_redecoded": _redecode_previous_deltas,
     "stream_usage_on_the_finish_chunk": _usage_on_the_finish_chunk,
     "stream_finish_reason_never_sent": _no_finish_reason,
@@ -203,3 +231,52 @@ STREAM_FAULTS: dict[str, Callable[[dict, Events], Events]] = {
 
 # server#8163: the frontend never started: every connection is closed unanswered
 NEVER_ANSWERS = {"frontend_never_starts"}
+
+
+# -- answers the proxy gives itself, the server never asked -------------------------------------------------------------
+
+CHARS_PER_TOKEN = 4  # the proxy has no tokenizer: English BPE text runs about 4 characters a token
+
+
+def _is_completions(path: str) -> bool:
+    return path.endswith("/completions") and not path.endswith("/chat/completions")
+
+
+def _prompt_chars(request: dict) -> int:
+    messages = request.get("messages") or []
+    texts = [request.get("prompt")] + [m.get("content") for m in messages if isinstance(m, dict)]
+    return sum(len(t) for t in texts if isinstance(t, str))
+
+
+def _error(message: str, kind: str = "internal_server_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+# per fault: (path, request) -> (status, body) the proxy answers instead of the server, or None: forwarded
+ANSWERED_HERE: dict[str, Callable[[str, dict], tuple[int, dict] | None]] = {
+    # dynamo#14991: gpt-oss's reasoning parser fails every chat request
+    "chat_answered_500_by_the_reasoning_parser": lambda path, request: (
+        (500, _error("GptOssReasoningParser only provides boundary detection. Use HarmonyParser for output parsing."))
+        if path.endswith("/chat/completions")
+        else None
+    ),
+    # llama-cpp-python#774: a completion that asks for log probs fails in the server
+    "completion_logprobs_answered_500": lambda path, request: (
+        (500, _error("'llama_model_params' object has no attribute 'logits_all'"))
+        if _is_completions(path) and request.get("logprobs") is not None
+        else None
+    ),
+}
+
+# per fault: (path, request) -> whether a stream is cut before its first event: the headers come, then the connection
+# closes with no event and no [DONE]
+STREAM_ABORTED: dict[str, Callable[[str, dict], bool]] = {
+    # vllm#10126: streams of prompts over 512 tokens broke
+    "long_prompt_stream_aborted": lambda path, request: (
+        bool(request.get("stream")) and _prompt_chars(request) > 512 * CHARS_PER_TOKEN
+    ),
+    # vllm#1967: streamed completions without log probs broke in 0.2.3
+    "completion_stream_without_logprobs_aborted": lambda path, request: (
+        bool(request.get("stream")) and _is_completions(path) and request.get("logprobs") is None
+    ),
+}

@@ -16,7 +16,14 @@ def _chunk(text=None, finish=None, index=0, usage=None):
 
 
 def test_every_row_has_one_rewrite_and_no_name_of_the_written_catalog():
-    rewrites = [tracker.REQUEST_FAULTS, tracker.UNARY_FAULTS, tracker.STREAM_FAULTS, tracker.NEVER_ANSWERS]
+    rewrites = [
+        tracker.REQUEST_FAULTS,
+        tracker.UNARY_FAULTS,
+        tracker.STREAM_FAULTS,
+        tracker.NEVER_ANSWERS,
+        tracker.ANSWERED_HERE,
+        tracker.STREAM_ABORTED,
+    ]
     assert {name: sum(name in r for r in rewrites) for name in ROWS if sum(name in r for r in rewrites) != 1} == {}
     assert set().union(*rewrites) == set(ROWS)
     assert set(ROWS).isdisjoint(load_toml(FAULTS_FILE)["faults"])
@@ -103,3 +110,33 @@ def test_every_chunk_carries_the_usage_so_far():
     events = [_chunk("a"), _chunk("b", finish="stop"), {"choices": [], "usage": final}]
     out = tracker.STREAM_FAULTS["stream_usage_on_every_chunk"]({}, events)
     assert [e["usage"]["completion_tokens"] for e in out] == [1, 2, 2]
+
+
+def test_the_proxys_own_errors_answer_only_the_requests_their_rows_name():
+    chat = tracker.ANSWERED_HERE["chat_answered_500_by_the_reasoning_parser"]
+    assert chat("/v1/chat/completions", {})[0] == 500 and chat("/v1/completions", {}) is None
+    logprobs = tracker.ANSWERED_HERE["completion_logprobs_answered_500"]
+    assert logprobs("/v1/completions", {"logprobs": 1})[0] == 500
+    assert logprobs("/v1/completions", {}) is None and logprobs("/v1/chat/completions", {"logprobs": True}) is None
+
+
+def test_streams_are_cut_only_where_their_rows_say():
+    long = tracker.STREAM_ABORTED["long_prompt_stream_aborted"]
+    assert long("/v1/completions", {"stream": True, "prompt": "x" * 2049})
+    assert not long("/v1/completions", {"stream": True, "prompt": "x" * 2048})
+    assert not long("/v1/completions", {"prompt": "x" * 4000})
+    plain = tracker.STREAM_ABORTED["completion_stream_without_logprobs_aborted"]
+    assert plain("/v1/completions", {"stream": True})
+    assert not plain("/v1/completions", {"stream": True, "logprobs": 1}) and not plain("/v1/chat/completions", {"stream": True})
+
+
+def test_streamed_pieces_after_the_first_lose_their_first_half():
+    events = [_chunk("The"), _chunk(" quick"), _chunk(" fox")]
+    out = tracker.STREAM_FAULTS["chat_stream_pieces_lose_their_starts"]({}, events)
+    assert [e["choices"][0]["delta"]["content"] for e in out] == ["The", "ick", "ox"]
+
+
+def test_a_greedy_request_is_sampled_and_others_are_left_alone():
+    sampled = tracker.REQUEST_FAULTS["greedy_answer_degrades_under_concurrency"]
+    assert sampled({"temperature": 0})["temperature"] == 1.0
+    assert sampled({"temperature": 0.7}) == {"temperature": 0.7}

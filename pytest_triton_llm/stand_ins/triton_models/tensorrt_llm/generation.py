@@ -184,6 +184,11 @@ class ReferenceEngine:
         ):
             if not ok:
                 raise assertion(expression)
+        if s.penalized and self.fault("penalized_requests_fail_on_a_long_engine"):  # the kernel's shared memory
+            raise ExecutorError(
+                "Encountered an error in forward function: [TensorRT-LLM][ERROR] Assertion failed: Sequence Length is "
+                "too long for the batchApplyRepetitionPenalty kernel (not enough shared memory)"
+            )
         if n_in > bc["max_input_len"]:
             raise ExecutorError(
                 f"Encountered an error when fetching new request: Prompt length ({n_in}) exceeds maximum input length "

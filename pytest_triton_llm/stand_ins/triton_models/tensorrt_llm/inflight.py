@@ -17,6 +17,9 @@ The engine's `fault` (generation.py) also names the scheduler's known upstream b
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import threading
 import time
 import traceback
@@ -29,6 +32,8 @@ import torch.nn.functional as F
 from generation import ReferenceEngine, Sequence
 
 TTFT_SLOWDOWN = 0.3  # ttft_plus_30_percent: the extra wait before a first token, as a share of its prefill time
+STALL_AFTER = 5  # engine_stalls_after_a_few_requests: "a few" in the issue
+CRASH_RATE = 0.02  # sampling_setup_crashes_under_load: 1 in 50 setups (the issue gives no rate)
 LOG_PROBS_SLOWDOWN = 10.2  # log_probs_slow_generation: 69.2 s against 6.2 s in the issue, 11.2x a step
 STEP_SLOWDOWN = 0.42  # throughput_minus_20_percent: the extra wait after each step, as a share of its time: 0.25 cost the
 # smoke workload only 12% of its output tokens/s (2 cores: tokenizing, HTTP and the python models take the rest); 0.42
@@ -114,6 +119,8 @@ class InflightScheduler:
         self._admitting: list[Job] = []  # taken from the queue, in their context phase, not yet in the batch
         self._batch = _Batch()
         self._orphans: list[Job] = []  # cancelled_request_keeps_its_slot: ended, never released
+        self._ended = 0  # requests ended since the model loaded (engine_stalls_after_a_few_requests)
+        self._crash_draw = random.Random(2040)  # sampling_setup_crashes_under_load
         self._wake = threading.Condition()
         self._closed = False
         self._loaded = threading.Event()
@@ -160,7 +167,7 @@ class InflightScheduler:
             self._loaded.set()
         while True:
             with self._wake:
-                while not self._closed and not self._waiting and not self._batch.jobs:
+                while not self._closed and (self._stalled or (not self._waiting and not self._batch.jobs)):
                     self._wake.wait(timeout=0.5)
                 if self._closed:
                     return
@@ -177,6 +184,21 @@ class InflightScheduler:
                 for job in [*self._batch.jobs, *newcomers]:
                     job.emit(job, [], [], True, error=message)
                 self._batch = _Batch()
+
+    @property
+    def _stalled(self) -> bool:
+        """engine_stalls_after_a_few_requests: after STALL_AFTER requests ended, no step runs again: what is in flight
+        and what comes later is never answered."""
+        return self._ended >= STALL_AFTER and self.engine.fault("engine_stalls_after_a_few_requests")
+
+    def _crash_in_sampling_setup(self, admitted: list[Job]) -> None:
+        """sampling_setup_crashes_under_load: setting up a batch smaller than max_batch_size that holds a top-p or top-k
+        request reads past the runtime vectors, and now and then the process dies of it."""
+        jobs = [*self._batch.jobs, *admitted]
+        sampled = any(j.sequence.request.sampling.top_p > 0 or j.sequence.request.sampling.top_k > 0 for j in jobs)
+        if sampled and len(jobs) < self.max_active and self.engine.fault("sampling_setup_crashes_under_load"):
+            if self._crash_draw.random() < CRASH_RATE:
+                os.kill(os.getpid(), signal.SIGSEGV)
 
     def _iteration(self, newcomers: list[Job], waiting: list[Job]) -> None:
         for job in waiting:  # cancelled while still queued
@@ -196,6 +218,8 @@ class InflightScheduler:
             for job, sequence in zip(admitted, sequences[1:] + sequences[:1], strict=True):
                 job.sequence = sequence
         self._drop_finished(cancel_check=True)
+        if admitted:
+            self._crash_in_sampling_setup(admitted)
         running = len(self._batch)  # requests scheduled for generation only, besides the newcomers' context phase
         if admitted:  # context phase of the newcomers (each alone on a GPU), then one generation step for everyone
             for group in ([job] for job in admitted) if self.engine.prefill_alone else [admitted]:
@@ -277,6 +301,7 @@ class InflightScheduler:
             job.emit(job, tokens, log_probs, False)
 
     def _finish(self, job: Job, reason: str) -> None:
+        self._ended += 1
         seq = job.sequence
         if seq.finish_reason is None:
             seq.finish_reason = reason

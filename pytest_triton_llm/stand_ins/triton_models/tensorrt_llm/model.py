@@ -73,6 +73,9 @@ ENGINE_FAULTS = (
     "long_prompt_garbage",
     "log_probs_slow_generation",
     "lora_greedy_not_deterministic",
+    "penalized_requests_fail_on_a_long_engine",
+    "engine_stalls_after_a_few_requests",
+    "sampling_setup_crashes_under_load",
 )
 LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
 
