@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from .fault_proxy import TRACKER_FILE, FaultProxy
 GATE = "functional or streaming or invariants or early_stop or robustness"  # README.md's /v1 command
 ENGINE = "smollm2-135m"
 SESSION_TIMEOUT_S = 900
+JOBS = 2  # gate runs at once, each through its own proxy and server: no session sees another's load or /perf_metrics
 
 
 @dataclass
@@ -52,10 +54,12 @@ def _outcomes(junit: Path) -> tuple[list[str], int, int]:
     return sorted(set(failed)), passed, skipped
 
 
-def run_gate(label: str, url: str, tokenizer: str, root: Path, out: Path) -> GateRun:
+def run_gate(label: str, url: str, tokenizer: str, root: Path, out: Path, first_failure: bool = False) -> GateRun:
+    """The gate against `url`; with `first_failure`, it stops at the first failing test (a fault's run: one failure
+    decides it; the clean run goes through)."""
     junit = out / f"{label}.xml"
     argv = [sys.executable, "-m", "pytest", "suites", "-m", GATE, "--openai-url", url, "--tokenizer", tokenizer]
-    argv += ["-p", "no:cacheprovider", "-q", "--junitxml", str(junit), "--timeout", "300"]
+    argv += ["-p", "no:cacheprovider", "-q", "--junitxml", str(junit), "--timeout", "300", *(["-x"] if first_failure else [])]
     began = time.monotonic()
     with open(out / f"{label}.log", "w") as log:
         done = subprocess.run(argv, cwd=root, stdout=log, stderr=subprocess.STDOUT, timeout=SESSION_TIMEOUT_S)
@@ -79,34 +83,52 @@ def campaign(root: Path, out: Path, only: list[str], cache: Path | str) -> int:
         print(f"pytest-triton-llm faults: error: no /v1 tracker fault {', '.join(unknown)}", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    progress = Progress()
-    lock = load_lock(root / "engines.lock")
-    server = trtllm_serve.serve_engine(lock, ENGINE, EngineCache(cache, progress), Path(tempfile.mkdtemp()), perf_metrics=1000)
-    proxy = FaultProxy(server.url, None)
-    url = proxy.start()
+    progress, lock = Progress(), load_lock(root / "engines.lock")
+    servers, proxies = [], []
     try:
-        clean = run_gate("clean", url, str(server.tokenizer), root, out)
+        for _ in range(JOBS):
+            work = Path(tempfile.mkdtemp())
+            servers.append(trtllm_serve.serve_engine(lock, ENGINE, EngineCache(cache, progress), work, perf_metrics=1000))
+            proxies.append(FaultProxy(servers[-1].url, None))
+            proxies[-1].start()
+        tokenizer = str(servers[0].tokenizer)
+        clean = run_gate("clean", proxies[0].url, tokenizer, root, out)
         said = f"{clean.passed} passed, {len(clean.failed)} failed in {clean.seconds} s"
         print(f"clean: exit {clean.returncode}, {said}", flush=True)
-        results = _run_faults([n for n in rows if not only or n in only], proxy, clean, str(server.tokenizer), root, out)
+        results = _run_faults([n for n in rows if not only or n in only], proxies, clean, tokenizer, root, out)
     finally:
-        proxy.stop()
-        server.stop()
+        for proxy in proxies:
+            proxy.stop()
+        for server in servers:
+            server.stop()
     return _report(rows, clean, results, out)
 
 
-def _run_faults(names: list[str], proxy: FaultProxy, clean: GateRun, tokenizer: str, root: Path, out: Path) -> dict:
-    began, results = time.monotonic(), {}
-    for number, name in enumerate(names, 1):
-        proxy.switch(name)
-        run = run_gate(name, proxy.url, tokenizer, root, out)
-        proxy.switch(None)
-        caught, by = verdict(clean, run)
-        results[name] = (run, caught, by)
-        said = (f"caught by {by[0]}" + (f" (+{len(by) - 1})" if len(by) > 1 else "")) if caught else "MISSED"
-        total = time.monotonic() - began
-        print(f"[{number}/{len(names)}] {name}: {said} in {run.seconds} s; total {total:.0f} s", flush=True)
-    return results
+def _run_faults(names: list[str], proxies: list[FaultProxy], clean: GateRun, tokenizer: str, root: Path, out: Path) -> dict:
+    began, results, queue, lock = time.monotonic(), {}, list(names), threading.Lock()
+
+    def work(proxy: FaultProxy) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                name = queue.pop(0)
+            proxy.switch(name)
+            run = run_gate(name, proxy.url, tokenizer, root, out, first_failure=True)
+            proxy.switch(None)
+            caught, by = verdict(clean, run)
+            with lock:
+                results[name] = (run, caught, by)
+                said = f"caught by {by[0]}" if caught else "MISSED"
+                total = time.monotonic() - began
+                print(f"[{len(results)}/{len(names)}] {name}: {said} in {run.seconds} s; total {total:.0f} s", flush=True)
+
+    workers = [threading.Thread(target=work, args=(proxy,)) for proxy in proxies]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return {name: results[name] for name in names if name in results}
 
 
 def _report(rows: dict, clean: GateRun, results: dict, out: Path) -> int:
