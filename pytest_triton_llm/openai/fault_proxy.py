@@ -395,13 +395,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._head(answer.status, "text/event-stream", answer.getheader(STAND_IN_HEADER))
         rewrite = _stream_rewrite(self.fault or "", request)
         held: Events = []
-        gone = False
+        gone, sent = False, 0
         for data in sse_events(answer):
             if rewrite is not None:
                 if data != DONE:
                     held.append(json.loads(data))
-                    continue
-                data_lines = [json.dumps(e) for e in rewrite(held)] + [DONE]
+                    if (self.fault or "") not in tracker.STREAM_FAULTS:
+                        continue  # the written catalog's rewrites see the whole stream first
+                    # the tracker's rewrite the stream so far, sent as it comes: all but its last event, which
+                    # the next may still change (a usage moved onto it, a finish-only chunk dropped)
+                    done = rewrite(json.loads(json.dumps(held)))
+                    data_lines, sent = [json.dumps(e) for e in done[sent:-1]], max(sent, len(done) - 1)
+                else:
+                    data_lines = [json.dumps(e) for e in rewrite(held)[sent:]] + [DONE]
             else:
                 data_lines = [] if data == DONE and self.fault in NO_DONE else [data]
             if gone:

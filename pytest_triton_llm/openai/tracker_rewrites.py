@@ -194,14 +194,14 @@ def _omit_null_finish_reason(request: dict, events: Events) -> Events:
 
 def _usage_on_every_chunk(request: dict, events: Events) -> Events:
     """vllm#7262: with include_usage, every chunk carries the usage so far."""
-    final = next((e["usage"] for e in reversed(events) if e.get("usage") and not e.get("choices")), None)
-    if not isinstance(final, dict):
+    if not (request.get("stream_options") or {}).get("include_usage"):
         return events
+    final = next((e["usage"] for e in reversed(events) if e.get("usage") and not e.get("choices")), {})
     sent = 0
     for event in events:
         if event.get("choices"):
             sent += sum(1 for c in event["choices"] if _choice_text(c))
-            prompt = final.get("prompt_tokens", 0)
+            prompt = final.get("prompt_tokens", 0)  # known at the end only: the proxy sends each chunk as it comes
             event["usage"] = {"prompt_tokens": prompt, "completion_tokens": sent, "total_tokens": prompt + sent}
     return events
 

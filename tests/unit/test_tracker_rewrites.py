@@ -108,7 +108,7 @@ def test_null_finish_reasons_are_left_out_after_the_first_chunk():
 def test_every_chunk_carries_the_usage_so_far():
     final = {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
     events = [_chunk("a"), _chunk("b", finish="stop"), {"choices": [], "usage": final}]
-    out = tracker.STREAM_FAULTS["stream_usage_on_every_chunk"]({}, events)
+    out = tracker.STREAM_FAULTS["stream_usage_on_every_chunk"]({"stream_options": {"include_usage": True}}, events)
     assert [e["usage"]["completion_tokens"] for e in out] == [1, 2, 2]
 
 
