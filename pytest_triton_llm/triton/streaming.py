@@ -117,7 +117,9 @@ def grpc_stream(
             outputs = {o.name: response.as_numpy(o.name) for o in message.outputs}
             result.events.append(StreamEvent(t_s, outputs, bool(final_param and final_param.bool_param)))
     finally:
-        client.stop_stream()
+        # a stream that got no final response (a timeout, an error) is cancelled: closing it plainly waits for the
+        # server to end it, and a stalled server never does (the gate would hang instead of failing)
+        client.stop_stream(cancel_requests=not result.cancelled and result.finals < expected_finals)
         client.close()
     return result
 
