@@ -196,7 +196,7 @@ def _usage_on_every_chunk(request: dict, events: Events) -> Events:
     """vllm#7262: with include_usage, every chunk carries the usage so far."""
     if not (request.get("stream_options") or {}).get("include_usage"):
         return events
-    final = next((e["usage"] for e in reversed(events) if e.get("usage") and not e.get("choices")), {})
+    final: dict = next((e["usage"] for e in reversed(events) if e.get("usage") and not e.get("choices")), {})
     sent = 0
     for event in events:
         if event.get("choices"):

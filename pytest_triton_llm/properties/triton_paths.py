@@ -75,7 +75,8 @@ class TritonPath:
 
     def _in_batch(self, inputs: dict, ask: Ask) -> list[dict]:
         others = [self.inputs(Ask.of(p, ask.max_tokens), streamed=False) for p in FILLERS]
-        records, _ = run_load(Target(self.client.endpoints, self.model), [inputs, *others], concurrency=4, keep_outputs=True)
+        target = Target(self.client.endpoints, self.model, request_timeout_s=self.client.timeout_s)
+        records, _ = run_load(target, [inputs, *others], concurrency=4, keep_outputs=True)
         mine = next(r for r in records if r.index == 0)
         if mine.error:
             raise GenerationError(mine.error)

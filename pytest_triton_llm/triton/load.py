@@ -35,6 +35,9 @@ class Target:
     model: str = "tensorrt_llm"
     protocol: str = "grpc"  # grpc | infer | generate | generate_stream
     channels: int = 1  # gRPC: connections per load process, requests dealt to them in turn
+    # a request unanswered this long is recorded as an error (None: a load point waits for every answer); checks that
+    # send a batch set it, so that a stalled or crashed server fails them instead of hanging the session
+    request_timeout_s: float | None = None
 
     def __post_init__(self):
         if self.protocol not in ("grpc", *HTTP_PROTOCOLS):
@@ -350,14 +353,32 @@ class _Plan:
     keep: bool
 
 
+def _bounded(send, timeout_s: float | None):
+    """`send`, its request recorded as an error when unanswered after `timeout_s`."""
+    if timeout_s is None:
+        return send
+
+    async def bounded(index: int, inputs: Inputs) -> RequestRecord:
+        began = time.perf_counter()
+        try:
+            return await asyncio.wait_for(send(index, inputs), timeout_s)
+        except asyncio.TimeoutError:
+            record = RequestRecord(index, began, streamed=_streamed(inputs))
+            record.error, record.done = f"no answer after {timeout_s:.0f} s", time.perf_counter()
+            return record
+
+    return bounded
+
+
 async def _send_point(plan: _Plan, queue: _Queue | None = None, ready=None) -> tuple[LoadRecords, float]:
     """Warm up, then run the load point from now, or (`ready` given) from the start the coordinator of the processes
     names; -> (records with the CPU time spent sending them, start)."""
     sender = plan.target.sender(plan.keep)
+    send = _bounded(sender.send, getattr(plan.target, "request_timeout_s", None))
     try:
         if plan.warmup:
             clients = len(plan.clients) if plan.clients is not None else (plan.concurrency or 1)
-            await _closed_loop(sender.send, plan.warmup, max(1, min(len(plan.warmup), clients)), None, 0.0)
+            await _closed_loop(send, plan.warmup, max(1, min(len(plan.warmup), clients)), None, 0.0)
         if ready is not None:
             start = await asyncio.get_running_loop().run_in_executor(None, ready)
             await asyncio.sleep(max(0.0, start - time.perf_counter()))
@@ -366,11 +387,9 @@ async def _send_point(plan: _Plan, queue: _Queue | None = None, ready=None) -> t
         deadline = start + plan.duration_s if plan.duration_s else None
         cpu, loop_cpu = time.process_time(), time.thread_time()
         if plan.concurrency:
-            records = await _closed_loop(
-                sender.send, plan.requests, plan.concurrency, deadline, plan.stagger_s, queue, plan.clients
-            )
+            records = await _closed_loop(send, plan.requests, plan.concurrency, deadline, plan.stagger_s, queue, plan.clients)
         else:
-            records = await _open_loop(sender.send, plan.requests, plan.schedule, start, deadline)
+            records = await _open_loop(send, plan.requests, plan.schedule, start, deadline)
         return LoadRecords(records, time.process_time() - cpu, 1, time.thread_time() - loop_cpu), start
     finally:
         await sender.close()

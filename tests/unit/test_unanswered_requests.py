@@ -1,5 +1,6 @@
-"""The gRPC stream reader: a stream that gets no final response is cancelled when it gives up, so that a stalled
-server fails the request after its timeout instead of hanging the session in the stream's close."""
+"""The request readers: a stream that gets no final response is cancelled when it gives up, and a batched request
+unanswered past its timeout is an error, so that a stalled or crashed server fails the request instead of hanging the
+session."""
 
 import pytest
 
@@ -47,3 +48,15 @@ def test_a_stream_cancelled_on_purpose_is_closed_once_more_without_cancelling_ag
     client = SilentClient()
     result = grpc_stream(Endpoints(client), "tensorrt_llm", [], cancel_after_s=0.02, timeout_s=5)
     assert result.cancelled and client.stops == [True, False]
+
+
+def test_a_batched_request_that_gets_no_answer_is_an_error_after_its_timeout():
+    import asyncio
+
+    from pytest_triton_llm.triton.load import _bounded
+
+    async def never(index, inputs):
+        await asyncio.sleep(3600)
+
+    record = asyncio.run(_bounded(never, 0.05)(0, {}))
+    assert record.error == "no answer after 0 s" and record.done is not None
