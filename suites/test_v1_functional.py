@@ -108,6 +108,22 @@ def test_log_probs_describe_the_greedy_tokens(openai_target, prompts):
         assert logprob >= max(top.values()) - 1e-4, (token, logprob, top)
 
 
+def test_chat_log_probs_describe_each_greedy_token_at_its_own_position(openai_target, prompts):
+    """Each position's top_logprobs lists its own chosen token first, at the chosen log prob (greedy: the likeliest),
+    not another position's (sglang#2088)."""
+    if why := openai_target.lacks("top_logprobs"):
+        pytest.skip(why)
+    answer = openai_target.endpoint.chat(openai_target.chat(prompts.chat_question, 12, logprobs=True, top_logprobs=2))
+    content = (answer.logprobs or {}).get("content")
+    assert content, "logprobs true with top_logprobs 2 answered no logprobs content"
+    for position in content:
+        listed = {t["token"]: t["logprob"] for t in position["top_logprobs"]}
+        assert len(position["top_logprobs"]) == 2, f"top_logprobs 2 listed {listed} at {position['token']!r}"
+        assert position["token"] in listed, f"the chosen {position['token']!r} is not among its alternatives {listed}"
+        assert abs(listed[position["token"]] - position["logprob"]) <= 1e-4, (position, listed)
+        assert position["logprob"] >= max(listed.values()) - 1e-4, (position, listed)  # greedy: the likeliest
+
+
 def test_ignore_eos_runs_past_the_end_to_exactly_max_tokens(openai_target, prompts, ended_greedy):
     """A benchmark's fixed output lengths rest on it: the answer goes on past where the model would end."""
     if why := openai_target.lacks("ignore_eos"):

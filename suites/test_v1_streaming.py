@@ -59,6 +59,8 @@ def test_streamed_usage_counts_the_tokens_returned(openai_target, prompts, endpo
     streamed = openai_target.endpoint.stream(PATHS[endpoint], body)
     assert streamed.usage_chunks == 1
     assert _counts(streamed.usage) == _counts(unary.usage)
+    if openai_target.family.response.stream_usage.values[0].startswith("a last chunk"):  # the family's contract
+        assert streamed.usage_alone_last, "the usage must come last, in a chunk of its own with choices [] (llama.cpp#15444)"
     # How many prompt tokens the KV cache held is the server's state, not the answer's: the unary request just put
     # this prompt in trtllm-serve's cache, so its stream may reuse it. Bounded, never compared.
     cached = (streamed.usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)

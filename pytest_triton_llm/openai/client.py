@@ -67,6 +67,7 @@ class Streamed:
     finish_reason: str | None = None
     usage: dict | None = None  # the last usage a chunk carried (a usage chunk has choices [])
     usage_chunks: int = 0
+    usage_alone_last: bool = False  # the last data event carried the usage and no choices (OpenAI's usage chunk)
     done: bool = False  # [DONE] arrived
     closed_early: bool = False  # the client closed the stream after `stop_after` deltas
     log_probs: list[float] = field(default_factory=list)  # each streamed token's log prob, where the request asked
@@ -162,6 +163,7 @@ class OpenAIEndpoint:
                     break
                 result.events += 1
                 chunk = json.loads(event)
+                result.usage_alone_last = bool(chunk.get("usage")) and not chunk.get("choices")
                 if chunk.get("usage"):
                     result.usage = chunk["usage"]
                     result.usage_chunks += 1

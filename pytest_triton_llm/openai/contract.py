@@ -69,6 +69,9 @@ class Field:
     chat_default: str = ""  # on /v1/chat/completions, where it differs
     note: str = ""
     before: Before | None = None
+    # what the server does with a request that leaves the field out, where the default alone does not say it: a number,
+    # "none" (no limit but the model's window) or "server" (a server option decides); "" where the sources are silent
+    when_omitted: str = ""
 
 
 @dataclass(frozen=True)

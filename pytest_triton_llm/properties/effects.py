@@ -8,6 +8,7 @@ a batch) follow the engine's equality rule: exact on float32; float16 kernels ar
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,14 @@ NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalt
 BIAS = 100.0  # far above any logit gap: the biased token wins every step
 ROOM = 256  # tokens an answer must end within, by itself, for the min_tokens check
 LOG_PROB_TOLERANCE = 1e-3  # per token, between two sums of the same float32 values
+# a prompt this share of max_input_len long: past the half where long-prompt bugs began (TensorRT-LLM#1830), and past
+# 512 tokens (vllm#10126) on a 1024-token window
+LONG_PROMPT_SHARE = 0.6
+COUNTED = 2  # numbers the answer to a long count must continue it with
+ASSUMED_INPUT_LEN = 1024  # a /v1 endpoint named without --openai-engine: a window every served LLM has
+# asking for log probs may cost this much (a ratio of two answers timed side by side, the best of ROUNDS each) plus
+# SLACK_S: TensorRT-LLM#2367 streamed 11x slower with return_log_probs
+LOG_PROBS_COST, SLACK_S, ROUNDS = 3.0, 0.25, 2
 
 
 @dataclass
@@ -94,6 +103,33 @@ def greedy(ctx: Context) -> None:
         assert expected.text == engine.text, (
             f"{ctx.path.name} answers {expected.text!r}; tensorrt_llm's ids decode to {engine.text!r}"
         )
+    # a chat answer replies, it does not continue; streamed on /v1 only (vllm#10126: streams of long prompts broke)
+    streamed_here = ctx.mode == "unary" or (ctx.mode == "streamed" and ctx.path.surface == OPENAI)
+    if ctx.prop == "prompt" and streamed_here and not getattr(ctx.path, "chat", False):
+        long_prompt(ctx)
+
+
+def counting_prompt(tokenizer, tokens: int) -> tuple[str, str]:
+    """'1 2 3 ... n' in at most `tokens` tokens, and what must follow it: ' n+1 n+2'."""
+    numbers: list[str] = []
+    used = 0
+    while used + len(tokenizer.encode(f" {len(numbers) + 1}", add_special_tokens=False)) <= tokens:
+        numbers.append(str(len(numbers) + 1))
+        used += len(tokenizer.encode(f" {numbers[-1]}", add_special_tokens=False))
+    n = len(numbers)
+    return " ".join(numbers), "".join(f" {n + i}" for i in range(1, COUNTED + 1))
+
+
+def long_prompt(ctx: Context) -> None:
+    """A prompt of most of max_input_len is continued as its content says, as a short one is: a count goes on
+    counting."""
+    limit = ctx.path.max_input_len or ASSUMED_INPUT_LEN
+    prompt, follows = counting_prompt(ctx.path.tokenizer, int(LONG_PROMPT_SHARE * limit))
+    answer = ctx.ask(Ask.of(prompt, 4 * COUNTED + 2))
+    assert answer.text.lstrip().startswith(follows.lstrip()), (
+        f"{ctx.path.name}: a count to {prompt.rsplit(' ', 1)[-1]} ({int(LONG_PROMPT_SHARE * limit)} tokens or fewer, "
+        f"max_input_len {limit}) is continued with {answer.text!r}, not{follows!r}"
+    )
 
 
 def max_tokens(ctx: Context) -> None:
@@ -108,6 +144,30 @@ def max_tokens(ctx: Context) -> None:
         if answer.token_ids is not None:
             assert answer.token_ids == ids[:n], f"{ctx.path.name} ({ctx.mode}): max_tokens {n}: {answer.token_ids} != {ids[:n]}"
         ctx.same(ctx.decode(ids[:n]), answer.text, f"max_tokens {n} must cut the greedy answer at its {n}th token")
+    if ctx.path.surface == OPENAI and ctx.mode == "unary":
+        omitted_max_tokens(ctx)
+        max_completion_tokens(ctx)
+
+
+def max_completion_tokens(ctx: Context) -> None:
+    """On chat, max_completion_tokens cuts as max_tokens does where the family takes it (llama-cpp-python#1907)."""
+    if not ctx.path.chat or ctx.path.support("max_completion_tokens") not in ("yes", "partial"):
+        return
+    expected = ctx.unary(Ask.of(ctx.prompts[LONG], 7)).text
+    answer = ctx.path.answer_with(Ask.of(ctx.prompts[LONG], None), "unary", {"max_completion_tokens": 7})
+    ctx.same(expected, answer.text, "max_completion_tokens 7 must cut the answer as max_tokens 7 does")
+
+
+def omitted_max_tokens(ctx: Context) -> None:
+    """A /v1 request without max_tokens runs to the limit its family's contract gives (TensorRT-LLM#13455: Dynamo's
+    worker cut such answers at SamplingParams' 32): an answer that ends by itself ends there, else it is cut."""
+    limit = ctx.path.omitted_limit()
+    if limit is None:
+        return
+    prompt, ended, count = _ended(ctx)
+    expected = ended.text if count <= limit else ctx.unary(Ask.of(prompt, int(limit))).text
+    answer = ctx.ask(Ask.of(prompt, None))
+    ctx.same(expected, answer.text, f"without max_tokens the answer must run to {limit} tokens or its own end ({count})")
 
 
 def _ids_or_reencoded(ctx: Context, answer: Answer) -> list[int]:
@@ -305,6 +365,8 @@ def penalty(ctx: Context) -> None:
 def log_probs(ctx: Context) -> None:
     ask = Ask.of(ctx.prompts[LONG], 8, log_probs=True)
     answer = ctx.ask(ask)
+    if ctx.mode == "streamed":
+        _log_probs_cost(ctx, ask)
     tolerance = LOG_PROB_TOLERANCE * 8 if ctx.rule is None or ctx.rule.exact or ctx.mode == "unary" else 0.5
     if answer.log_probs is not None and ctx.mode != "streamed":
         assert len(answer.log_probs) == 8, f"{ctx.path.name} ({ctx.mode}): {len(answer.log_probs)} log probs for 8 tokens"
@@ -320,6 +382,22 @@ def log_probs(ctx: Context) -> None:
             f"{ctx.path.name} ({ctx.mode}): cumulative log prob {answer.cum_log_prob} != {reference.cum_log_prob} "
             "of the same request unary (and through tensorrt_llm)"
         )
+
+
+def _log_probs_cost(ctx: Context, ask: Ask) -> None:
+    """Asking for log probs does not slow the answer down many times: the same request with and without them, timed
+    in turns, the best of ROUNDS each."""
+    plain = Ask.of(ask.prompt, ask.max_tokens)
+    best = {plain: float("inf"), ask: float("inf")}
+    for _ in range(ROUNDS):
+        for each in best:
+            began = time.perf_counter()
+            ctx.ask(each)
+            best[each] = min(best[each], time.perf_counter() - began)
+    assert best[ask] <= LOG_PROBS_COST * best[plain] + SLACK_S, (
+        f"{ctx.path.name} ({ctx.mode}): {ask.max_tokens} tokens took {best[ask]:.2f} s with log probs and "
+        f"{best[plain]:.2f} s without (more than {LOG_PROBS_COST}x + {SLACK_S} s)"
+    )
 
 
 def embedding_bias(ctx: Context) -> None:

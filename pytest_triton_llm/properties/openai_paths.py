@@ -37,6 +37,8 @@ class OpenAIPath:
         self.path = "/chat/completions" if chat else "/completions"
         self.key = self.name
         self.tokenizer = target.tokenizer
+        # the lock's limit where --openai-engine names the served engine; unknown otherwise
+        self.max_input_len: int | None = target.engine.max_input_len if target.engine is not None else None
 
     def lacks(self, names: list[str]) -> str | None:
         fields = self.target.family.fields
@@ -80,7 +82,20 @@ class OpenAIPath:
         if "logit_bias" in fields:
             fields["logit_bias"] = {str(token): weight for token, weight in fields["logit_bias"].items()}
         make = self.target.chat if self.chat else self.target.completion
-        return make(ask.prompt, ask.max_tokens, **fields)
+        body = make(ask.prompt, ask.max_tokens, **fields)
+        if ask.max_tokens is None:  # left out: the family's own limit applies (omitted_limit)
+            body.pop("max_tokens", None)
+        return body
+
+    def omitted_limit(self) -> float | None:
+        """The tokens an answer may run to when the request leaves max_tokens out, as the family's contract says: a
+        number, inf (no limit but the window), or None where it is the server's option or unknown."""
+        field = self.target.family.fields.get("max_tokens")
+        if field is None or (self.chat and field.chat_default):  # the chat endpoint's own default: not stated
+            return None
+        if field.when_omitted == "none":
+            return float("inf")
+        return float(field.when_omitted) if field.when_omitted.isdigit() else None
 
     def answer(self, ask: Ask, mode: str) -> Answer:
         return self.answer_with(ask, mode, {})

@@ -17,11 +17,11 @@ class Ask:
     width 1: True)."""
 
     prompt: str
-    max_tokens: int
+    max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)
     options: tuple[tuple[str, object], ...] = ()
 
     @classmethod
-    def of(cls, prompt: str, max_tokens: int, **options) -> Ask:
+    def of(cls, prompt: str, max_tokens: int | None, **options) -> Ask:
         return cls(prompt, max_tokens, tuple(sorted(options.items())))
 
     @property

@@ -41,6 +41,7 @@ class TritonPath:
         self.name = "llmapi" if surface == LLMAPI else model
         self.key = f"{served.id}/{model}"  # unique in a session of several deployments
         self.tokenizer = served.tokenizer
+        self.max_input_len: int | None = served.ref.engine.max_input_len
         self._dtypes = {t["name"]: t["datatype"] for t in self.client.model_metadata(model)["inputs"]}
         # an entry model of a family without the exclude_input_in_output input returns the prompt as deployed
         self._echoes = (
