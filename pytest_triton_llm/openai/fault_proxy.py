@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tokenizers import Tokenizer
+
 from ..common.files import fixtures_dir
 from . import tracker_rewrites as tracker
 from .client import DONE, STAND_IN_HEADER, sse_events
@@ -247,8 +249,10 @@ class FaultProxy:
     `switch(fault)` (or a POST to SWITCH_PATH) changes it once every request the proxy is serving has ended, so that
     no request runs under one fault while the checks of the next one run, a stream drained for a gone client included."""
 
-    def __init__(self, upstream_url: str, fault: str | None):
+    def __init__(self, upstream_url: str, fault: str | None, tokenizer: Path | None = None):
         parts = urlsplit(upstream_url)
+        # the served model's tokenizer.json, for faults sized in prompt tokens (else estimated from characters)
+        self.tokenizer = Tokenizer.from_file(str(tokenizer / "tokenizer.json")) if tokenizer is not None else None
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.fault = _checked(fault)
         self.loop = threading.Lock()  # the server's one generation loop, for EVENT_DELAY_S
@@ -365,7 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._head(answer[0], "application/json", None)
             self.wfile.write(json.dumps(answer[1]).encode())
             return True
-        if tracker.STREAM_ABORTED.get(self.fault or "", lambda path, request: False)(path, request):
+        aborted = tracker.STREAM_ABORTED.get(self.fault or "")
+        if aborted is not None and aborted(path, request, tracker.prompt_tokens(request, self.proxy.tokenizer)):
             self._head(200, "text/event-stream", None)
             return True
         return False

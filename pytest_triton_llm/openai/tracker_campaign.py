@@ -89,7 +89,7 @@ def campaign(root: Path, out: Path, only: list[str], cache: Path | str) -> int:
         for _ in range(JOBS):
             work = Path(tempfile.mkdtemp())
             servers.append(trtllm_serve.serve_engine(lock, ENGINE, EngineCache(cache, progress), work, perf_metrics=1000))
-            proxies.append(FaultProxy(servers[-1].url, None))
+            proxies.append(FaultProxy(servers[-1].url, None, servers[-1].tokenizer))
             proxies[-1].start()
         tokenizer = str(servers[0].tokenizer)
         clean = run_gate("clean", proxies[0].url, tokenizer, root, out)

@@ -235,17 +235,25 @@ NEVER_ANSWERS = {"frontend_never_starts"}
 
 # -- answers the proxy gives itself, the server never asked -------------------------------------------------------------
 
-CHARS_PER_TOKEN = 4  # the proxy has no tokenizer: English BPE text runs about 4 characters a token
+CHARS_PER_TOKEN = 4  # a proxy without the served tokenizer: English BPE text runs about 4 characters a token
 
 
 def _is_completions(path: str) -> bool:
     return path.endswith("/completions") and not path.endswith("/chat/completions")
 
 
-def _prompt_chars(request: dict) -> int:
+def _prompt_texts(request: dict) -> list[str]:
     messages = request.get("messages") or []
     texts = [request.get("prompt")] + [m.get("content") for m in messages if isinstance(m, dict)]
-    return sum(len(t) for t in texts if isinstance(t, str))
+    return [t for t in texts if isinstance(t, str)]
+
+
+def prompt_tokens(request: dict, tokenizer=None) -> int:
+    """The request's prompt in tokens: by the served model's tokenizer (`tokenizers.Tokenizer`), else estimated."""
+    texts = _prompt_texts(request)
+    if tokenizer is None:
+        return sum(len(t) for t in texts) // CHARS_PER_TOKEN
+    return sum(len(tokenizer.encode(t).ids) for t in texts)
 
 
 def _error(message: str, kind: str = "internal_server_error") -> dict:
@@ -268,15 +276,13 @@ ANSWERED_HERE: dict[str, Callable[[str, dict], tuple[int, dict] | None]] = {
     ),
 }
 
-# per fault: (path, request) -> whether a stream is cut before its first event: the headers come, then the connection
-# closes with no event and no [DONE]
-STREAM_ABORTED: dict[str, Callable[[str, dict], bool]] = {
+# per fault: (path, request, prompt tokens) -> whether a stream is cut before its first event: the headers come, then
+# the connection closes with no event and no [DONE]
+STREAM_ABORTED: dict[str, Callable[[str, dict, int], bool]] = {
     # vllm#10126: streams of prompts over 512 tokens broke
-    "long_prompt_stream_aborted": lambda path, request: (
-        bool(request.get("stream")) and _prompt_chars(request) > 512 * CHARS_PER_TOKEN
-    ),
+    "long_prompt_stream_aborted": lambda path, request, tokens: bool(request.get("stream")) and tokens > 512,
     # vllm#1967: streamed completions without log probs broke in 0.2.3
-    "completion_stream_without_logprobs_aborted": lambda path, request: (
+    "completion_stream_without_logprobs_aborted": lambda path, request, tokens: (
         bool(request.get("stream")) and _is_completions(path) and request.get("logprobs") is None
     ),
 }

@@ -347,7 +347,8 @@ def test_a_github_source_not_pinned_to_a_commit_or_tag_is_refused(tmp_path):
 def test_a_misspelt_key_is_refused_with_the_allowed_ones(tmp_path):
     message = refused(tmp_path, '"n" = { supported = "yes", default = "null"', '"n" = { supported = "yes", defualt = "null"')
     assert message == (
-        "F: family 'tiny': unknown field 'fields.n.defualt' (allowed: before, chat_default, cite, default, note, supported, when_omitted)"
+        "F: family 'tiny': unknown field 'fields.n.defualt' "
+        "(allowed: before, chat_default, cite, default, note, supported, when_omitted)"
     )
 
 

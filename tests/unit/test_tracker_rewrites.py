@@ -122,12 +122,13 @@ def test_the_proxys_own_errors_answer_only_the_requests_their_rows_name():
 
 def test_streams_are_cut_only_where_their_rows_say():
     long = tracker.STREAM_ABORTED["long_prompt_stream_aborted"]
-    assert long("/v1/completions", {"stream": True, "prompt": "x" * 2049})
-    assert not long("/v1/completions", {"stream": True, "prompt": "x" * 2048})
-    assert not long("/v1/completions", {"prompt": "x" * 4000})
+    assert long("/v1/completions", {"stream": True}, 513) and not long("/v1/completions", {"stream": True}, 512)
+    assert not long("/v1/completions", {}, 4000)
+    assert tracker.prompt_tokens({"prompt": "x" * 2052}) == 513  # no tokenizer: about 4 characters a token
     plain = tracker.STREAM_ABORTED["completion_stream_without_logprobs_aborted"]
-    assert plain("/v1/completions", {"stream": True})
-    assert not plain("/v1/completions", {"stream": True, "logprobs": 1}) and not plain("/v1/chat/completions", {"stream": True})
+    assert plain("/v1/completions", {"stream": True}, 5)
+    assert not plain("/v1/completions", {"stream": True, "logprobs": 1}, 5)
+    assert not plain("/v1/chat/completions", {"stream": True}, 5)
 
 
 def test_streamed_pieces_after_the_first_lose_their_first_half():
