@@ -28,6 +28,7 @@ STRONG_PENALTY = 2.0  # TL#9442's values (suites/test_regressions.py)
 NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 BIAS = 100.0  # far above any logit gap: the biased token wins every step
 ROOM = 256  # tokens an answer must end within, by itself, for the min_tokens check
+OMITTED_SHOWS = 32  # a limit below this many tokens shows where max_tokens is left out (SamplingParams' default: 32)
 LOG_PROB_TOLERANCE = 1e-3  # per token, between two sums of the same float32 values
 # a prompt this share of max_input_len long: past the half where long-prompt bugs began (TensorRT-LLM#1830), and past
 # 512 tokens (vllm#10126) on a 1024-token window
@@ -164,7 +165,10 @@ def omitted_max_tokens(ctx: Context) -> None:
     limit = ctx.path.omitted_limit()
     if limit is None:
         return
-    prompt, ended, count = _ended(ctx)
+    try:
+        prompt, ended, count = _ended(ctx, longer_than=OMITTED_SHOWS)
+    except Unanswerable:
+        return  # no answer here runs long enough to show a cut; the cell's own checks stand
     expected = ended.text if count <= limit else ctx.unary(Ask.of(prompt, int(limit))).text
     answer = ctx.ask(Ask.of(prompt, None))
     ctx.same(expected, answer.text, f"without max_tokens the answer must run to {limit} tokens or its own end ({count})")
@@ -325,15 +329,22 @@ def min_tokens(ctx: Context) -> None:
         ctx.same(held, answer.text, f"min_tokens {count + 4} must hold the end back as tensorrt_llm does")
 
 
-def _ended(ctx: Context) -> tuple[str, Answer, int]:
-    """(prompt, its greedy answer, its token count) of the first prompt whose greedy answer ends by itself: the chat
-    question, else the fox completion."""
-    for prompt in (ctx.path.question(ctx.prompts[QUESTION]), ctx.prompts[ENDS]):
+def _ended(ctx: Context, longer_than: int = 0) -> tuple[str, Answer, int]:
+    """(prompt, its greedy answer, its token count) of the first prompt whose greedy answer ends by itself after more
+    than `longer_than` tokens: the chat question, the fox completion (and, for a longer one, the village one);
+    Unanswerable, with the counts, where none does."""
+    counts: list[int | None] = []
+    candidates = [ctx.path.question(ctx.prompts[QUESTION]), ctx.prompts[ENDS], *([ctx.prompts[LONG]] if longer_than else [])]
+    for prompt in candidates:
         ended = ctx.unary(Ask.of(prompt, ROOM))
         count = _count(ctx, ended, prompt)
-        if count is not None and count < ROOM - 8:
+        counts.append(count)
+        if count is not None and longer_than < count < ROOM - 8:
             return prompt, ended, count
-    raise Unanswerable(f"{ctx.path.name}: neither the chat question nor the fox prompt ends by itself within {ROOM - 8} tokens")
+    raise Unanswerable(
+        f"{ctx.path.name}: no prompt's greedy answer ends by itself after {longer_than} and within {ROOM - 8} tokens "
+        f"(the chat question, the fox and the village prompts: {counts})"
+    )
 
 
 def _count(ctx: Context, answer: Answer, prompt: str) -> int | None:
