@@ -112,13 +112,10 @@ def greedy(ctx: Context) -> None:
 
 def counting_prompt(tokenizer, tokens: int) -> tuple[str, str]:
     """'1 2 3 ... n' in at most `tokens` tokens, and what must follow it: ' n+1 n+2'."""
-    numbers: list[str] = []
-    used = 0
-    while used + len(tokenizer.encode(f" {len(numbers) + 1}", add_special_tokens=False)) <= tokens:
-        numbers.append(str(len(numbers) + 1))
-        used += len(tokenizer.encode(f" {numbers[-1]}", add_special_tokens=False))
-    n = len(numbers)
-    return " ".join(numbers), "".join(f" {n + i}" for i in range(1, COUNTED + 1))
+    n, used = 0, 0
+    while used + (cost := len(tokenizer.encode(f" {n + 1}", add_special_tokens=False))) <= tokens:
+        n, used = n + 1, used + cost
+    return " ".join(str(i) for i in range(1, n + 1)), "".join(f" {n + i}" for i in range(1, COUNTED + 1))
 
 
 def long_prompt(ctx: Context) -> None:
@@ -129,7 +126,7 @@ def long_prompt(ctx: Context) -> None:
     answer = ctx.ask(Ask.of(prompt, 4 * COUNTED + 2))
     assert answer.text.lstrip().startswith(follows.lstrip()), (
         f"{ctx.path.name}: a count to {prompt.rsplit(' ', 1)[-1]} ({int(LONG_PROMPT_SHARE * limit)} tokens or fewer, "
-        f"max_input_len {limit}) is continued with {answer.text!r}, not{follows!r}"
+        f"max_input_len {limit}) is continued with {answer.text!r}, not {follows.lstrip()!r}"
     )
 
 
