@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .cache import CacheAdminError, list_cache, prune, render_listing, render_pruned
 from ..common.errors import TritonLLMError
-from ..faults.campaign import add_arguments as add_campaign_arguments, campaign
+from ..faults.campaign import add_arguments as add_campaign_arguments, campaign, out_dir
 from ..openai.tracker_campaign import campaign as openai_tracker_campaign
 from .matrix import ReportError, render_matrix, reports_in
 from ..plugin.options import DEFAULT_CACHE, DEFAULT_LOCK
@@ -105,8 +105,7 @@ def _faults(args: argparse.Namespace) -> int:
     suites = suites_dir()
     cwd = suites.parent if (suites.parent / "pyproject.toml").is_file() else Path.cwd()
     if args.catalog == "tracker-openai":
-        out = (args.out or Path("out") / "tracker-openai-faults").resolve()
-        return openai_tracker_campaign(cwd, out, args.only, DEFAULT_CACHE)
+        return openai_tracker_campaign(cwd, out_dir(args), args.only, DEFAULT_CACHE)
     return campaign(args, suites_argv([], cwd) if not args.list else [], cwd)
 
 

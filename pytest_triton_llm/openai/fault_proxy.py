@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 
 from ..common.files import fixtures_dir
 from . import tracker_rewrites as tracker
+from .tracker_rewrites import choice_text, set_choice_text
 from .client import DONE, STAND_IN_HEADER, sse_events
 from ..common.schema import load_toml
 
@@ -31,16 +32,11 @@ def fault_names(path: Path = FAULTS_FILE) -> list[str]:
 
 
 def _text_of(chunk: dict) -> str:
-    choices = chunk.get("choices") or [{}]
-    return choices[0].get("text") or (choices[0].get("delta") or {}).get("content") or ""
+    return choice_text((chunk.get("choices") or [{}])[0]) or ""
 
 
 def _set_text(chunk: dict, text: str) -> None:
-    choice = chunk["choices"][0]
-    if "text" in choice:
-        choice["text"] = text
-    else:
-        choice.setdefault("delta", {})["content"] = text
+    set_choice_text(chunk["choices"][0], text)
 
 
 def _drop_final_text(events: Events) -> Events:

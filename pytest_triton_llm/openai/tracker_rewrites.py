@@ -10,11 +10,11 @@ from collections.abc import Callable
 Events = list[dict]
 
 
-def _choice_text(choice: dict) -> str | None:
+def choice_text(choice: dict) -> str | None:
     return choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
 
 
-def _set_choice_text(choice: dict, text: str) -> None:
+def set_choice_text(choice: dict, text: str) -> None:
     if "text" in choice:
         choice["text"] = text
     else:
@@ -148,12 +148,12 @@ def _redecode_previous_deltas(request: dict, events: Events) -> Events:
     previous: dict[int, str] = {}
     for event in events:
         for choice in event.get("choices") or []:
-            text = _choice_text(choice)
+            text = choice_text(choice)
             if not text:
                 continue
             index = choice.get("index", 0)
             if index in previous:
-                _set_choice_text(choice, previous[index] + text)
+                set_choice_text(choice, previous[index] + text)
             previous[index] = text
     return events
 
@@ -173,7 +173,7 @@ def _no_finish_reason(request: dict, events: Events) -> Events:
     kept = []
     for event in events:
         choices = event.get("choices") or []
-        finishing_only = choices and all(c.get("finish_reason") and not _choice_text(c) for c in choices)
+        finishing_only = choices and all(c.get("finish_reason") and not choice_text(c) for c in choices)
         for choice in choices:
             choice["finish_reason"] = None
         if not finishing_only:
@@ -200,7 +200,7 @@ def _usage_on_every_chunk(request: dict, events: Events) -> Events:
     sent = 0
     for event in events:
         if event.get("choices"):
-            sent += sum(1 for c in event["choices"] if _choice_text(c))
+            sent += sum(1 for c in event["choices"] if choice_text(c))
             prompt = final.get("prompt_tokens", 0)  # known at the end only: the proxy sends each chunk as it comes
             event["usage"] = {"prompt_tokens": prompt, "completion_tokens": sent, "total_tokens": prompt + sent}
     return events
@@ -211,11 +211,11 @@ def _words_lose_their_starts(request: dict, events: Events) -> Events:
     seen = False
     for event in events:
         for choice in event.get("choices") or []:
-            text = _choice_text(choice)
+            text = choice_text(choice)
             if "delta" not in choice or not text:
                 continue
             if seen:
-                _set_choice_text(choice, text[(len(text) + 1) // 2 :])
+                set_choice_text(choice, text[(len(text) + 1) // 2 :])
             seen = True
     return events
 

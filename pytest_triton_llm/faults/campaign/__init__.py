@@ -18,6 +18,6 @@ shared machine a clean rerun measured 23.7% below a baseline saved minutes befor
 the A/A check, the deployment against its own clean twin, which must pass every rule of its rows.
 """
 
-from .command import add_arguments, campaign
+from .command import add_arguments, campaign, out_dir
 
-__all__ = ["add_arguments", "campaign"]
+__all__ = ["add_arguments", "campaign", "out_dir"]

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help=f"fault-table.md, reverse-table.md, campaign.json and each run's report and log (default: {DEFAULT_OUT}, "
-        "out/tracker-faults with --catalog tracker)",
+        "out/<catalog>-faults with another --catalog)",
     )
     parser.add_argument(
         "--jobs",
@@ -62,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"pytest runs at once; a perf or batching run always runs alone (default: {DEFAULT_JOBS})",
     )
+
+
+def out_dir(args: argparse.Namespace) -> Path:
+    """--out, else out/faults for the main catalog and out/<catalog>-faults for the others."""
+    return (args.out or (DEFAULT_OUT if args.catalog == "faults" else Path("out") / f"{args.catalog}-faults")).resolve()
 
 
 def list_lines(faults: list[Fault]) -> list[str]:
@@ -213,7 +218,7 @@ def campaign(
             return 0
         if args.jobs < 1:
             raise CampaignError(f"--jobs must be >= 1, got {args.jobs}")
-        out = (args.out or (DEFAULT_OUT if args.catalog == "faults" else Path("out") / "tracker-faults")).resolve()
+        out = out_dir(args)
         runs = plan(faults, out)
         reason_of = load_reasons(reasons)
     except (CampaignError, SchemaError) as exc:
