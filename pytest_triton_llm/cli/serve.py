@@ -89,7 +89,9 @@ def serve(args, progress: Progress | None = None, stop: threading.Event | None =
 def add_llama_cpp_arguments(parser) -> None:
     parser.add_argument("--engine", default="smollm2-135m", help="the lock engine whose GGUF it serves (default: smollm2-135m)")
     parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: every core)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads (default: OMP_NUM_THREADS if set, else every core)"
+    )
     add_engine_options(_Declare(parser))
 
 

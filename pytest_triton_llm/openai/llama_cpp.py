@@ -17,7 +17,7 @@ from .client import OpenAIEndpoint, start_until_listed
 from ..host.processes import ManagedProcess
 from ..common.progress import Progress
 from ..stack.runtimes.ports import free_ports
-from ..stack.runtimes.server import cpu_share, serving_environment
+from ..stack.runtimes.server import omp_threads, serving_environment
 
 CONTEXT = 2048  # tokens: the lock's max_input_len + max_output_len of the embedded default fit
 
@@ -94,7 +94,8 @@ def start(
     if missing is not None:
         raise LlamaCppUnavailable(missing)
     port = port or free_ports(1)[0]
-    threads = threads or cpu_share(dict(os.environ))  # this xdist worker's share: pools that spin must not overlap
+    # the user's OMP_NUM_THREADS, else this xdist worker's share: pools that spin must not overlap
+    threads = threads or int(omp_threads(dict(os.environ)))
     argv = command(gguf, port, threads, api_key, tls, interrupt)
     process = ManagedProcess(argv, serving_environment(dict(os.environ)), log_path, run_dir, "llama_cpp.server")
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
