@@ -1,4 +1,5 @@
-"""Perf budgets from measured runs: [[budget]] entries for fixtures/perf_budgets.toml, `slack` away from the worst
+"""Perf budgets from measured runs of several sessions (one session on one machine: `--perf-calibrate N`): [[budget]]
+entries for fixtures/perf_budgets.toml, `slack` away from the worst
 of the sessions' means of each load point (each a report's mean of its --perf-repeats runs), with every session's
 figure, their spread and the date in a comment beside each.
 
@@ -19,9 +20,8 @@ import sys
 from pathlib import Path
 
 from pytest_triton_llm.perf.budgets import LIMITS
+from pytest_triton_llm.perf.calibrate import DERIVED
 from pytest_triton_llm.perf.metrics import metric_value
-
-DERIVED = ("min_output_tokens_per_s", "max_latency_p99_ms", "max_ttft_p99_ms")  # of budgets.LIMITS
 
 
 def measured_mean(point: dict, metric: str) -> float | None:

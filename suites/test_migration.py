@@ -102,7 +102,9 @@ def _measure(served, prompts) -> dict:
     }
 
 
-def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, triton_llm_report, perf_budgets):
+def test_throughput_ttft_and_itl_side_by_side(
+    triton_llm_migration, prompts, triton_llm_report, perf_budgets, triton_llm_perf_options
+):
     engine, llmapi = triton_llm_migration
     if not (engine.ref.options.decoupled and llmapi.ref.options.decoupled):
         pytest.skip("streams on both sides are needed to time the first token")
@@ -122,6 +124,11 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, tri
         load_point="migration",
     )
     rows = budget.check({"throughput_ratio_vs_engine": ratio}) if budget is not None else []
+    judged_by = {"file": str(budgets_file), "match": budget.match(budgets.index(budget) + 1)} if budget else {}
+    if not any(row[0] == "min_throughput_ratio_vs_engine" for row in rows):  # no budget sets a floor: the default's
+        floor = triton_llm_perf_options.migration_floor
+        rows.append(["min_throughput_ratio_vs_engine", f"{ratio:g}", f">= {floor:g}", "ok" if ratio >= floor else "MISSED"])
+        judged_by = {"default_floor": floor, "option": "--perf-migration-floor"}
     triton_llm_report.record(
         llmapi.id,
         "migration_perf",
@@ -130,9 +137,7 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm_migration, prompts, tri
             "engine": old,
             "llmapi": new,
             "llmapi_vs_engine_throughput_ratio": ratio,
-            "budget": {"file": str(budgets_file), "match": budget.match(budgets.index(budget) + 1), "rows": rows}
-            if budget
-            else "none for this hardware and image: measured, not judged",
+            "budget": {**judged_by, "rows": rows},
         },
     )
     assert old["tokens_per_s"] > 0 and new["tokens_per_s"] > 0

@@ -95,6 +95,7 @@ def test_load_point(
         image=triton_llm.image,
         load_point=point_name,
         workload=workload_name,
+        engine_digest=triton_llm.engine.digest,
     )
     budgets_file, budgets = perf_budgets
     # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied

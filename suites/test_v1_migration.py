@@ -115,11 +115,14 @@ PERF_ROUNDS = 3  # odd: the median round ratio is one round's
 SHOWN = ("output_tokens_per_s", "ttft_ms", "itl_ms", "icl_ms", "latency_ms")  # of each side's median round
 
 
-def test_throughput_ttft_and_itl_side_by_side(triton_llm, openai_target, prompts, triton_llm_report, pair_entry):
+def test_throughput_ttft_and_itl_side_by_side(
+    triton_llm, openai_target, prompts, triton_llm_report, pair_entry, triton_llm_perf_options
+):
     """The same greedy prompts streamed by the perf suite's load engine from both sides at PERF_CONCURRENCY (the Triton
     entry model over gRPC streams, /v1/completions over server-sent events), in PERF_ROUNDS interleaved rounds (A B,
     B A, A B) so that the machine's noise hits both sides of a round; each round's ratio of output tokens/s (a Triton
-    streamed response or a /v1 content chunk counts one), and their median judged by the pair's min_throughput_ratio."""
+    streamed response or a /v1 content chunk counts one), and their median judged by the pair's min_throughput_ratio,
+    else by --perf-migration-floor: never measured and left unjudged."""
     if not triton_llm.ref.options.decoupled:
         pytest.skip(f"{triton_llm.id} is not decoupled: its first token cannot be timed")
     batch = prompts.batch(PERF_PROMPTS)
@@ -149,7 +152,8 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm, openai_target, prompts
         else [round(r["v1"]["output_tokens_per_s"] / r["triton"]["output_tokens_per_s"], 3) for r in rounds]
     )
     ratio = statistics.median(ratios) if ratios else None
-    floor = pair_entry.get("min_throughput_ratio")
+    floor = pair_entry.get("min_throughput_ratio", triton_llm_perf_options.migration_floor)
+    judged_by = {"file": str(PAIRS_FILE)} if "min_throughput_ratio" in pair_entry else {"option": "--perf-migration-floor"}
     sides = {side: median_run([r[side] for r in rounds]) for side in loads}
     triton_llm_report.record(
         triton_llm.id,
@@ -162,17 +166,14 @@ def test_throughput_ttft_and_itl_side_by_side(triton_llm, openai_target, prompts
             **{side: {k: sides[side][k] for k in ("requests", "errors", "output_tokens", *SHOWN)} for side in loads},
             "round_ratios": ratios,
             "v1_vs_triton_throughput_ratio": ratio,
-            "budget": {"file": str(PAIRS_FILE), "min_throughput_ratio": floor}
-            if floor is not None
-            else "none for this pair: measured, not judged",
+            "budget": {**judged_by, "min_throughput_ratio": floor},
         },
     )
     assert errors == {"triton": 0, "v1": 0}, {side: [e for r in rounds for e in r[side]["error_samples"]] for side in loads}
-    if floor is not None:
-        assert ratio >= floor, (
-            f"/v1 at {ratio}x the Triton deployment's output tokens/s (the median of rounds {ratios}), below {floor} "
-            f"({PAIRS_FILE}); triton {sides['triton']['output_tokens_per_s']}, /v1 {sides['v1']['output_tokens_per_s']}"
-        )
+    assert ratio >= floor, (
+        f"/v1 at {ratio}x the Triton deployment's output tokens/s (the median of rounds {ratios}), below {floor} "
+        f"({judged_by}); triton {sides['triton']['output_tokens_per_s']}, /v1 {sides['v1']['output_tokens_per_s']}"
+    )
 
 
 @pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")

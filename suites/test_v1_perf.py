@@ -21,7 +21,7 @@ from pytest_triton_llm.perf.client_processes import free_cores, load_processes
 from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
 from pytest_triton_llm.perf.rounds import Side, measure_rounds
 from pytest_triton_llm.perf.workload import synthetic_requests
-from pytest_triton_llm.plugin.report import V1_PERF
+from pytest_triton_llm.perf.metrics import V1_PERF
 from pytest_triton_llm.openai.load import V1Target, v1_bodies
 
 pytestmark = pytest.mark.perf
@@ -78,6 +78,9 @@ def test_load_point_over_v1(
         workload=workload_name,
         streamed=True,
         hardware=served,
+        hardware_class=identity["hardware_class"],
+        engine=identity["engine"],
+        deployment=identity["deployment"],
         image=IMAGE,
         budget_file=str(perf_budgets[0]),
         lengths_held_by=held,

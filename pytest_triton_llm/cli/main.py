@@ -12,6 +12,7 @@ from ..common.errors import TritonLLMError
 from ..faults.campaign import add_arguments as add_campaign_arguments, campaign, out_dir
 from ..openai.tracker_campaign import campaign as openai_tracker_campaign
 from .matrix import ReportError, render_matrix, reports_in
+from .perf_history import add_arguments as add_perf_history_arguments, perf_history
 from ..plugin.options import DEFAULT_CACHE, DEFAULT_LOCK
 from ..properties.coverage import cells, render
 from ..properties.matrix import PropertiesError, load_properties
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return _faults(args)
     if args.command == "coverage":
         return _coverage(args)
+    if args.command == "perf-history":
+        return perf_history(args)
     if args.command in SERVERS:
         try:
             return SERVERS[args.command](args)
@@ -195,6 +198,13 @@ def _parser() -> argparse.ArgumentParser:
         "(why), pending or missing (exit 1 on a missing cell)",
     )
     coverage.add_argument("--detail", action="store_true", help="one row per cell: input, path, property, how it is judged")
+    add_perf_history_arguments(
+        commands.add_parser(
+            "perf-history",
+            help="add perf reports to a history (SQLite), find its change points with Apache Otava, plot them, and exit 1 "
+            "on a regression among the newest runs",
+        )
+    )
     commands.add_parser(
         "run",
         help="run the suites shipped with the plugin: `run -m functional`, any pytest options "

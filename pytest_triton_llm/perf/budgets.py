@@ -1,7 +1,8 @@
 """Perf budgets (fixtures/perf_budgets.toml, or --perf-budgets): limits per engine, deployment, hardware, image and workload.
 
 A budget applies when every key matches ("*" matches anything); the most specific one wins.
-Where none applies, the load point is measured and reported, not judged.
+Where none applies, and no --perf-compare or --perf-against judges it, the load point fails (perf/judge.py) unless
+--perf-measure-only; --perf-calibrate writes budgets from the user's own runs (perf/calibrate.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Budget:
     image: str = "*"  # the Triton image; the embedded runtime is "local"
     load_point: str = "*"  # e.g. concurrency=4
     workload: str = "*"  # the --perf-workload name: the same load point of another workload measures other lengths
+    engine_digest: str = "*"  # one engine build (--perf-calibrate sets it): a rebuilt engine is not judged by it
     min_output_tokens_per_s: float | None = None
     min_throughput_rps: float | None = None
     max_latency_p99_ms: float | None = None
@@ -41,7 +43,7 @@ class Budget:
     # the migration gate (load_point "migration", deployment the llmapi one): its throughput / the engine deployment's
     min_throughput_ratio_vs_engine: float | None = None
 
-    KEYS = ("engine", "deployment", "hardware", "image", "load_point", "workload")
+    KEYS = ("engine", "deployment", "hardware", "image", "load_point", "workload", "engine_digest")
 
     def matches(self, **identity: str) -> bool:
         """Every key "*" or equal; hardware may also name the class (identity's hardware_class)."""

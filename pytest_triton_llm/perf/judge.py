@@ -32,20 +32,25 @@ def judge_budget(
 ) -> list[str]:
     """The load point `result` (of `runs`) against the budget that matches `identity` (engine, deployment, hardware,
     hardware_class, image, load_point, workload): records on `result` whether and by what it was judged; -> what
-    fails it. An inconclusive verdict warns (naming `who`), and fails under --perf-strict; a load point that no budget
-    matches fails under --perf-require-budget."""
-    budget = find_budget(budgets, **identity)
+    fails it. An inconclusive verdict warns (naming `who`), and fails under --perf-strict; a load point that nothing
+    judges (no budget, no --perf-compare or --perf-against) fails, saying how to calibrate, unless --perf-measure-only;
+    under --perf-calibrate nothing is judged."""
     problems: list[str] = []
+    if options.calibrate:  # --perf-calibrate: measured for the budgets written at the session's end
+        result["judged"], result["budget_match"] = False, None
+        result["budget"] = f"calibrating ({options.calibrate} runs): budgets appended to {budgets_file}"
+        return problems
+    budget = find_budget(budgets, **identity)
     result["judged"], result["budget_match"] = budget is not None, None
     if budget is None:
         result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
-        if options.require_budget:
+        if options.require_budget and not (options.against or options.baseline is not None):
             problems.append(
-                f"no budget in {budgets_file} matches it (engine {identity['engine']}, deployment "
+                f"nothing judges it: no budget in {budgets_file} matches (engine {identity['engine']}, deployment "
                 f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
-                f"{identity['workload']}) and --perf-require-budget asks for one: derive them from a quiet "
-                "--perf-repeats 3 run's report with scripts/derive_budgets.py, or judge against a saved "
-                "run with --perf-compare"
+                f"{identity['workload']}). Calibrate on this engine, image and hardware with the same command and "
+                "--perf-calibrate 3 --perf-budgets FILE, then judge with --perf-budgets FILE; or judge against a saved "
+                "run (--perf-compare) or a reference (--perf-against); --perf-measure-only measures without judging"
             )
         return problems
     result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))

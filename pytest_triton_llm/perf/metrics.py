@@ -6,6 +6,8 @@ import numpy as np
 
 from ..triton.load import RequestRecord
 
+V1_PERF = "v1_perf"  # the report's run-level table of the /v1 perf suite's load points
+
 STATS = ("mean", "p50", "p90", "p99")
 
 _AIPERF = "https://github.com/ai-dynamo/aiperf/blob/main/src/aiperf/metrics/types"

@@ -13,6 +13,7 @@ from ..common.schema import SchemaError
 from ..common.usage import OptionError
 from .baseline import FailRule, load_baseline
 from ..verdicts.significance import Slo
+from .history.store import HistoryError, check as check_history
 from .budgets import Budget, load_budgets
 from .mlperf import Benchmark, load_benchmarks
 from .monitor import DEFAULT_SCRAPE_MS
@@ -23,7 +24,48 @@ from .workload import Workload, load_workloads
 def add_options(group) -> None:
     _workload_options(group)
     _judging_options(group)
+    _reference_options(group)
     _output_options(group)
+
+
+def _reference_options(group) -> None:
+    """What a load point is judged against when no one wrote budgets: the user's own runs (calibrated budgets, the
+    history), the migration gates' default floor; or nothing, when asked."""
+    group.addoption(
+        "--perf-history",
+        metavar="FILE",
+        help="append this run's load points (with image, server, engine digest, hardware, commit and date) to this "
+        "perf history, a SQLite file created if missing and never rewritten; `pytest-triton-llm perf-history FILE` "
+        "finds its change points",
+    )
+    group.addoption(
+        "--perf-calibrate",
+        type=int,
+        metavar="N",
+        help="run each load point N times (N >= 2) on this engine, image and hardware, judge nothing, and append "
+        "budgets derived from the runs and their spread to --perf-budgets FILE (created if missing; an entry it "
+        "already holds is kept): from then on the same command judges against them",
+    )
+    group.addoption(
+        "--perf-migration-floor",
+        type=float,
+        default=MIGRATION_FLOOR,
+        metavar="R",
+        help="the migration gates' perf half: the new side's output tokens/s over the old side's, measured side by "
+        "side in one run, must reach R where no budget (min_throughput_ratio_vs_engine) or /v1 pair entry "
+        "(min_throughput_ratio) sets a floor (default: %(default)s)",
+    )
+    group.addoption(
+        "--perf-measure-only",
+        action="store_true",
+        help="measure and report a load point that nothing judges (no budget matches, no --perf-compare or "
+        "--perf-against); without it such a load point fails, saying how to calibrate",
+    )
+    group.addoption(
+        "--perf-require-budget",
+        action="store_true",
+        help="the default now: a load point that nothing judges fails (kept so that older commands still run)",
+    )
 
 
 def _workload_options(group) -> None:
@@ -89,7 +131,7 @@ def _judging_options(group) -> None:
         metavar="PATH",
         help="your budgets file, with the schema of fixtures/perf_budgets.toml; it replaces fixtures/perf_budgets.toml "
         "(none of whose budgets then applies). A load point that no budget matches (engine, deployment, hardware, "
-        "image) is measured, not judged (default: fixtures/perf_budgets.toml)",
+        "image) fails unless --perf-measure-only (default: fixtures/perf_budgets.toml)",
     )
     group.addoption("--perf-save", metavar="PATH", help="save this run's perf load points as a baseline")
     group.addoption("--perf-compare", metavar="PATH", help="compare load points with a baseline saved by --perf-save")
@@ -102,11 +144,6 @@ def _judging_options(group) -> None:
         "TPOT), itl_ms:50 (the request's aiperf ITL, its mean gap) or itl_ms.p99:80 (that statistic of the request's "
         "own inter-token gaps); the report gives the share of requests within every SLO and goodput in req/s "
         "(repeatable)",
-    )
-    group.addoption(
-        "--perf-require-budget",
-        action="store_true",
-        help="fail a load point that no budget matches (default: measured and reported as 'not judged')",
     )
     group.addoption(
         "--perf-strict",
@@ -151,6 +188,7 @@ def _output_options(group) -> None:
 
 
 SWEEP_MAX = 64
+MIGRATION_FLOOR = 0.8  # a move to llmapi or to an OpenAI server that loses over a fifth of the throughput fails
 
 
 def _read(path: str | None, option: str, load: Callable[[Path], object]):
@@ -176,7 +214,7 @@ class PerfOptions:
     workloads: dict[str, Workload] | None  # the --perf-workloads file, read (and checked) once
     repeats: int = 1
     slos: tuple[Slo, ...] = ()
-    require_budget: bool = False
+    require_budget: bool = True  # a load point that nothing judges fails; False: --perf-measure-only
     strict: bool = False
     against: str | None = None  # --perf-against: the lock deployment measured beside each load point
     records: str | None = None  # --perf-records: the JSON-lines file of every request
@@ -185,6 +223,9 @@ class PerfOptions:
     sweep_max: int = SWEEP_MAX
     scrape_ms: int = DEFAULT_SCRAPE_MS  # --perf-scrape-ms: server metrics and GPU telemetry every N ms, 0: off
     workers: int | None = None  # --perf-workers: load processes; None: by the load point and the free cores
+    history: str | None = None  # --perf-history: the SQLite file this run's load points are appended to
+    calibrate: int | None = None  # --perf-calibrate N: each load point N times, budgets appended to budgets_file
+    migration_floor: float = MIGRATION_FLOOR  # --perf-migration-floor: the gates' default new/old throughput floor
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -195,7 +236,9 @@ class PerfOptions:
             slos = parse_slos(opt.perf_slo)
         except ValueError as exc:
             raise OptionError(f"--perf-slo: {exc}") from None
-        budgets = _read(opt.perf_budgets, "--perf-budgets", load_budgets)
+        _check_calibrate(opt)
+        calibrating_a_new_file = opt.perf_calibrate and not (opt.perf_budgets and Path(opt.perf_budgets).exists())
+        budgets = [] if calibrating_a_new_file else _read(opt.perf_budgets, "--perf-budgets", load_budgets)
         workloads = _read(opt.perf_workloads, "--perf-workloads", load_workloads)
         # a pytest-xdist worker starts after the controller checked, and its siblings may have begun the file
         if opt.perf_records and Path(opt.perf_records).exists() and getattr(config, "workerinput", None) is None:
@@ -204,8 +247,15 @@ class PerfOptions:
                 "appends to or replaces an earlier run's records)"
             )
         mlperf = _mlperf(opt.perf_mlperf)
+        if opt.perf_history:
+            try:
+                check_history(Path(opt.perf_history))
+            except HistoryError as exc:
+                raise OptionError(f"--perf-history: {exc}") from None
         if opt.perf_scrape_ms < 0:
             raise OptionError(f"--perf-scrape-ms must be >= 0 (0: no sampling), got {opt.perf_scrape_ms}")
+        if opt.perf_migration_floor <= 0:
+            raise OptionError(f"--perf-migration-floor must be > 0 (a ratio of throughputs), got {opt.perf_migration_floor}")
         if opt.perf_workers is not None and opt.perf_workers < 1:
             raise OptionError(f"--perf-workers must be >= 1, got {opt.perf_workers}")
         if opt.perf_sweep_max is not None and (not opt.perf_sweep or opt.perf_sweep_max < 1):
@@ -220,9 +270,9 @@ class PerfOptions:
             budgets,
             Path(opt.perf_workloads) if opt.perf_workloads else None,
             workloads,
-            opt.perf_repeats,
+            max(opt.perf_repeats, opt.perf_calibrate or 1),
             slos,
-            opt.perf_require_budget,
+            not opt.perf_measure_only,
             opt.perf_strict,
             opt.perf_against,
             opt.perf_records,
@@ -231,6 +281,9 @@ class PerfOptions:
             opt.perf_sweep_max or SWEEP_MAX,
             scrape_ms=opt.perf_scrape_ms,
             workers=opt.perf_workers,
+            history=opt.perf_history,
+            calibrate=opt.perf_calibrate,
+            migration_floor=opt.perf_migration_floor,
         )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
@@ -274,6 +327,18 @@ def _comparison(opt, rules: tuple) -> dict | None:
             "--perf-compare-fail METRIC:PCT"
         )
     return baseline
+
+
+def _check_calibrate(opt) -> None:
+    """--perf-calibrate N: N >= 2 runs, a budgets file of the user's to write, nothing else judging."""
+    if opt.perf_calibrate is None:
+        return
+    if opt.perf_calibrate < 2:
+        raise OptionError(f"--perf-calibrate {opt.perf_calibrate}: give 2 runs or more, whose spread the budgets allow for")
+    if not opt.perf_budgets:
+        raise OptionError("--perf-calibrate needs --perf-budgets FILE: the budgets are appended there")
+    if opt.perf_compare or opt.perf_against or opt.perf_measure_only:
+        raise OptionError("--perf-calibrate judges nothing: leave out --perf-compare, --perf-against and --perf-measure-only")
 
 
 def _mlperf(name: str | None) -> tuple | None:

@@ -477,7 +477,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if distributed.is_worker(session.config):  # the controller writes the one report
         distributed.send_to_controller(session.config, state.report.document(state.startup_s, state.first_test_s))
     else:
-        state.publish(session.config.stash[_PERF].save)
+        state.publish(session.config.stash[_PERF])
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from ..common.files import write_json
 from ..host.hardware import gpu_details, hardware
+from ..perf.metrics import V1_PERF
 
 SCHEMA = 1
-V1_PERF = "v1_perf"  # the run-level table of the /v1 perf suite's load points
 
 
 def _version(dist: str) -> str | None:

@@ -17,6 +17,9 @@ from ..faults import NOT_CLEAN, fault_named
 from ..host.images import NO_IMAGE
 from ..stack.lock import DeploymentRef, Engine, Lock, load_lock
 from .options import DEFAULT_LOCK, Options
+from ..perf.calibrate import write_calibrated
+from ..perf.history.record import record_session
+from ..perf.options import PerfOptions
 from ..perf.publish import dummy_deployments, publish
 from ..host.processes import reap_orphans, shielded
 from ..common.progress import Progress
@@ -249,8 +252,10 @@ class TritonLLMSession:
             with shielded():  # a second Ctrl-C or a SIGTERM during shutdown must not leave a server behind
                 self.manager.close()
 
-    def publish(self, perf_save: str | None) -> None:
-        """The perf baseline and plot, then the report: written once, by the process that saw every test."""
+    def publish(self, perf: PerfOptions) -> None:
+        """The perf baseline and plot, then the report, the perf history's new runs and calibrated budgets: written
+        once, by the process that saw every test."""
+        perf_save = perf.save
         plots = publish(
             self.report.perf_results(),
             self.report.run,
@@ -265,3 +270,12 @@ class TritonLLMSession:
             self.report.record_run("plots", plots)
         if self.options.report:
             self.report.write(Path(self.options.report), self.startup_s, self.first_test_s)
+        if not (self.report.perf_results() or self.report.v1_perf_results()):
+            return
+        document = self.report.document(self.startup_s, self.first_test_s)
+        if perf.history:
+            added = record_session(Path(perf.history), document)
+            self.progress.say(f"perf history: {added} run(s) added to {perf.history}")
+        if perf.calibrate and perf.budgets_file is not None:
+            for line in write_calibrated(perf.budgets_file, document):
+                self.progress.say(line)

@@ -8,7 +8,7 @@ from ..perf.budgets import match_label
 from ..perf.mlperf import verdict_line
 from ..perf.judged_by import judged_by
 from ..perf.publish import dummy_deployments
-from .report import V1_PERF
+from ..perf.metrics import V1_PERF
 from ..common.tables import table
 
 
@@ -111,7 +111,8 @@ def migration_v1_lines(records: dict) -> list[str]:
                 f"allowed {rouge['max_drop']:g}, detectable {detectable:.2f} at power {rouge['power']:g}"
             )
         if (perf := metrics.get("migration_v1_perf")) is not None:
-            floor = perf["budget"]["min_throughput_ratio"] if isinstance(perf["budget"], dict) else "none"
+            budget = perf["budget"]  # the pair entry's floor, else --perf-migration-floor's
+            floor = f"{budget['min_throughput_ratio']}" + (f" ({budget['option']})" if "option" in budget else "")
             ttft = {side: (perf[side]["ttft_ms"] or {}).get("p50") for side in ("v1", "triton")}
             lines.append(
                 f"migration to /v1 ({deployment}): {perf['v1']['output_tokens_per_s']} tokens/s on /v1 against "
@@ -234,6 +235,8 @@ def perf_verdict(entry: dict) -> str:
     fared; or not judged, and why (no budget matches this deployment on that hardware and image)."""
     if "judged" not in entry:  # the test failed (errors, missing tokens) before the budget check
         return "not judged: the load point failed before its budget check"
+    if str(entry.get("budget", "")).startswith("calibrating"):
+        return f"not judged: {entry['budget']}"
     if not entry["judged"]:
         return f"not judged: no budget for hardware '{entry['hardware']}', image '{entry['image']}' in {entry['budget_file']}"
     match = entry["budget_match"]

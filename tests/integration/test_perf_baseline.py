@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_triton_llm.perf.history.judge import load_settings
+from pytest_triton_llm.perf.history.store import read as read_history
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +37,8 @@ def perf_run(pytester, *args):
 
 @pytest.mark.usefixtures("warm_cache")
 def test_perf_report_plot_baseline_and_a_regression(pytester):
-    report, saved = pytester.path / "out" / "r.json", pytester.path / "base.json"
-    first = perf_run(pytester, "--triton-llm-report", str(report), "--perf-save", str(saved))
+    report, saved, history = pytester.path / "out" / "r.json", pytester.path / "base.json", pytester.path / "h.sqlite"
+    first = perf_run(pytester, "--triton-llm-report", str(report), "--perf-save", str(saved), "--perf-history", str(history))
     first.assert_outcomes(passed=2)
     first.stdout.fnmatch_lines(["*deployment*load point*req/s*tok/s*", "*smollm2-135m:inflight*concurrency=2*"])
     perf = json.loads(report.read_text())["deployments"]["smollm2-135m:inflight"]["metrics"]["perf"]
@@ -57,6 +60,48 @@ def test_perf_report_plot_baseline_and_a_regression(pytester):
     points["concurrency=2"]["output_tokens_per_s"] *= 10
     points["concurrency=1"]["output_tokens_per_s"] /= 10
     (pytester.path / "doctored.json").write_text(json.dumps(doctored))
-    second = perf_run(pytester, "--perf-compare", "doctored.json", "--perf-compare-fail", "output_tokens_per_s:25")
+    second = perf_run(
+        pytester,
+        "--perf-compare",
+        "doctored.json",
+        "--perf-compare-fail",
+        "output_tokens_per_s:25",
+        "--perf-history",
+        str(history),
+    )
     second.assert_outcomes(passed=1, failed=1)
     second.stdout.fnmatch_lines(["*regression at concurrency=2: output_tokens_per_s dropped *% (* -> *; allowed 25%)*"])
+    # each session appended its load points to the history, the first with exactly the values of its report
+    series = {s.load_point: s for s in read_history(history, load_settings().metrics)}
+    digest = json.loads(report.read_text())["deployments"]["smollm2-135m:inflight"]["engine_digest"]
+    assert sorted(series) == ["concurrency=1", "concurrency=2"] and all(len(s.started) == 2 for s in series.values())
+    for point, one in series.items():
+        assert one.values["output_tokens_per_s"][0] == perf[point]["output_tokens_per_s"]
+        assert one.values["ttft_ms.p99"][0] == perf[point]["ttft_ms"]["p99"]
+        assert one.attributes[0]["engine_digest"] == digest
+
+
+@pytest.mark.usefixtures("warm_cache")
+def test_a_first_night_fails_unjudged_then_calibrates_and_the_next_run_judges_every_load_point_ok(pytester):
+    """The first-night story of a user with their own budgets file: nothing in it matches the engine."""
+    budgets = pytester.path / "my_budgets.toml"
+    budgets.write_text('[[budget]]\nengine = "some-other-engine"\nmin_output_tokens_per_s = 1\n')
+    first = perf_run(pytester, "--perf-budgets", str(budgets))
+    first.assert_outcomes(failed=2)
+    first.stdout.fnmatch_lines(["*nothing judges it: no budget in*my_budgets.toml matches*--perf-calibrate 3*"])
+
+    calibration = perf_run(pytester, "--perf-budgets", str(budgets), "--perf-calibrate", "3")
+    calibration.assert_outcomes(passed=2)
+    said = "perf calibration: 2 load point(s) calibrated into "
+    assert any(said in line for line in calibration.outlines + calibration.errlines), calibration.outlines[-20:]
+    written = budgets.read_text()
+    assert written.startswith('[[budget]]\nengine = "some-other-engine"\n'), written  # what the user had is kept
+    assert written.count("[[budget]]  # calibrated ") == 2 and written.count('engine_digest = "') == 2, written
+
+    report = pytester.path / "judged.json"
+    judged = perf_run(pytester, "--perf-budgets", str(budgets), "--triton-llm-report", str(report))
+    judged.assert_outcomes(passed=2)
+    points = json.loads(report.read_text())["deployments"]["smollm2-135m:inflight"]["metrics"]["perf"]
+    for point in points.values():
+        assert point["judged"] and set(point["budget"].values()) == {"ok"}, point["budget"]
+        assert point["budget_match"]["engine_digest"] == point["engine_digest"]

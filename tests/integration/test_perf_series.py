@@ -20,7 +20,8 @@ TRTLLM_KEYS = (
 
 @pytest.mark.usefixtures("warm_cache")
 def test_a_load_point_keeps_the_servers_metrics_over_time(pytester):
-    # a budget of another engine only: the load point is measured, not judged (a busy machine must not fail it)
+    # a budget of another engine only, and --perf-measure-only: the load point is measured, not judged (a busy
+    # machine must not fail it)
     (pytester.path / "budgets.toml").write_text('[[budget]]\nengine = "none"\nhardware = "cpu"\nmin_output_tokens_per_s = 1\n')
     (pytester.path / "workloads.toml").write_text(  # the smoke workload's requests, at its concurrency=2 only
         "[workload.one]\ninput_tokens = { mean = 16, stdev = 0 }\noutput_tokens = { mean = 8, stdev = 0 }\nrequests = 4\n"
@@ -43,6 +44,7 @@ def test_a_load_point_keeps_the_servers_metrics_over_time(pytester):
         "one",
         "--perf-budgets",
         "budgets.toml",
+        "--perf-measure-only",  # no budget matches: the series are what this test reads
         "--perf-scrape-ms",
         "100",
         "--deployment",

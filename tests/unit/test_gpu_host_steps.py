@@ -1,6 +1,6 @@
 """The user manual's "GPU host with docker" steps (docs/getting-started.md) are the nightly workflow's: every
 command of the section is a run line of the workflow's host-containers job, and the job runs nothing else but
-checkout, setup-python, the perf baseline's cache restore and save, and artifact upload."""
+checkout, setup-python, the perf history's cache restore and save, and artifact upload."""
 
 from pathlib import Path
 

@@ -252,7 +252,7 @@ def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
             "perf_budgets",
             '[[budget]]\nengine = "e"\ngpu = "H200"\n',
             "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
-            "(allowed: deployment, engine, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, "
+            "(allowed: deployment, engine, engine_digest, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, "
             "min_output_tokens_per_s, min_throughput_ratio_vs_engine, min_throughput_rps, workload)",
         ),
         (
@@ -871,3 +871,23 @@ def test_without_a_statistic_an_itl_slo_is_the_requests_aiperf_itl_and_tpot_slos
     specs = ("itl_ms:62.5", "itl_ms:62.4", "itl_ms.max:93.75", "itl_ms.max:93.7", "tpot_ms:125", "tpot_ms:124.9")
     fractions = [judge_goodput([record], parse_slos([spec]), duration_s=1.0)["fraction"] for spec in specs]
     assert fractions == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"perf_calibrate": 1, "perf_budgets": "b.toml"}, "--perf-calibrate 1: give 2 runs or more"),
+        ({"perf_calibrate": 3}, "--perf-calibrate needs --perf-budgets FILE: the budgets are appended there"),
+        ({"perf_calibrate": 3, "perf_budgets": "b.toml", "perf_measure_only": True}, "--perf-calibrate judges nothing"),
+    ],
+)
+def test_perf_calibrate_is_refused_in_one_line_where_it_cannot_write_or_would_judge(given, message):
+    with pytest.raises(OptionError, match=message):
+        perf_options(**given)
+
+
+def test_perf_calibrate_runs_each_load_point_n_times_and_may_create_the_budgets_file(tmp_path):
+    options = perf_options(perf_calibrate=3, perf_budgets=str(tmp_path / "new.toml"))
+    assert (options.repeats, options.calibrate, options.budgets, options.require_budget) == (3, 3, [], True)
+    assert not (tmp_path / "new.toml").exists()  # written at the session's end, from the runs
+    assert perf_options(perf_measure_only=True).require_budget is False

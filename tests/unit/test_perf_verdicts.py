@@ -1,6 +1,7 @@
-"""The perf suites' shared verdicts (pytest_triton_llm/perf/judge.py: the Triton perf test and the /v1 one call them): a budget
-missed or unmatched under --perf-require-budget fails, an inconclusive one warns (fails under --perf-strict), and a
-load generator that could not keep up warns (fails under --perf-strict)."""
+"""The perf suites' shared verdicts (pytest_triton_llm/perf/judge.py: the Triton perf test and the /v1 one call them):
+a budget missed fails, a load point that nothing judges fails unless --perf-measure-only, an inconclusive budget
+verdict warns (fails under --perf-strict), and a load generator that could not keep up warns (fails under
+--perf-strict)."""
 
 import re
 from types import SimpleNamespace
@@ -17,8 +18,8 @@ IDENTITY = dict(
 BUDGETS = [Budget(engine="e", min_output_tokens_per_s=20.0)]
 
 
-def _options(strict=False, require_budget=False):
-    return SimpleNamespace(strict=strict, require_budget=require_budget)
+def _options(strict=False, require_budget=True, calibrate=None, against=None, baseline=None):
+    return SimpleNamespace(strict=strict, require_budget=require_budget, calibrate=calibrate, against=against, baseline=baseline)
 
 
 def _runs(*rates, busy=0.1):
@@ -36,13 +37,22 @@ def test_a_missed_budget_fails_and_the_result_says_which_budget_judged_it():
     )
 
 
-def test_a_load_point_no_budget_matches_is_measured_and_fails_only_when_a_budget_is_required():
+def test_a_load_point_nothing_judges_fails_saying_how_to_calibrate_unless_measure_only():
     other = dict(IDENTITY, engine="x")
-    result = {}
-    assert judge_budget("b.toml", BUDGETS, other, result, _runs(30.0), _options(), "/v1 c=1") == []
+    [problem] = judge_budget("b.toml", BUDGETS, other, {}, _runs(30.0), _options(), "/v1 c=1")
+    assert problem.startswith("nothing judges it: no budget in b.toml matches (engine x, deployment openai:f, hardware cpu")
+    assert "--perf-calibrate 3 --perf-budgets FILE" in problem and "--perf-measure-only" in problem
+    result = {}  # --perf-measure-only
+    assert judge_budget("b.toml", BUDGETS, other, result, _runs(30.0), _options(require_budget=False), "/v1 c=1") == []
     assert (result["judged"], result["budget"]) == (False, "none for hardware cpu, image openai: measured, not judged")
-    [problem] = judge_budget("b.toml", BUDGETS, other, {}, _runs(30.0), _options(require_budget=True), "/v1 c=1")
-    assert problem.startswith("no budget in b.toml matches it (engine x, deployment openai:f, hardware cpu")
+    for judged_elsewhere in (_options(against="ref"), _options(baseline={})):  # --perf-against, --perf-compare
+        assert judge_budget("b.toml", BUDGETS, other, {}, _runs(30.0), judged_elsewhere, "/v1 c=1") == []
+
+
+def test_a_calibration_run_judges_nothing_not_even_a_budget_it_would_miss():
+    result = {}
+    assert judge_budget("b.toml", BUDGETS, IDENTITY, result, _runs(12.0), _options(calibrate=3), "/v1 c=1") == []
+    assert (result["judged"], result["budget"]) == (False, "calibrating (3 runs): budgets appended to b.toml")
 
 
 def test_an_inconclusive_budget_warns_and_fails_under_perf_strict():
