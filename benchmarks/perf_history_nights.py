@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     expected = 0 if args.smoke else 1
     document = {"deployment": DEPLOYMENT, "workload": workload, "nights": figures, "exit": rc, "regressions": flagged}
     write_results(out, {**document, "plots": str(out.with_suffix(""))}, args.smoke, print)
-    if rc != expected or (expected and not all(f"run {nights} of {nights}" in line for line in flagged)):
+    # the faulted night must be named; a regression named elsewhere is the noise of this machine's nights, kept in the
+    # results (on 2 shared cores a p99 moved 14% between two clean nights, 2026-11-29)
+    if rc != expected or (expected and not any(f"run {nights} of {nights}" in line for line in flagged)):
         raise BenchmarkFailed(f"perf-history exited {rc} (expected {expected}): {flagged}")
     return 0
 

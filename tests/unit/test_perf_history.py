@@ -146,3 +146,17 @@ def test_a_file_that_is_not_a_history_is_refused_before_the_session_runs(tmp_pat
     assert wrong.read_text() == "my notes, not a database\n" * 100
     check(tmp_path / "new.sqlite")  # a new file is fine, and not created until a run is appended
     assert not (tmp_path / "new.sqlite").exists()
+
+
+def test_a_change_point_of_another_metric_does_not_hide_the_newest_runs_own_drop():
+    from pytest_triton_llm.perf.history.judge import regressions
+    from pytest_triton_llm.perf.history.otava import ChangePoint
+    from pytest_triton_llm.perf.history.store import Series
+
+    rates = [22.97, 23.93, 24.42, 23.28, 16.82]  # benchmarks/results/perf_history_nights.json, concurrency=1
+    one = Series("d:inflight", "concurrency=1", "cpu", [f"2026-11-29T0{i}:00:00+00:00" for i in range(5)])
+    one.attributes = [{} for _ in rates]
+    one.values = {"output_tokens_per_s": rates, "itl_ms.p50": [40.0, 40.5, 39.8, 40.2, 57.2]}
+    itl = ChangePoint(one.name, "itl_ms.p50", 4, 43.0, 0.00028, 40.1, 57.2)  # Otava's, on the other metric
+    found = {(r.metric, r.index, r.confirmed) for r in regressions([one], [itl], load_settings())}
+    assert found == {("itl_ms.p50", 4, True), ("output_tokens_per_s", 4, False)}

@@ -84,9 +84,13 @@ def regressions(series: list[Series], points: list[ChangePoint], settings: Setti
                     confirmed=True,
                 )
             )
+    metric = settings.newest_run_metric
     for one in series:
-        last_change = max((p.index for p in points if p.series == one.name), default=0)
-        if (alone := _newest_run(one, last_change, settings)) is not None:
+        mine = [p.index for p in points if p.series == one.name and p.metric == metric]
+        newest = len(one.started) - 1
+        if newest in mine:  # Otava's own change point at the newest run: already found above
+            continue
+        if (alone := _newest_run(one, max(mine, default=0), settings)) is not None:
             found.append(alone)
     return found
 
