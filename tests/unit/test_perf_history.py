@@ -160,3 +160,13 @@ def test_a_change_point_of_another_metric_does_not_hide_the_newest_runs_own_drop
     itl = ChangePoint(one.name, "itl_ms.p50", 4, 43.0, 0.00028, 40.1, 57.2)  # Otava's, on the other metric
     found = {(r.metric, r.index, r.confirmed) for r in regressions([one], [itl], load_settings())}
     assert found == {("itl_ms.p50", 4, True), ("output_tokens_per_s", 4, False)}
+
+
+def test_an_openai_endpoints_load_points_are_a_series_of_their_own(tmp_path):
+    history, metrics = tmp_path / "history.sqlite", load_settings().metrics
+    point = dict(NIGHTS["clean"][0], engine="smollm2-135m", deployment="openai:trtllm-serve", image="openai")
+    document = {"run": {"started": "2026-11-29T02:00:00+00:00", "hardware": "NVIDIA H200"}, "v1_perf": {"concurrency=4": point}}
+    assert append(history, document, metrics) == 1
+    [series] = read(history, metrics)
+    assert series.name == "smollm2-135m:openai:trtllm-serve concurrency=4 (NVIDIA H200)"
+    assert series.values["output_tokens_per_s"] == [point["output_tokens_per_s"]] and series.attributes[0]["image"] == "openai"
