@@ -24,7 +24,7 @@ from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.stack.lock import DUMMY
 from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.client_processes import free_cores, load_processes
-from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
+from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result, undecided_by
 from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.monitor import monitor_load
@@ -80,12 +80,6 @@ def test_load_point(
         )
         for s in served_sides
     ]
-    measured, *against = measure_rounds(sides, point_name, point, workload_name, workload.seed, options, triton_llm_progress)
-    runs, reference_runs = measured.runs, (against[0].runs if against else [])
-    result = load_point_result(runs, measured.records, measured.seconds, options)
-    if any(measured.series):  # one per run: moved to <report>.series.json when the run ends
-        result["series"] = measured.series
-    triton_llm_report.record_run("perf_definitions", PERF_DEFINITIONS)
     # budgets are keyed by what actually served: the image (or "local") and the hardware it ran on (or its class)
     identity = dict(
         engine=triton_llm.ref.engine_name,
@@ -98,6 +92,15 @@ def test_load_point(
         engine_digest=triton_llm.engine.digest,
     )
     budgets_file, budgets = perf_budgets
+    undecided = undecided_by(budgets, identity, options)  # --perf-repeats-max: more runs while inconclusive
+    measured, *against = measure_rounds(
+        sides, point_name, point, workload_name, workload.seed, options, triton_llm_progress, undecided
+    )
+    runs, reference_runs = measured.runs, (against[0].runs if against else [])
+    result = load_point_result(runs, measured.records, measured.seconds, options)
+    if any(measured.series):  # one per run: moved to <report>.series.json when the run ends
+        result["series"] = measured.series
+    triton_llm_report.record_run("perf_definitions", PERF_DEFINITIONS)
     # recorded before the asserts, so that a failed load point still says where it ran and which budgets applied
     result.update(
         load_point=point_name,

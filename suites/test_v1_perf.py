@@ -18,7 +18,7 @@ import pytest
 
 from pytest_triton_llm.host.hardware import hardware_class
 from pytest_triton_llm.perf.client_processes import free_cores, load_processes
-from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result
+from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result, undecided_by
 from pytest_triton_llm.perf.rounds import Side, measure_rounds
 from pytest_triton_llm.perf.workload import synthetic_requests
 from pytest_triton_llm.perf.metrics import V1_PERF
@@ -56,9 +56,6 @@ def test_load_point_over_v1(
     served = openai_target.hardware  # this host's for a loopback URL, else REMOTE
     workers = load_processes(options.workers, point, free_cores(served == "cpu"))
     side = Side(f"perf over /v1: {given.url}", f"openai {given.url}", target, bodies, warmup_bodies, workers)
-    [measured] = measure_rounds([side], point_name, point, workload_name, workload.seed, options, triton_llm_progress)
-    runs = measured.runs
-    result = load_point_result(runs, measured.records, measured.seconds, options)
     identity = dict(
         engine=given.engine or openai_target.model,
         deployment=openai_target.deployment,
@@ -68,6 +65,10 @@ def test_load_point_over_v1(
         load_point=point_name,
         workload=workload_name,
     )
+    undecided = undecided_by(*perf_budgets[1:], identity, options)  # --perf-repeats-max: more runs while inconclusive
+    [measured] = measure_rounds([side], point_name, point, workload_name, workload.seed, options, triton_llm_progress, undecided)
+    runs = measured.runs
+    result = load_point_result(runs, measured.records, measured.seconds, options)
     result.update(
         url=given.url,
         model=openai_target.model,

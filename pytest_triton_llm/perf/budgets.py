@@ -89,6 +89,20 @@ class Budget:
         return rows
 
 
+def detectable(budget: Budget, runs: list[dict]) -> dict[str, float]:
+    """Per limit the budget sets, the smallest change from the runs' mean that their 95% interval can tell, in percent
+    (its half-width over the mean): what repeated runs could have caught."""
+    found = {}
+    for limit, metric in LIMITS.items():
+        samples = [v for run in runs if (v := metric_value(run, metric)) is not None]
+        if getattr(budget, limit) is None or len(samples) < 2:
+            continue
+        judged = against_budget(samples, getattr(budget, limit), "min" if limit.startswith("min_") else "max")
+        if judged.mean:
+            found[limit] = round(100 * (judged.ci_high - judged.ci_low) / 2 / abs(judged.mean), 1)
+    return found
+
+
 def load_budgets(path: Path) -> list[Budget]:
     data = load_toml(path)
     tables = data.get("budget")

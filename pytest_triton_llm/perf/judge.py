@@ -4,10 +4,11 @@ runs, the budget that judges it, and whether the load generator kept up."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from ..common.tables import table
-from .budgets import find_budget
+from .budgets import detectable, find_budget
 from .client_processes import BUSY_LOOP
 from .mlperf import judge as judge_mlperf
 from .repeats import PerfNoisy, judge_goodput, median_run, spread
@@ -56,6 +57,8 @@ def judge_budget(
     result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
     rows = budget.check(result, runs)
     result["budget"] = {r[0]: r[3] for r in rows}
+    if len(runs) > 1:  # what the runs could tell: with --perf-repeats-max, how many it took
+        result["budget_runs"], result["budget_detectable_pct"] = len(runs), detectable(budget, runs)
     shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
     if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
         unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
@@ -66,6 +69,17 @@ def judge_budget(
     if any(r[3] == "MISSED" for r in rows):
         problems.append(f"missed its budget:\n{shown}")
     return problems
+
+
+def undecided_by(budgets: list, identity: dict, options) -> Callable[[list[dict]], bool] | None:
+    """--perf-repeats-max: whether the budget that will judge `identity` cannot yet tell its verdict from the runs so
+    far (an interval straddles a limit); None where no budget judges or the repeats are not adaptive."""
+    if not getattr(options, "repeats_max", None) or options.calibrate:
+        return None
+    budget = find_budget(budgets, **identity)
+    if budget is None:
+        return None
+    return lambda runs: len(runs) >= 2 and any(row[3] == "inconclusive" for row in budget.check({}, runs))
 
 
 def client_problems(runs: list[dict], workers: int, options, who: str) -> list[str]:

@@ -47,6 +47,14 @@ def _reference_options(group) -> None:
         "already holds is kept): from then on the same command judges against them",
     )
     group.addoption(
+        "--perf-repeats-max",
+        type=int,
+        metavar="M",
+        help="adaptive repeats: after --perf-repeats runs, a load point whose budget verdict is still inconclusive (the "
+        "runs' interval straddles a limit) runs again, one run at a time, up to M runs; the report says how many it "
+        "took and the smallest change its interval can tell (default: --perf-repeats, no more)",
+    )
+    group.addoption(
         "--perf-migration-floor",
         type=float,
         default=MIGRATION_FLOOR,
@@ -226,6 +234,7 @@ class PerfOptions:
     history: str | None = None  # --perf-history: the SQLite file this run's load points are appended to
     calibrate: int | None = None  # --perf-calibrate N: each load point N times, budgets appended to budgets_file
     migration_floor: float = MIGRATION_FLOOR  # --perf-migration-floor: the gates' default new/old throughput floor
+    repeats_max: int | None = None  # --perf-repeats-max: runs while a budget verdict is inconclusive, up to this
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -284,6 +293,7 @@ class PerfOptions:
             history=opt.perf_history,
             calibrate=opt.perf_calibrate,
             migration_floor=opt.perf_migration_floor,
+            repeats_max=opt.perf_repeats_max,
         )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
@@ -320,6 +330,11 @@ def _comparison(opt, rules: tuple) -> dict | None:
         raise OptionError("--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT")
     if opt.perf_repeats < 1:
         raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
+    if opt.perf_repeats_max is not None and (opt.perf_repeats < 2 or opt.perf_repeats_max < opt.perf_repeats):
+        raise OptionError(
+            f"--perf-repeats-max {opt.perf_repeats_max} needs --perf-repeats 2 or more (one run is judged by its value, "
+            f"not an interval) and no more than itself (--perf-repeats {opt.perf_repeats})"
+        )
     if opt.perf_against and (opt.perf_repeats < 2 or not rules):
         raise OptionError(
             f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "

@@ -39,34 +39,52 @@ class Measured:
     series: list = field(default_factory=list)
 
 
-def measure_rounds(sides: list[Side], point_name: str, point: dict, workload_name: str, seed: int, options, progress):
+def measure_rounds(
+    sides: list[Side],
+    point_name: str,
+    point: dict,
+    workload_name: str,
+    seed: int,
+    options,
+    progress,
+    undecided: Callable[[list[dict]], bool] | None = None,
+):
     """`options.repeats` rounds of every side at load point `point` (concurrency or rate): a Measured per side, in
-    the order given."""
+    the order given. Then, while `undecided(the first side's runs)` says its verdict cannot be told yet, one more round
+    at a time, up to `options.repeats_max` (--perf-repeats-max: adaptive repeats)."""
     measured = [Measured() for _ in sides]
     rounds = list(zip(sides, measured, strict=True))
-    for repeat in range(1, options.repeats + 1):
-        label = f" run {repeat}/{options.repeats}" if options.repeats > 1 else ""
+    cap = max(options.repeats, getattr(options, "repeats_max", None) or options.repeats)
+    repeat = 0
+    while repeat < options.repeats or (undecided is not None and repeat < cap and undecided(measured[0].runs)):
+        repeat += 1
+        label = f" run {repeat}/{options.repeats if repeat <= options.repeats else cap}" if cap > 1 else ""
         for side, into in rounds if repeat % 2 else rounds[::-1]:
-            offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
-            what = f"{side.label} {point_name}{label} ({len(side.requests)} requests, workload {workload_name})"
-            with progress.step(what), (side.monitor or nullcontext)() as watch:
-                records, seconds = run_load(side.target, side.requests, side.warmup, seed=seed, workers=side.workers, **point)
-            if options.records:
-                write_records(
-                    options.records,
-                    records,
-                    offset_ns,
-                    deployment=side.deployment,
-                    load_point=point_name,
-                    workload=workload_name,
-                    repeat=repeat,
-                )
-            summary = summarize(records, seconds)
-            if watch is not None:  # + server_metrics, gpu_telemetry
-                summary = watch.attach(summary, records)
-            summary["client"] = client_figures(records, seconds)  # did the load generator keep up
-            into.runs.append(summary)
-            into.records += records
-            into.seconds += seconds
-            into.series.append(watch.series if watch is not None else None)
+            _run_side(side, into, point_name, point, workload_name, seed, options, progress, label, repeat)
     return measured
+
+
+def _run_side(side, into, point_name, point, workload_name, seed, options, progress, label, repeat) -> None:
+    """One run of one side at the load point: its summary, records, seconds and monitor series added to `into`."""
+    offset_ns = epoch_offset_ns()  # --perf-records: this load point's perf_counter times onto the epoch
+    what = f"{side.label} {point_name}{label} ({len(side.requests)} requests, workload {workload_name})"
+    with progress.step(what), (side.monitor or nullcontext)() as watch:
+        records, seconds = run_load(side.target, side.requests, side.warmup, seed=seed, workers=side.workers, **point)
+    if options.records:
+        write_records(
+            options.records,
+            records,
+            offset_ns,
+            deployment=side.deployment,
+            load_point=point_name,
+            workload=workload_name,
+            repeat=repeat,
+        )
+    summary = summarize(records, seconds)
+    if watch is not None:  # + server_metrics, gpu_telemetry
+        summary = watch.attach(summary, records)
+    summary["client"] = client_figures(records, seconds)  # did the load generator keep up
+    into.runs.append(summary)
+    into.records += records
+    into.seconds += seconds
+    into.series.append(watch.series if watch is not None else None)

@@ -891,3 +891,11 @@ def test_perf_calibrate_runs_each_load_point_n_times_and_may_create_the_budgets_
     assert (options.repeats, options.calibrate, options.budgets, options.require_budget) == (3, 3, [], True)
     assert not (tmp_path / "new.toml").exists()  # written at the session's end, from the runs
     assert perf_options(perf_measure_only=True).require_budget is False
+
+
+def test_perf_repeats_max_needs_an_interval_to_start_from_and_room_above_the_repeats():
+    with pytest.raises(OptionError, match="--perf-repeats-max 5 needs --perf-repeats 2 or more"):
+        perf_options(perf_repeats_max=5)
+    with pytest.raises(OptionError, match="no more than itself"):
+        perf_options(perf_repeats=4, perf_repeats_max=3)
+    assert perf_options(perf_repeats=3, perf_repeats_max=8).repeats_max == 8

@@ -70,3 +70,28 @@ def test_a_load_generator_that_could_not_keep_up_warns_and_fails_under_perf_stri
         assert client_problems(_runs(30.0, busy=0.8), 2, _options(), "/v1 c=1") == []
     [problem] = client_problems(_runs(30.0, busy=0.8), 2, _options(strict=True), "/v1 c=1")
     assert problem.startswith(said) and problem.endswith("raise --perf-workers (now 2)")
+
+
+def _measure_rates(monkeypatch, rates, repeats=2, repeats_max=6):
+    """measure_rounds with each run's output tokens/s taken from `rates` (no server): the runs it took."""
+    from pytest_triton_llm.perf import rounds
+    from pytest_triton_llm.perf.judge import undecided_by
+
+    given = iter(rates)
+    monkeypatch.setattr(rounds, "_run_side", lambda side, into, *args: into.runs.append({"output_tokens_per_s": next(given)}))
+    options = SimpleNamespace(repeats=repeats, repeats_max=repeats_max, calibrate=None, records=None)
+    undecided = undecided_by(BUDGETS, IDENTITY, options)
+    [measured] = rounds.measure_rounds([object()], "c=1", {}, "w", 1, options, None, undecided)
+    return [r["output_tokens_per_s"] for r in measured.runs]
+
+
+def test_adaptive_repeats_run_while_the_budget_verdict_is_inconclusive_up_to_the_cap(monkeypatch):
+    assert _measure_rates(monkeypatch, [30.0, 31.0, 99.0]) == [30.0, 31.0]  # told after the 2 runs asked for
+    assert _measure_rates(monkeypatch, [25.0, 26.0, 24.0, 99.0]) == [25.0, 26.0, 24.0]  # [19.2, 31.9] at 2, told at 3
+    straddling = [15.0, 26.0, 19.0, 24.0, 17.0, 23.0, 99.0]
+    assert _measure_rates(monkeypatch, straddling) == straddling[:6]  # still inconclusive at the cap: it stops there
+    result = {}
+    with pytest.warns(PerfNoisy):
+        judge_budget("b.toml", BUDGETS, IDENTITY, result, _runs(*straddling[:6]), _options(), "/v1 c=1")
+    assert result["budget"] == {"min_output_tokens_per_s": "inconclusive"} and result["budget_runs"] == 6
+    assert 10 < result["budget_detectable_pct"]["min_output_tokens_per_s"] < 30  # what 6 runs of this spread can tell
