@@ -4,12 +4,13 @@ regression."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from ..common.tables import table
-from ..perf.history.judge import Settings, failing, load_settings, regressions
+from ..perf.history.judge import failing, load_settings, regressions
 from ..perf.history.otava import OtavaError, change_points, find_otava
 from ..perf.history.plot import plot_history
 from ..perf.history.store import HistoryError, append, read
@@ -37,7 +38,7 @@ def perf_history(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.settings)
         if args.newest is not None:
-            settings = Settings(**{**settings.__dict__, "newest": args.newest})
+            settings = dataclasses.replace(settings, newest=args.newest)
         for report in args.add:
             added = append(args.history, _report(report), settings.metrics, args.commit or current_commit())
             print(f"{report}: {added} run(s) added to {args.history}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from .store import ATTRIBUTES, Series
 
 OTAVA_VERSION = "0.8.0"
+TIMEOUT_S = 600  # thousands of series take seconds; a hang must not hold a nightly
 INSTALL = f"python3 -m venv .venv-otava && .venv-otava/bin/pip install apache-otava=={OTAVA_VERSION}"
 
 
@@ -60,7 +61,11 @@ def change_points(otava: str, series: list[Series], p_value: float, magnitude: f
         times = [_time(t) for s in analyzable for t in s.started]
         argv = [otava, "analyze", *names, "--output", "json", "-P", str(p_value), "-M", str(magnitude)]
         argv += ["--since", _day(min(times), -1), "--until", _day(max(times), 1)]
-        done = subprocess.run(argv, cwd=work, capture_output=True, text=True, env={**os.environ, "OTAVA_CONFIG": "otava.yaml"})
+        env = {**os.environ, "OTAVA_CONFIG": "otava.yaml"}
+        try:
+            done = subprocess.run(argv, cwd=work, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise OtavaError(f"{otava} analyze did not answer within {TIMEOUT_S} s") from None
     if done.returncode != 0:
         raise OtavaError(f"{otava} analyze exited {done.returncode}: {done.stderr.strip()[-500:]}")
     found = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -85,12 +90,8 @@ def _write_csv(path: Path, series: Series) -> dict:
         writer.writerow(["time", *ATTRIBUTES, *metrics])
         for i, started in enumerate(series.started):
             attributes = [series.attributes[i].get(a) or "" for a in ATTRIBUTES]
-            writer.writerow([started, *attributes, *(_cell(series.values[m][i]) for m in metrics)])
+            writer.writerow([started, *attributes, *(repr(series.values[m][i]) for m in metrics)])
     return {"type": "csv", "file": path.name, "time_column": "time", "attributes": list(ATTRIBUTES), "metrics": metrics}
-
-
-def _cell(value: float | None) -> str:
-    return "" if value is None else repr(value)
 
 
 def _time(started: str) -> dt.datetime:
