@@ -1,7 +1,7 @@
 """Does the perf history flag a slower night among real ones? N perf sessions ("nights") of the embedded in-flight
-deployment, each appended to one history with --perf-history, the last with the fault catalog's
-throughput_minus_20_percent (the scheduler about 20% slower), then `pytest-triton-llm perf-history` with Apache
-Otava: it must exit 1 and name the last night; and without the fault, the same nights must pass.
+deployment, each appended to one history with --perf-history, the last with a fault of the catalog (--fault; by
+default throughput_minus_20_percent, the scheduler about 20% slower), then `pytest-triton-llm perf-history` with
+Apache Otava: it must exit 1 and name the last night; and without the fault, the same nights must pass.
 
     python3 -m venv .venv-otava && .venv-otava/bin/pip install -c constraints-otava.txt apache-otava
     .venv/bin/python benchmarks/perf_history_nights.py --otava .venv-otava/bin/otava            # 5 nights, workload default
@@ -30,7 +30,7 @@ DEPLOYMENT = "smollm2-135m:inflight"
 FAULT = "throughput_minus_20_percent"
 
 
-def night(history: Path, report: Path, workload: str, fault: bool) -> dict:
+def night(history: Path, report: Path, workload: str, fault: str | None) -> dict:
     """One perf session appended to `history`; its load points' output tokens/s."""
     argv = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-m", "perf", "-k", "test_load_point", "-q"]
     argv += ["-p", "no:cacheprovider", "--deployment", DEPLOYMENT, "--perf-workload", workload]
@@ -38,7 +38,7 @@ def night(history: Path, report: Path, workload: str, fault: bool) -> dict:
     unjudged.write_text('[[budget]]\nengine = "none"\nmin_output_tokens_per_s = 1\n')
     argv += ["--perf-history", str(history), "--triton-llm-report", str(report)]
     argv += ["--perf-budgets", str(unjudged), "--perf-measure-only"]
-    argv += ["--stand-in-fault", FAULT] if fault else []
+    argv += ["--stand-in-fault", fault] if fault else []
     env = {**os.environ, "TRITON_LLM_KEEP_WARM": "300"}
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
@@ -55,12 +55,12 @@ def judge(history: Path, otava: str, plots: Path) -> tuple[int, list[str]]:
     return done.returncode, done.stdout.splitlines()
 
 
-def run_nights(history: Path, work: Path, nights: int, workload: str, faulted: bool) -> list[dict]:
+def run_nights(history: Path, work: Path, nights: int, workload: str, last_fault: str | None) -> list[dict]:
     figures = []
     for n in range(1, nights + 1):
-        fault = faulted and n == nights
-        figures.append({"night": n, "fault": FAULT if fault else None, **night(history, work / f"{n}.json", workload, fault)})
-        print(f"night {n} of {nights}{' (' + FAULT + ')' if fault else ''}: {figures[-1]}", flush=True)
+        fault = last_fault if n == nights else None
+        figures.append({"night": n, "fault": fault, **night(history, work / f"{n}.json", workload, fault)})
+        print(f"night {n} of {nights}{f' ({fault})' if fault else ''}: {figures[-1]}", flush=True)
     return figures
 
 
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--otava", help="Apache Otava's executable (default: otava on PATH, else .venv-otava/bin/otava)")
     parser.add_argument("--nights", type=int, default=5)
+    parser.add_argument("--fault", default=FAULT, help=f"the stand-in fault of the last night (default: {FAULT})")
     parser.add_argument("--workload", default="default", help="the perf workload of every night (default: default)")
     parser.add_argument("--smoke", action="store_true", help="3 nights of workload smoke, no fault; exit 0 expected")
     parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/perf_history_nights.json)")
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     out = results_path("perf_history_nights", args.smoke, args.out)
     with tempfile.TemporaryDirectory(prefix="perf-history-nights-") as work:
         history = Path(work) / "history.sqlite"
-        figures = run_nights(history, Path(work), nights, workload, faulted=not args.smoke)
+        figures = run_nights(history, Path(work), nights, workload, None if args.smoke else args.fault)
         try:
             otava = find_otava(args.otava)
         except OtavaError as exc:
