@@ -16,7 +16,7 @@ import pytest
 
 from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.host.hardware import hardware_class
-from pytest_triton_llm.perf.budgets import find_budget
+from pytest_triton_llm.perf.budgets import Budget, find_budget
 
 pytestmark = pytest.mark.migration
 
@@ -127,7 +127,9 @@ def test_throughput_ttft_and_itl_side_by_side(
     judged_by = {"file": str(budgets_file), "match": budget.match(budgets.index(budget) + 1)} if budget else {}
     if not any(row[0] == "min_throughput_ratio_vs_engine" for row in rows):  # no budget sets a floor: the default's
         floor = triton_llm_perf_options.migration_floor
-        rows.append(["min_throughput_ratio_vs_engine", f"{ratio:g}", f">= {floor:g}", "ok" if ratio >= floor else "MISSED"])
+        rows += Budget(engine=llmapi.ref.engine_name, min_throughput_ratio_vs_engine=floor).check(
+            {"throughput_ratio_vs_engine": ratio}
+        )
         judged_by = {"default_floor": floor, "option": "--perf-migration-floor"}
     triton_llm_report.record(
         llmapi.id,

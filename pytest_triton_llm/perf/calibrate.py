@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 from .budgets import LIMITS, Budget, load_budgets
-from .metrics import V1_PERF, metric_value
+from .metrics import metric_value, perf_load_points
 
 DERIVED = ("min_output_tokens_per_s", "max_latency_p99_ms", "max_ttft_p99_ms")  # of budgets.LIMITS
 MIN_MARGIN = 0.10
@@ -40,15 +40,6 @@ def limits_of(point: dict) -> tuple[dict[str, float], list[str]]:
     return limits, notes
 
 
-def _load_points(document: dict):
-    """(engine, deployment, load point, its entry) of the report's Triton deployments and its /v1 table."""
-    for deployment_id, info in sorted(document.get("deployments", {}).items()):
-        for load_point, point in sorted(((info.get("metrics") or {}).get("perf") or {}).items()):
-            yield (*deployment_id.split(":", 1), load_point, point)
-    for load_point, point in sorted((document.get(V1_PERF) or {}).items()):
-        yield point["engine"], point["deployment"], load_point, point
-
-
 def keys_of(engine: str, deployment: str, point: dict, load_point: str) -> dict[str, str]:
     return {
         "engine": engine,
@@ -73,17 +64,19 @@ def calibrate(path: Path, document: dict, today: str) -> tuple[list[str], list[s
     existing = load_budgets(path) if path.exists() and path.read_text().strip() else []
     held = {tuple(getattr(b, k) for k in Budget.KEYS) for b in existing}
     entries, done, skipped = [], [], []
-    for engine, deployment, load_point, point in _load_points(document):
-        name = f"{engine}:{deployment} {load_point}"
-        keys = keys_of(engine, deployment, point, load_point)
-        limits, notes = limits_of(point)
-        if tuple(keys[k] for k in Budget.KEYS) in held:
-            skipped.append(f"{name}: {path} already holds a budget with these keys; it is kept as it is")
-        elif point.get("errors") or not limits:
-            skipped.append(f"{name}: {point.get('errors')} requests failed, or nothing measured: nothing to calibrate")
-        else:
-            entries.append(entry_text(keys, limits, notes, today, len(point.get("runs") or [point])))
-            done.append(name)
+    for deployment_id, _, points in perf_load_points(document):
+        engine, deployment = deployment_id.split(":", 1)
+        for load_point, point in sorted(points.items()):
+            name = f"{deployment_id} {load_point}"
+            keys = keys_of(engine, deployment, point, load_point)
+            limits, notes = limits_of(point)
+            if tuple(keys[k] for k in Budget.KEYS) in held:
+                skipped.append(f"{name}: {path} already holds a budget with these keys; it is kept as it is")
+            elif point.get("errors") or not limits:
+                skipped.append(f"{name}: {point.get('errors')} requests failed, or nothing measured: nothing to calibrate")
+            else:
+                entries.append(entry_text(keys, limits, notes, today, len(point.get("runs") or [point])))
+                done.append(name)
     if entries:
         before = "\n" if path.exists() and path.read_text().strip() else ""  # a blank line after what the file holds
         with path.open("a") as handle:

@@ -34,6 +34,17 @@ DEFINITIONS = {
 }
 
 
+def perf_load_points(document: dict):
+    """(deployment id, what served it, {load point: entry}) of a report document: each Triton deployment the perf
+    suite measured, and the /v1 perf suite's endpoint (id "<engine>:openai:<family>", from its entries)."""
+    for deployment, info in sorted(document.get("deployments", {}).items()):
+        if points := (info.get("metrics") or {}).get("perf"):
+            yield deployment, info, points
+    if v1 := document.get(V1_PERF):
+        first = next(iter(v1.values()))
+        yield f"{first['engine']}:{first['deployment']}", {"image": first.get("image"), "backend": first.get("family")}, v1
+
+
 def metric_value(result: dict, metric: str) -> float | None:
     """`metric` of a load point's summary: a top-level key (output_tokens_per_s) or group.stat (latency_ms.p99)."""
     if "." in metric:

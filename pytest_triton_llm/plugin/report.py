@@ -18,9 +18,7 @@ import datetime as _dt
 import platform
 from collections import Counter
 from importlib import metadata
-from pathlib import Path
 
-from ..common.files import write_json
 from ..host.hardware import gpu_details, hardware
 from ..perf.metrics import V1_PERF
 
@@ -133,6 +131,3 @@ class RunReport:
             "summary": dict(Counter(t["outcome"] for t in self.tests)),
             **self.extra,
         }
-
-    def write(self, path: Path, startup_s: float | None, first_test_s: float | None) -> None:
-        write_json(Path(path), self.document(startup_s, first_test_s))

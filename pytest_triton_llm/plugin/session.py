@@ -22,6 +22,7 @@ from ..perf.history.record import record_session
 from ..perf.options import PerfOptions
 from ..perf.publish import dummy_deployments, publish
 from ..host.processes import reap_orphans, shielded
+from ..common.files import write_json
 from ..common.progress import Progress
 from .report import RunReport
 from ..stack.repository import template_family
@@ -255,11 +256,10 @@ class TritonLLMSession:
     def publish(self, perf: PerfOptions) -> None:
         """The perf baseline and plot, then the report, the perf history's new runs and calibrated budgets: written
         once, by the process that saw every test."""
-        perf_save = perf.save
         plots = publish(
             self.report.perf_results(),
             self.report.run,
-            perf_save,
+            perf.save,
             self.options.report,
             self.progress,
             dummy_deployments(self.report.deployments),
@@ -268,11 +268,11 @@ class TritonLLMSession:
         )
         if plots:
             self.report.record_run("plots", plots)
+        document = self.report.document(self.startup_s, self.first_test_s)
         if self.options.report:
-            self.report.write(Path(self.options.report), self.startup_s, self.first_test_s)
+            write_json(Path(self.options.report), document)
         if not (self.report.perf_results() or self.report.v1_perf_results()):
             return
-        document = self.report.document(self.startup_s, self.first_test_s)
         if perf.history:
             added = record_session(Path(perf.history), document)
             self.progress.say(f"perf history: {added} run(s) added to {perf.history}")

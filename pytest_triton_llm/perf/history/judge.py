@@ -39,9 +39,13 @@ class Regression:
     runs: int  # the series' length
     started: str  # when that run started
     change_percent: float
-    p_value: float | None  # None: the newest run's own check
+    p_value: float | None  # Otava's; None: the newest run alone, its own check
     changed: str  # what differs from the run before: "image 24.09 -> 24.10, commit a -> b", or "nothing recorded"
-    confirmed: bool  # a change point (True), or the newest run alone (False)
+
+    @property
+    def confirmed(self) -> bool:
+        """A change point (Otava's, with its p-value), not the newest run judged alone."""
+        return self.p_value is not None
 
     def line(self) -> str:
         if self.p_value is None:
@@ -81,7 +85,6 @@ def regressions(series: list[Series], points: list[ChangePoint], settings: Setti
                     change_percent=point.change_percent,
                     p_value=point.p_value,
                     changed=changed(one, point.index),
-                    confirmed=True,
                 )
             )
     metric = settings.newest_run_metric
@@ -122,6 +125,4 @@ def _newest_run(series: Series, since: int, settings: Settings) -> Regression | 
         return None
     last = len(values) - 1
     change = 100.0 * (values[-1] / mean - 1.0) if mean else 0.0
-    return Regression(
-        series.name, metric, last, len(values), series.started[last], change, None, changed(series, last), confirmed=False
-    )
+    return Regression(series.name, metric, last, len(values), series.started[last], change, None, changed(series, last))

@@ -12,7 +12,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..metrics import V1_PERF, metric_value
+from ..metrics import metric_value, perf_load_points
 
 SCHEMA = 1
 ATTRIBUTES = ("image", "server_version", "backend", "engine_digest", "hardware", "commit")  # what may change between runs
@@ -71,24 +71,13 @@ def check(path: Path) -> None:
         _connect(path).close()
 
 
-def _measured(document: dict):
-    """(deployment, what served it, its load points) of the report's Triton deployments and of its /v1 table (one
-    OpenAI endpoint: deployment "<engine>:openai:<family>", image "openai")."""
-    for deployment, info in document.get("deployments", {}).items():
-        if points := (info.get("metrics") or {}).get("perf"):
-            yield deployment, info, points
-    if v1 := document.get(V1_PERF):
-        first = next(iter(v1.values()))
-        yield f"{first['engine']}:{first['deployment']}", {"image": first.get("image"), "backend": first.get("family")}, v1
-
-
 def append(path: Path, document: dict, metrics: dict[str, int], commit: str | None = None) -> int:
     """Add the report `document`'s perf load points as runs; a run already in the file (same start, same deployment)
     is left as it is. Returns how many runs were added."""
     run, added = document.get("run", {}), 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with closing(_connect(path)) as connection, connection:
-        for deployment, info, points in _measured(document):
+        for deployment, info, points in perf_load_points(document):
             served = [info.get(k) for k in ("image", "server_version", "backend", "engine_digest")]
             row = (run["started"], deployment, *served, run.get("hardware"), commit)
             cursor = connection.execute("INSERT OR IGNORE INTO runs VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)", row)
