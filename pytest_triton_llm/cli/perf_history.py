@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..common.tables import table
 from ..perf.history.judge import failing, load_settings, regressions
-from ..perf.history.otava import OtavaError, change_points, find_otava
+from ..perf.history.otava import MIN_RUNS, OtavaError, change_points, find_otava
 from ..perf.history.plot import plot_history
 from ..perf.history.store import HistoryError, append, read
 from ..perf.history.commit import current_commit
@@ -54,6 +54,8 @@ def perf_history(args: argparse.Namespace) -> int:
     new = failing(found, settings)
     for regression in found:
         print(("REGRESSION " if regression in new else "older regression ") + regression.line())
+    if short := [one.name for one in series if len(one.started) < MIN_RUNS]:  # said, so that no one reads them as judged
+        print(f"not analyzed yet, fewer than {MIN_RUNS} runs: {', '.join(short)}")
     print(f"{len(new)} new regression(s) among the newest {settings.newest} runs of {len(series)} series")
     return 1 if new else 0
 

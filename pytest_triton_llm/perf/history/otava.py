@@ -21,6 +21,7 @@ from pathlib import Path
 from .store import ATTRIBUTES, Series
 
 OTAVA_VERSION = "0.8.0"
+MIN_RUNS = 3  # the fewest runs of a series Otava is asked about
 TIMEOUT_S = 600  # thousands of series take seconds; a hang must not hold a nightly
 INSTALL = f"python3 -m venv .venv-otava && .venv-otava/bin/pip install apache-otava=={OTAVA_VERSION}"
 
@@ -51,7 +52,7 @@ def find_otava(given: str | None) -> str:
 
 def change_points(otava: str, series: list[Series], p_value: float, magnitude: float) -> list[ChangePoint]:
     """Every change point Otava finds in `series` (improvements too), each metric on its own."""
-    analyzable = [s for s in series if len(s.started) >= 3]
+    analyzable = [s for s in series if len(s.started) >= MIN_RUNS]
     if not analyzable:
         return []
     with tempfile.TemporaryDirectory(prefix="perf-history-") as work:
