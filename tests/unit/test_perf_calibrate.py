@@ -4,7 +4,7 @@ class, appended to the user's file without touching what it holds; the budgets t
 from __future__ import annotations
 
 from pytest_triton_llm.perf.budgets import find_budget, load_budgets
-from pytest_triton_llm.perf.calibrate import MIN_MARGIN, calibrate
+from pytest_triton_llm.perf.calibrate import MIN_MARGIN, calibrate, prediction_factor
 from pytest_triton_llm.perf.metrics import V1_PERF
 
 
@@ -21,19 +21,20 @@ def document(**points) -> dict:
     return {"deployments": {"llama:inflight": {"metrics": {"perf": points}}}}
 
 
-def test_limits_lie_beyond_the_worst_run_by_the_larger_of_10_percent_and_three_spreads(tmp_path):
+def test_limits_lie_beyond_the_worst_run_by_the_larger_of_10_percent_and_a_99_percent_prediction_of_one_more_run(tmp_path):
     budgets = tmp_path / "b.toml"
-    steady = point([1000, 1010, 990], [200, 202, 198], [50, 51, 49])  # cv 1%: the 10% floor decides
-    noisy = point([1000, 800, 1200], [200, 200, 200], [50, 50, 50])  # cv 20%: three spreads, 60%
+    steady = point([1000, 1010, 990], [200, 202, 198], [50, 50.5, 49.5])  # cv 1%: 8.04 spreads are 8%, the 10% floor decides
+    noisy = point([1000, 800, 1200], [200, 200, 200], [50, 50, 50])  # cv 20%: 8.04 spreads for 3 runs, 161%
     done, skipped = calibrate(budgets, document(**{"concurrency=1": steady, "concurrency=8": noisy}), "2026-11-29")
     assert (done, skipped) == (["llama:inflight concurrency=1", "llama:inflight concurrency=8"], [])
     one, eight = load_budgets(budgets)
     assert (one.min_output_tokens_per_s, one.max_latency_p99_ms, one.max_ttft_p99_ms) == (
         round(990 / (1 + MIN_MARGIN), 1),
         round(202 * (1 + MIN_MARGIN)),
-        round(51 * (1 + MIN_MARGIN)),
+        round(50.5 * (1 + MIN_MARGIN)),
     )
-    assert eight.min_output_tokens_per_s == round(800 / 1.6, 1)
+    assert round(prediction_factor(3), 2) == 8.04 and round(prediction_factor(20), 2) == 2.6
+    assert eight.min_output_tokens_per_s == round(800 / (1 + prediction_factor(3) * 0.2), 1)
     keys = (one.engine, one.deployment, one.hardware, one.image, one.load_point, one.workload, one.engine_digest)
     assert keys == ("llama", "inflight", "h200", "26.07-trtllm-python-py3", "concurrency=1", "default", "d1")
     identity = dict(engine="llama", deployment="inflight", hardware="NVIDIA H200", hardware_class="h200")
