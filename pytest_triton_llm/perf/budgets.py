@@ -69,10 +69,10 @@ class Budget:
     def specificity(self) -> int:
         return sum(getattr(self, k) != "*" for k in self.KEYS)
 
-    def check(self, result: dict, runs: list[dict] | None = None) -> list[list[str]]:
+    def check(self, result: dict, runs: list[dict] | None = None, confidence: float = 0.95) -> list[list[str]]:
         """Rows of (limit, measured, budget, verdict) for every limit this budget sets. With repeated `runs` the
-        95% t interval of their mean decides: MISSED only when it lies wholly on the wrong side, "inconclusive" when
-        it straddles the limit; one run is judged by its value."""
+        t interval of their mean at `confidence` decides: MISSED only when it lies wholly on the wrong side,
+        "inconclusive" when it straddles the limit; one run is judged by its value."""
         rows = []
         for limit, metric in LIMITS.items():
             bound = getattr(self, limit)
@@ -83,21 +83,21 @@ class Budget:
                 rows.append([limit, "not measured", f"{bound:g}", "n/a"])
                 continue
             kind: Literal["min", "max"] = "min" if limit.startswith("min_") else "max"
-            judged = against_budget(samples, bound, kind)
+            judged = against_budget(samples, bound, kind, confidence)
             measured = f"{samples[0]:g}" if judged.n == 1 else f"{judged.mean:.4g} [{judged.ci_low:.4g}, {judged.ci_high:.4g}]"
             rows.append([limit, measured, f"{'>=' if kind == 'min' else '<='} {bound:g}", VERDICTS[judged.verdict]])
         return rows
 
 
-def detectable(budget: Budget, runs: list[dict]) -> dict[str, float]:
-    """Per limit the budget sets, the smallest change from the runs' mean that their 95% interval can tell, in percent
-    (its half-width over the mean): what repeated runs could have caught."""
+def detectable(budget: Budget, runs: list[dict], confidence: float = 0.95) -> dict[str, float]:
+    """Per limit the budget sets, the smallest change from the runs' mean that their interval at `confidence` can tell,
+    in percent (its half-width over the mean): what repeated runs could have caught."""
     found = {}
     for limit, metric in LIMITS.items():
         samples = [v for run in runs if (v := metric_value(run, metric)) is not None]
         if getattr(budget, limit) is None or len(samples) < 2:
             continue
-        judged = against_budget(samples, getattr(budget, limit), "min" if limit.startswith("min_") else "max")
+        judged = against_budget(samples, getattr(budget, limit), "min" if limit.startswith("min_") else "max", confidence)
         if judged.mean:
             found[limit] = round(100 * (judged.ci_high - judged.ci_low) / 2 / abs(judged.mean), 1)
     return found

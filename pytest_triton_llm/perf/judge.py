@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..common.tables import table
+from ..verdicts.significance import sequential_confidence
 from .budgets import detectable, find_budget
 from .client_processes import BUSY_LOOP
 from .mlperf import judge as judge_mlperf
@@ -55,10 +56,12 @@ def judge_budget(
             )
         return problems
     result["budget_match"] = budget.match(next(i for i, b in enumerate(budgets, 1) if b is budget))
-    rows = budget.check(result, runs)
+    confidence = budget_confidence(options)
+    rows = budget.check(result, runs, confidence)
     result["budget"] = {r[0]: r[3] for r in rows}
     if len(runs) > 1:  # what the runs could tell: with --perf-repeats-max, how many it took
-        result["budget_runs"], result["budget_detectable_pct"] = len(runs), detectable(budget, runs)
+        result["budget_runs"], result["budget_detectable_pct"] = len(runs), detectable(budget, runs, confidence)
+        result["budget_confidence"] = round(confidence, 4)
     shown = "\n".join(table(["limit", "measured", "budget", ""], rows))
     if any(r[3] == "inconclusive" for r in rows):  # the interval straddles a limit: not evidence of a miss
         unsure = f"{len(runs)} runs cannot tell a limit from its budget:\n{shown}"
@@ -71,6 +74,13 @@ def judge_budget(
     return problems
 
 
+def budget_confidence(options) -> float:
+    """95%, split over the looks adaptive repeats may take (--perf-repeats, then one a round up to --perf-repeats-max):
+    a verdict may be read after each, so each look is held to its share of the 5%."""
+    repeats, cap = options.repeats, getattr(options, "repeats_max", None) or options.repeats
+    return sequential_confidence(0.95, max(1, cap - repeats + 1))
+
+
 def undecided_by(budgets: list, identity: dict, options) -> Callable[[list[dict]], bool] | None:
     """--perf-repeats-max: whether the budget that will judge `identity` cannot yet tell its verdict from the runs so
     far (an interval straddles a limit); None where no budget judges or the repeats are not adaptive."""
@@ -79,7 +89,8 @@ def undecided_by(budgets: list, identity: dict, options) -> Callable[[list[dict]
     budget = find_budget(budgets, **identity)
     if budget is None:
         return None
-    return lambda runs: len(runs) >= 2 and any(row[3] == "inconclusive" for row in budget.check({}, runs))
+    confidence = budget_confidence(options)
+    return lambda runs: len(runs) >= 2 and any(row[3] == "inconclusive" for row in budget.check({}, runs, confidence))
 
 
 def client_problems(runs: list[dict], workers: int, options, who: str) -> list[str]:

@@ -202,6 +202,15 @@ class Summary:
     confidence: float
 
 
+def sequential_confidence(confidence: float, looks: int) -> float:
+    """The confidence of each of `looks` planned looks at growing data (adaptive repeats, articles taken until the
+    verdict decides) such that all of them together keep `confidence`: Bonferroni's split of the error over the looks,
+    conservative, since stopping at the first look that decides would otherwise fail a sound run more often."""
+    if looks < 1:
+        raise ValueError(f"looks must be at least 1, got {looks}")
+    return 1.0 - (1.0 - confidence) / looks
+
+
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Summary:
     """The mean of `values` with its t-based two-sided confidence interval at `confidence`."""
     _check_confidence(confidence)

@@ -18,8 +18,9 @@ IDENTITY = dict(
 BUDGETS = [Budget(engine="e", min_output_tokens_per_s=20.0)]
 
 
-def _options(strict=False, require_budget=True, calibrate=None, against=None, baseline=None):
-    return SimpleNamespace(strict=strict, require_budget=require_budget, calibrate=calibrate, against=against, baseline=baseline)
+def _options(strict=False, require_budget=True, calibrate=None, against=None, baseline=None, repeats=3, repeats_max=None):
+    given = dict(strict=strict, require_budget=require_budget, calibrate=calibrate, against=against, baseline=baseline)
+    return SimpleNamespace(**given, repeats=repeats, repeats_max=repeats_max)
 
 
 def _runs(*rates, busy=0.1):
@@ -86,12 +87,23 @@ def _measure_rates(monkeypatch, rates, repeats=2, repeats_max=6):
 
 
 def test_adaptive_repeats_run_while_the_budget_verdict_is_inconclusive_up_to_the_cap(monkeypatch):
-    assert _measure_rates(monkeypatch, [30.0, 31.0, 99.0]) == [30.0, 31.0]  # told after the 2 runs asked for
-    assert _measure_rates(monkeypatch, [25.0, 26.0, 24.0, 99.0]) == [25.0, 26.0, 24.0]  # [19.2, 31.9] at 2, told at 3
+    # 2 runs, then up to 6: 5 looks, each at 99% (5% split over them), so 2 runs tell nothing (t 63.7 for one df)
+    assert _measure_rates(monkeypatch, [30.0, 31.0, 30.5, 99.0]) == [30.0, 31.0, 30.5]  # told at 3: [27.6, 33.4]
     straddling = [15.0, 26.0, 19.0, 24.0, 17.0, 23.0, 99.0]
     assert _measure_rates(monkeypatch, straddling) == straddling[:6]  # still inconclusive at the cap: it stops there
     result = {}
     with pytest.warns(PerfNoisy):
-        judge_budget("b.toml", BUDGETS, IDENTITY, result, _runs(*straddling[:6]), _options(), "/v1 c=1")
+        judge_budget("b.toml", BUDGETS, IDENTITY, result, _runs(*straddling[:6]), _options(repeats=2, repeats_max=6), "c=1")
     assert result["budget"] == {"min_output_tokens_per_s": "inconclusive"} and result["budget_runs"] == 6
-    assert 10 < result["budget_detectable_pct"]["min_output_tokens_per_s"] < 30  # what 6 runs of this spread can tell
+    assert result["budget_confidence"] == 0.99  # what 6 runs of this spread can tell at it: t(0.995, 5) 4.03 sd/sqrt(6)
+    assert result["budget_detectable_pct"]["min_output_tokens_per_s"] == pytest.approx(34.4, abs=0.1)
+
+
+def test_one_look_keeps_95_percent_and_adaptive_looks_share_its_5_percent():
+    from pytest_triton_llm.perf.judge import budget_confidence
+
+    assert budget_confidence(_options(repeats=3)) == 0.95
+    assert budget_confidence(_options(repeats=3, repeats_max=8)) == pytest.approx(1 - 0.05 / 6)
+    told_at_95 = _runs(22.0, 23.0, 22.5)  # [21.3, 23.7] at 95%, [19.3, 25.7] at 99.2%
+    assert Budget(engine="e", min_output_tokens_per_s=20.0).check({}, told_at_95)[0][3] == "ok"
+    assert Budget(engine="e", min_output_tokens_per_s=20.0).check({}, told_at_95, 1 - 0.05 / 6)[0][3] == "inconclusive"
