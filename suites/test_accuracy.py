@@ -18,6 +18,7 @@ from pytest_triton_llm.accuracy.judge import rouge_meets_the_thresholds, underpo
 from pytest_triton_llm.accuracy.drift import baseline_entry, compare, describe, load_outputs, paired_scores
 from pytest_triton_llm.accuracy.prompting import build_prompt
 from pytest_triton_llm.accuracy.rouge import per_article_scores
+from pytest_triton_llm.accuracy.sequential import Summaries
 from pytest_triton_llm.accuracy.verdicts import (
     DRIFT_HEADER,
     as_report,
@@ -43,29 +44,42 @@ def settings(triton_llm_per_engine):
 
 @pytest.fixture(scope="session")
 def summaries(triton_llm_per_engine, settings, cnn, triton_llm_progress, accuracy_outputs, triton_llm_accuracy_options):
-    """Greedy summaries of every article, saved with --accuracy-save. With a baseline, what the drift test can
+    """Greedy summaries, made as the verdicts ask for them (every article, or look by look with
+    --accuracy-samples-max) and saved with --accuracy-save as they come. With a baseline, what the drift test can
     catch is said first, so an underpowered sample shows before the articles are run."""
     served = triton_llm_per_engine
     say_drift_plan(served.id, cnn, triton_llm_accuracy_options, settings, triton_llm_progress)
-    prompts = [build_prompt(a, settings, served.tokenizer, served.ref.engine.max_input_len) for a in cnn.articles]
-    start = time.monotonic()
-    with triton_llm_progress.step(f"accuracy: summarizing {len(prompts)} articles on {served.id}"):
-        outputs = [g.text for g in served.client.generate_many(prompts, settings.max_new_tokens, concurrency=CONCURRENCY)]
     entry = {
         "deployment": served.id,
         "engine": {"name": served.engine.name, "digest": served.engine.digest, "recipe": served.engine.manifest["recipe"]},
         "server": {"version": served.server.version, "binary": served.server.binary},
         "settings": dataclasses.asdict(settings),
-        "dataset": {"source": cnn.source, "split": cnn.split, "articles": len(cnn.articles)},
+        "dataset": {"source": cnn.source, "split": cnn.split, "articles": 0},
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": round(time.monotonic() - start, 1),
-        "articles": [{"index": i, "id": a.id, "output": o} for i, (a, o) in enumerate(zip(cnn.articles, outputs, strict=True))],
+        "seconds": 0.0,
+        "articles": [],
     }
-    if accuracy_outputs is not None:
-        accuracy_outputs.add(served.id, entry)
-        kept = f" (the previous file is kept as {accuracy_outputs.backup})" if accuracy_outputs.backup else ""
-        triton_llm_progress.say(f"accuracy: outputs of {served.id} saved to {accuracy_outputs.path}{kept}")
-    return entry
+
+    def batch(articles) -> list[str]:
+        prompts = [build_prompt(a, settings, served.tokenizer, served.ref.engine.max_input_len) for a in articles]
+        start = time.monotonic()
+        with triton_llm_progress.step(f"accuracy: summarizing {len(prompts)} articles on {served.id}"):
+            outputs = [g.text for g in served.client.generate_many(prompts, settings.max_new_tokens, concurrency=CONCURRENCY)]
+        entry["seconds"] = round(entry["seconds"] + time.monotonic() - start, 1)
+        return outputs
+
+    def keep(outputs: list[str]) -> None:
+        entry["articles"] = [
+            {"index": i, "id": a.id, "output": o}
+            for i, (a, o) in enumerate(zip(cnn.articles[: len(outputs)], outputs, strict=True))
+        ]
+        entry["dataset"]["articles"] = len(outputs)
+        if accuracy_outputs is not None:
+            accuracy_outputs.add(served.id, entry)
+            kept = f" (the previous file is kept as {accuracy_outputs.backup})" if accuracy_outputs.backup else ""
+            triton_llm_progress.say(f"accuracy: outputs of {served.id} saved to {accuracy_outputs.path}{kept}")
+
+    return Summaries(cnn.articles, batch, keep, entry)  # entry: what --accuracy-save writes and the drift test compares
 
 
 def say_drift_plan(deployment_id: str, cnn, options, settings, progress) -> None:
@@ -90,10 +104,10 @@ def test_rouge_meets_the_engines_thresholds(
     served = triton_llm_per_engine
 
     def record(accuracy: dict) -> None:
-        triton_llm_report.record(served.id, "accuracy", dict(accuracy, seconds=summaries["seconds"]))
+        triton_llm_report.record(served.id, "accuracy", dict(accuracy, seconds=summaries.entry["seconds"]))
 
-    outputs = [a["output"] for a in summaries["articles"]]
-    rouge_meets_the_thresholds(outputs, cnn, settings, triton_llm_accuracy_options, record, f"engine {served.ref.engine_name}")
+    where = f"engine {served.ref.engine_name}"
+    rouge_meets_the_thresholds(summaries, cnn, settings, triton_llm_accuracy_options, record, where)
 
 
 def test_outputs_match_the_baseline(
@@ -106,9 +120,10 @@ def test_outputs_match_the_baseline(
     baseline = baseline_entry(load_outputs(path), triton_llm_per_engine.id)
     if baseline is None:
         pytest.fail(f"{path} has no outputs for {triton_llm_per_engine.id}", pytrace=False)
-    drift = compare(baseline, summaries)
+    summaries.first(len(cnn.articles))  # the drift pairs every article loaded, whatever the threshold verdict took
+    drift = compare(baseline, summaries.entry)
     rule = options.rule(settings)
-    before, now = paired_scores(baseline, summaries, {a.id: a.reference for a in cnn.articles})
+    before, now = paired_scores(baseline, summaries.entry, {a.id: a.reference for a in cnn.articles})
     results = judge_drift(before, now, rule)
     triton_llm_report.record(
         triton_llm_per_engine.id,
@@ -147,7 +162,7 @@ def test_outputs_match_the_baseline(
             + "\n"
             + paired
             + "\n"
-            + describe(drift, baseline, summaries),
+            + describe(drift, baseline, summaries.entry),
             pytrace=False,
         )
     where = f"against {path}, alpha {rule.alpha:g}"

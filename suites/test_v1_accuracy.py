@@ -12,6 +12,7 @@ import time
 import pytest
 
 from pytest_triton_llm.accuracy.judge import rouge_meets_the_thresholds
+from pytest_triton_llm.accuracy.sequential import Summaries
 from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 
 pytestmark = pytest.mark.accuracy
@@ -37,18 +38,27 @@ def v1_settings(openai_target):
 def test_rouge_over_v1_meets_the_engines_thresholds(
     openai_target, v1_settings, cnn, triton_llm_accuracy_options, triton_llm_report, triton_llm_progress
 ):
-    settings, engine = v1_settings, openai_target.engine
-    start = time.monotonic()
-    with triton_llm_progress.step(f"accuracy: summarizing {len(cnn.articles)} articles on {openai_target.options.url}"):
-        outputs = v1_summaries(openai_target, cnn.articles, settings, openai_target.tokenizer, engine.max_input_len)
-    seconds = round(time.monotonic() - start, 1)
+    settings, engine, seconds = v1_settings, openai_target.engine, [0.0]
+
+    def batch(articles) -> list[str]:
+        start = time.monotonic()
+        with triton_llm_progress.step(f"accuracy: summarizing {len(articles)} articles on {openai_target.options.url}"):
+            outputs = v1_summaries(openai_target, articles, settings, openai_target.tokenizer, engine.max_input_len)
+        seconds[0] += time.monotonic() - start
+        return outputs
 
     def record(accuracy: dict) -> None:
         served = {"url": openai_target.options.url, "model": openai_target.model, "family": openai_target.family_name}
         triton_llm_report.record_run(
             "v1_accuracy",
-            dict(accuracy, seconds=seconds, engine=openai_target.options.engine, endpoint=V1_ENDPOINT[settings.prompt], **served),
+            dict(
+                accuracy,
+                seconds=round(seconds[0], 1),
+                engine=openai_target.options.engine,
+                endpoint=V1_ENDPOINT[settings.prompt],
+                **served,
+            ),
         )
 
     where = f"{openai_target.options.url} against engine {openai_target.options.engine}'s thresholds"
-    rouge_meets_the_thresholds(outputs, cnn, settings, triton_llm_accuracy_options, record, where)
+    rouge_meets_the_thresholds(Summaries(cnn.articles, batch), cnn, settings, triton_llm_accuracy_options, record, where)

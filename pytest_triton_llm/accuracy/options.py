@@ -8,10 +8,17 @@ import pytest
 
 from ..common.usage import OptionError
 from .drift import check_paths
+from .sequential import FIRST_LOOK, planned_looks
 from .verdicts import VerdictRule
 
 
 def add_options(group) -> None:
+    _add_article_options(group)
+    _add_verdict_options(group)
+
+
+def _add_article_options(group) -> None:
+    """Which articles, how many, and where their outputs are saved or compared."""
     group.addoption(
         "--accuracy-dataset",
         metavar="PATH",
@@ -25,8 +32,20 @@ def add_options(group) -> None:
         type=int,
         help="use the first N articles (default: all of a local file, 100 from the Hub)",
     )
+    group.addoption(
+        "--accuracy-samples-max",
+        metavar="N",
+        type=int,
+        help="take articles until the ROUGE threshold verdict decides, up to N: the first look scores --accuracy-samples "
+        "(16 by default), each further look twice as many, each look at its share of --accuracy-alpha "
+        "(default: one look at every article loaded)",
+    )
     group.addoption("--accuracy-save", metavar="PATH", help="save every article's output with engine and server identity")
     group.addoption("--accuracy-baseline", metavar="PATH", help="compare outputs with a file saved by --accuracy-save")
+
+
+def _add_verdict_options(group) -> None:
+    """How the ROUGE verdicts decide."""
     group.addoption(
         "--accuracy-alpha",
         metavar="P",
@@ -82,6 +101,7 @@ class AccuracyOptions:
     power: float = 0.8
     max_drop: float | None = None  # None: the lock's
     strict: bool = False
+    samples_max: int | None = None  # --accuracy-samples-max: articles taken until the verdict decides, up to this
 
     HUB_SAMPLES = 100
 
@@ -100,9 +120,15 @@ class AccuracyOptions:
             opt.accuracy_power,
             opt.accuracy_max_drop,
             opt.accuracy_strict,
+            opt.accuracy_samples_max,
         )
         if options.samples is not None and options.samples <= 0:
             raise OptionError("--accuracy-samples must be > 0")
+        if options.samples_max is not None and options.samples_max < (options.samples or 1):
+            raise OptionError(
+                f"--accuracy-samples-max {options.samples_max} must be at least --accuracy-samples ({options.samples}): "
+                "it caps the articles an undecided verdict takes"
+            )
         if not 0 < options.alpha < 0.5:
             raise OptionError(f"--accuracy-alpha must be in (0, 0.5), e.g. 0.05; got {options.alpha}")
         if not 0.5 <= options.power < 1:
@@ -119,5 +145,14 @@ class AccuracyOptions:
 
     @property
     def articles(self) -> int | None:
-        """How many articles to load."""
+        """How many articles to load (None: all of a local file)."""
+        if self.samples_max is not None:
+            return self.samples_max
         return self.HUB_SAMPLES if self.dataset is None and self.samples is None else self.samples
+
+    def looks(self, loaded: int) -> list[int]:
+        """The articles each look of the threshold verdict scores, of `loaded`: one look at all of them, or with
+        --accuracy-samples-max the first --accuracy-samples (16) doubled up to all."""
+        if self.samples_max is None:
+            return [loaded]
+        return planned_looks(self.samples or FIRST_LOOK, loaded)
