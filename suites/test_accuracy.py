@@ -4,16 +4,22 @@ One deployment per engine (the in-flight one, so articles run concurrently). Pro
 truncation and thresholds come from the engine's [accuracy] table in engines.lock. Verdicts are
 statistical (accuracy/verdicts.py): a threshold fails only when the articles are significantly below
 it, drift only on a significant drop beyond max_drop; where the sample cannot tell, a warning says so.
-"""
+
+Over /v1 (class TestOverV1, run with --openai-url):
+Accuracy of an OpenAI-compatible endpoint (--openai-url) on CNN/DailyMail: ROUGE against the thresholds of the
+engine whose checkpoint it serves (--openai-engine, its [accuracy] table in the lock), judged as the accuracy suite
+judges a Triton deployment.
+
+Each article goes as the user message of /v1/chat/completions, so the server renders its own chat template as users'
+clients call it; an engine whose prompt is "plain" sends the same text to /v1/completions. Articles are cut as on
+Triton, by the endpoint's tokenizer (--tokenizer, else the served model's id) and the engine's max_input_len."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
 import time
-
 import pytest
-
 from pytest_triton_llm.accuracy.judge import rouge_meets_the_thresholds, underpowered_drop_gate
 from pytest_triton_llm.accuracy.drift import baseline_entry, compare, describe, load_outputs, paired_scores
 from pytest_triton_llm.accuracy.prompting import build_prompt
@@ -27,9 +33,12 @@ from pytest_triton_llm.accuracy.verdicts import (
     planned_detectable_drop,
 )
 from pytest_triton_llm.common.tables import table
+from pytest_triton_llm.accuracy.v1_summaries import V1_ENDPOINT, v1_summaries
 
 # an engine of dummy weights (lock source "dummy") is skipped at collection, before anything is built or served
 pytestmark = [pytest.mark.accuracy, pytest.mark.triton_llm_trained_weights("ROUGE needs trained weights")]
+
+
 CONCURRENCY = 16
 
 
@@ -45,8 +54,8 @@ def settings(triton_llm_per_engine):
 @pytest.fixture(scope="session")
 def summaries(triton_llm_per_engine, settings, cnn, triton_llm_progress, accuracy_outputs, triton_llm_accuracy_options):
     """Greedy summaries, made as the verdicts ask for them (every article, or look by look with
-    --accuracy-samples-max) and saved with --accuracy-save as they come. With a baseline, what the drift test can
-    catch is said first, so an underpowered sample shows before the articles are run."""
+    --accuracy-samples-max); with --accuracy-save, of every article loaded, at once, and saved. With a baseline, what
+    the drift test can catch is said first, so an underpowered sample shows before the articles are run."""
     served = triton_llm_per_engine
     say_drift_plan(served.id, cnn, triton_llm_accuracy_options, settings, triton_llm_progress)
     entry = {
@@ -79,7 +88,10 @@ def summaries(triton_llm_per_engine, settings, cnn, triton_llm_progress, accurac
             kept = f" (the previous file is kept as {accuracy_outputs.backup})" if accuracy_outputs.backup else ""
             triton_llm_progress.say(f"accuracy: outputs of {served.id} saved to {accuracy_outputs.path}{kept}")
 
-    return Summaries(cnn.articles, batch, keep, entry)  # entry: what --accuracy-save writes and the drift test compares
+    made = Summaries(cnn.articles, batch, keep, entry)  # entry: what --accuracy-save writes and the drift test compares
+    if accuracy_outputs is not None:  # --accuracy-save keeps every article's output, whatever the verdicts take
+        made.first(len(cnn.articles))
+    return made
 
 
 def say_drift_plan(deployment_id: str, cnn, options, settings, progress) -> None:
@@ -167,3 +179,52 @@ def test_outputs_match_the_baseline(
         )
     where = f"against {path}, alpha {rule.alpha:g}"
     underpowered_drop_gate(results, rule, drift.compared, where, paired)
+
+
+@pytest.fixture(scope="session")  # as cnn is, so it is set up first (argument order): a skip loads no articles
+def v1_settings(openai_target):
+    """The [accuracy] table of --openai-engine; skipped without one, as it cannot apply."""
+    engine, name = openai_target.engine, openai_target.options.engine
+    if engine is None:
+        pytest.skip(
+            "no --openai-engine: ROUGE thresholds are an engine's of the lock; name the one whose checkpoint the endpoint serves"
+        )
+    if engine.source.dummy is not None:
+        pytest.skip(f"--openai-engine {name} has dummy weights: ROUGE needs trained weights")
+    if engine.accuracy is None:
+        pytest.fail(
+            f"--openai-engine {name}: the lock has no [engines.{name}.accuracy] table: add min_rouge1/2/Lsum", pytrace=False
+        )
+    return engine.accuracy
+
+
+class TestOverV1:
+    """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
+
+    def test_rouge_over_v1_meets_the_engines_thresholds(
+        self, openai_target, v1_settings, cnn, triton_llm_accuracy_options, triton_llm_report, triton_llm_progress
+    ):
+        settings, engine, seconds = v1_settings, openai_target.engine, [0.0]
+
+        def batch(articles) -> list[str]:
+            start = time.monotonic()
+            with triton_llm_progress.step(f"accuracy: summarizing {len(articles)} articles on {openai_target.options.url}"):
+                outputs = v1_summaries(openai_target, articles, settings, openai_target.tokenizer, engine.max_input_len)
+            seconds[0] += time.monotonic() - start
+            return outputs
+
+        def record(accuracy: dict) -> None:
+            served = {"url": openai_target.options.url, "model": openai_target.model, "family": openai_target.family_name}
+            triton_llm_report.record_run(
+                "v1_accuracy",
+                dict(
+                    accuracy,
+                    seconds=round(seconds[0], 1),
+                    engine=openai_target.options.engine,
+                    endpoint=V1_ENDPOINT[settings.prompt],
+                    **served,
+                ),
+            )
+
+        where = f"{openai_target.options.url} against engine {openai_target.options.engine}'s thresholds"
+        rouge_meets_the_thresholds(Summaries(cnn.articles, batch), cnn, settings, triton_llm_accuracy_options, record, where)

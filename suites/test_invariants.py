@@ -5,25 +5,39 @@ llmapi model on llmapi deployments). Token-id checks go through the `tensorrt_ll
 inflight_batcher_llm client does; the llmapi model returns text only, so there the same invariants are checked on
 text. Everything asserted here is what real TensorRT-LLM does too: where its streamed text may legitimately differ
 from the unary text (a character split across tokens), the comments say why and the check compares the rest.
-"""
+
+Over /v1 (class TestOverV1, run with --openai-url):
+Serving invariants over /v1 (MLPerf TEST06's questions asked of an OpenAI endpoint): usage adds up, concurrent
+requests get the answers they get alone, and concurrent streams are whole, each ending as it does alone."""
 
 from __future__ import annotations
 
 import re
-
 import pytest
-
 from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.triton.llmapi_contract import output_text
 from pytest_triton_llm.triton.tensor_contract import NO_END, returned_token_count
+from concurrent.futures import ThreadPoolExecutor
+from pytest_triton_llm.verdicts.equality import assert_agree
 
 pytestmark = pytest.mark.invariants
 
+
 TOKENS = 16
+
+
 FIRST = 8  # enough to see the first token or piece begin the answer
+
+
 EOS_BUDGET = 200  # room for the chat answer to end at its end token long before max_tokens does
+
+
 REPLACEMENT = "\ufffd"
+
+
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # man, ZWJ, woman, ZWJ, girl: one grapheme of 5 code points
+
+
 # Repetition makes even a small model go on with the pattern, so these make the model *produce* multi-byte text that a
 # byte-level tokenizer splits inside characters (an emoji is 4 UTF-8 bytes, beyond the BMP: a UTF-16 surrogate pair).
 UTF8_PROMPTS = {
@@ -33,6 +47,8 @@ UTF8_PROMPTS = {
     "combining_mark": " ".join(["cafe\u0301"] * 6),  # e + COMBINING ACUTE ACCENT: must not come back as a composed é
     "whitespace": "a\tb\tc\td\n\ne  f   g\n\t" * 2,
 }
+
+
 # Sent as the prompt where the deployment echoes it: the answer then holds this text whatever the model makes of it.
 ECHO = f"Tokyo 東京, Zürich, naïve cafe\u0301 {FAMILY} \U0001f1eb\U0001f1f7 \U0001d11e \U0001f600\tone\ttwo\n\nthree   four  \n"
 
@@ -254,3 +270,45 @@ def test_each_streamed_llmapi_text_extends_the_one_before(triton_llm, name):
     texts = [e.text() for e in triton_llm.client.stream(UTF8_PROMPTS[name], TOKENS).content_events]
     broken = [(a, b) for a, b in zip(texts, texts[1:], strict=False) if not b.startswith(a)]
     assert not broken, broken[:3]
+
+
+CONCURRENT = 4
+
+
+class TestOverV1:
+    """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
+
+    def test_usage_adds_up(self, openai_target, prompts):
+        """The totals add up, and completion_tokens counts what was generated: exactly max_tokens where max_tokens cut
+        the answer (its finish_reason says so), fewer where the model stopped. A family that answers "stop" for both
+        (Triton's openai_frontend) cannot say which ended an answer: there only the bounds are checked."""
+        cut = openai_target.max_tokens_finish_reason
+        cut = None if cut == "stop" else cut
+        for prompt in prompts.batch(CONCURRENT):
+            answer = openai_target.endpoint.complete(openai_target.completion(prompt, TOKENS))
+            usage = answer.usage
+            assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"], usage
+            assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= TOKENS, usage
+            if cut is not None and answer.finish_reason == cut:
+                assert usage["completion_tokens"] == TOKENS, (answer.finish_reason, usage, answer.text)
+
+    def test_concurrent_requests_get_the_answers_they_get_alone(self, openai_target, prompts, openai_equality_rule):
+        batch = prompts.batch(CONCURRENT)
+        alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text for p in batch]
+        with ThreadPoolExecutor(CONCURRENT) as pool:
+            together = list(pool.map(lambda p: openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text, batch))
+        assert_agree(alone, together, openai_equality_rule, openai_target.tokenizer)
+
+    def test_concurrent_streams_are_whole_and_end_as_they_do_alone(self, openai_target, prompts, openai_equality_rule):
+        """A server that ends one stream early when another request arrives (llama-cpp-python's interrupt_requests,
+        its default) fails here: that stream stops short of its unary text (an early divergence, which no rule allows)."""
+        batch = prompts.batch(CONCURRENT)
+        alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)) for p in batch]
+        with ThreadPoolExecutor(CONCURRENT) as pool:
+            streams = list(
+                pool.map(lambda p: openai_target.endpoint.stream("/completions", openai_target.completion(p, TOKENS)), batch)
+            )
+        assert_agree([a.text for a in alone], [s.text for s in streams], openai_equality_rule, openai_target.tokenizer)
+        assert all(s.done for s in streams), [s.done for s in streams]
+        same = [(s.finish_reason, a.finish_reason) for s, a in zip(streams, alone, strict=True) if s.text == a.text]
+        assert all(mine == theirs for mine, theirs in same), same

@@ -1,5 +1,5 @@
 """fixtures/openai_migration.toml, checked: per pair of a Triton engine and an OpenAI server family, the migration
-gate's equality rule, throughput floor and ROUGE allowance (suites/test_v1_migration.py)."""
+gate's equality rule, throughput floor and ROUGE allowance (suites/test_migration.py, class TestOverV1)."""
 
 from __future__ import annotations
 

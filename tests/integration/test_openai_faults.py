@@ -27,8 +27,8 @@ from .conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 FAULTS = load_toml(FAULTS_FILE)["faults"]
-MIGRATION_TESTS = "suites/test_v1_migration.py::"
-V1_PERF_TESTS = "suites/test_v1_perf.py::"
+MIGRATION_TESTS = "suites/test_migration.py::TestOverV1::"
+V1_PERF_TESTS = "suites/test_perf.py::TestOverV1::"
 LLAMA, STAND_IN = "llama-cpp-python", "trtllm-serve-stand-in"  # a row's `server`, llama-cpp-python when it names none
 
 
@@ -185,7 +185,7 @@ def test_llama_cpp_pythons_own_default_of_interrupting_streams_fails_the_concurr
     [DONE] as soon as another request waits for the model."""
     server = llama_cpp_server.start(gguf, tmp_path / "llama.log", tmp_path / "run", Progress(), interrupt=True)
     try:
-        node = "suites/test_v1_invariants.py::test_concurrent_streams_are_whole_and_end_as_they_do_alone"
+        node = "suites/test_invariants.py::TestOverV1::test_concurrent_streams_are_whole_and_end_as_they_do_alone"
         done = _run(Upstream(server.url), server.url, node)
     finally:
         server.stop()

@@ -206,8 +206,8 @@ def test_the_tokenizer_is_tokenizers_else_the_model_ids_and_one_not_there_says_w
 
 def test_the_v1_accuracy_test_skips_without_openai_engine_before_loading_any_article(server):
     """No dataset option and no network needed: the skip comes before the CNN/DailyMail fixture would load one."""
-    argv = [sys.executable, "-m", "pytest", "suites/test_v1_accuracy.py", "--openai-url", server, "-p", "no:cacheprovider"]
-    argv += ["-q", "-rs"]
+    argv = [sys.executable, "-m", "pytest", "suites/test_accuracy.py::TestOverV1", "--openai-url", server]
+    argv += ["-p", "no:cacheprovider", "-q", "-rs"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("1 skipped"), done.stdout[-2000:]
     assert "no --openai-engine: ROUGE thresholds are an engine's of the lock" in done.stdout
