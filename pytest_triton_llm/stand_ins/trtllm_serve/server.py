@@ -11,7 +11,7 @@ executor/base_worker.py (_deduce_max_tokens), the sources cited in openai_famili
 The generation itself is the reference engine's (generation.py, inflight.py, prefix_cache.py), run with its in-flight
 scheduler and KV-block reuse as the llmapi stand-in runs them.
 
-What the stand-in does not implement (beam search, n > 1, several prompts in one request, logit_bias, guided decoding,
+What the stand-in does not implement (beam search, n > 1, several prompts in one request, guided decoding,
 tools, LoRA, echo, detokenize false, ...) it refuses when a request asks for it, with HTTP 400 in upstream's error
 shape and a message that says so; /metrics (iteration statistics) and /prometheus/metrics are not served: their
 fields were not read. Copied with its shared modules into a run directory and started as `python server.py MODEL ...`
@@ -27,6 +27,7 @@ import time
 from collections import deque
 from functools import partial
 
+import numpy as np
 import uvicorn
 import yaml
 from fastapi import FastAPI, Request
@@ -69,7 +70,6 @@ NOT_IMPLEMENTED = {
     "best_of": None,
     "echo": False,
     "n": 1,
-    "logit_bias": None,
     "use_beam_search": False,
     "top_p_min": 0.0,
     "min_p": 0.0,
@@ -175,6 +175,23 @@ class StandIn:
             raise ValueError(f"`max_tokens` ({asked}) must be greater than 0")
         return asked
 
+    def embedding_bias(self, logit_bias: dict[str, float] | None) -> np.ndarray | None:
+        """logit_bias as upstream's to_sampling_params passes it: the request's embedding_bias, one float32 per token of
+        the vocabulary, zero but at the token ids its string keys name."""
+        if not logit_bias:
+            return None
+        vocab = self.engine.vocab_size
+        bias = np.zeros(vocab, dtype=np.float32)
+        for key, value in logit_bias.items():
+            try:
+                token = int(key)
+            except ValueError:
+                raise ValueError(f"Invalid logit_bias key '{key}': must be a valid integer token ID") from None
+            if not 0 <= token < vocab:
+                raise ValueError(f"Token ID {token} out of vocabulary range [0, {vocab})")
+            bias[token] = value
+        return bias
+
     def job(self, ids: list[int], request, max_tokens: int | None, top_logprobs: int, streaming: bool, loop, queue) -> TimedJob:
         if len(ids) > self.max_num_tokens:  # llmapi/llm.py _check_arguments, as the llmapi stand-in words it
             raise ValueError(
@@ -202,6 +219,7 @@ class StandIn:
             if request.ignore_eos
             else [self.tokenizer.encode(v, add_special_tokens=False) for s in stops for v in (s, f" {s}")],
             top_logprobs=top_logprobs,
+            embedding_bias=self.embedding_bias(request.logit_bias),
         )
         self.engine.validate(generation)
 
