@@ -352,6 +352,21 @@ def _message(body) -> str:
     return ""
 
 
+def _answered_as_stated(openai_target, prompts, reply, error, reference_answer: str, served: str | None = None) -> None:
+    """`reply` has the status the contract states for `error`'s case: a 200 carries `served` (the answer the request
+    asked for), an error the contract's plain text where it states one, else a message; and the server then answers
+    the reference request as before."""
+    assert reply.status == int(error.status), f"{error.case}: expected HTTP {error.status}, got {reply.status}: {reply.body!r}"
+    if served is not None and reply.status == 200:
+        assert reply.body["choices"][0]["text"] == served
+    elif error.text:  # the family answers this case in plain text
+        assert reply.body == error.text
+    else:
+        assert _message(reply.body), f"HTTP {reply.status} without an error message: {reply.body!r}"
+    again = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8))
+    assert again.text == reference_answer
+
+
 @pytest.fixture(scope="module")
 def reference_answer(openai_target, prompts):
     return openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8)).text
@@ -371,15 +386,7 @@ class TestOverV1:
         if isinstance(body, dict):
             body = {"model": openai_target.model, **body}
         reply = openai_target.endpoint.request("POST", "/completions", body)
-        assert reply.status == int(error.status), (
-            f"{error.case}: expected HTTP {error.status}, got {reply.status}: {reply.body!r}"
-        )
-        if error.text:  # the family answers this case in plain text
-            assert reply.body == error.text
-        else:
-            assert _message(reply.body), f"HTTP {reply.status} without an error message: {reply.body!r}"
-        again = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8))
-        assert again.text == reference_answer
+        _answered_as_stated(openai_target, prompts, reply, error, reference_answer)
 
     def test_a_huge_max_tokens_is_answered_as_the_contract_says_and_the_server_serves_on(
         self, openai_target, prompts, reference_answer
@@ -392,15 +399,7 @@ class TestOverV1:
         ended = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 256))
         assert ended.finish_reason == "stop", f"the greedy answer must end on its own within 256 tokens: {ended.text!r}"
         reply = openai_target.endpoint.request("POST", "/completions", openai_target.completion(prompts.completion["fox"], 10**9))
-        assert reply.status == int(error.status), (
-            f"{error.case}: expected HTTP {error.status}, got {reply.status}: {reply.body!r}"
-        )
-        if reply.status == 200:
-            assert reply.body["choices"][0]["text"] == ended.text
-        else:
-            assert _message(reply.body), f"HTTP {reply.status} without an error message: {reply.body!r}"
-        again = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8))
-        assert again.text == reference_answer
+        _answered_as_stated(openai_target, prompts, reply, error, reference_answer, served=ended.text)
 
     def test_an_unknown_field_is_answered_as_the_contract_says_and_the_server_serves_on(
         self, openai_target, prompts, reference_answer
@@ -412,12 +411,4 @@ class TestOverV1:
             pytest.skip(f"{openai_target.family.title}: the contract does not say what an unknown request field does")
         body = openai_target.completion(prompts.completion["fox"], 8, max_token=4)
         reply = openai_target.endpoint.request("POST", "/completions", body)
-        assert reply.status == int(error.status), (
-            f"{error.case}: expected HTTP {error.status}, got {reply.status}: {reply.body!r}"
-        )
-        if reply.status == 200:
-            assert reply.body["choices"][0]["text"] == reference_answer
-        else:
-            assert _message(reply.body), f"HTTP {reply.status} without an error message: {reply.body!r}"
-        again = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8))
-        assert again.text == reference_answer
+        _answered_as_stated(openai_target, prompts, reply, error, reference_answer, served=reference_answer)
