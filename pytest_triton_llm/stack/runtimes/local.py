@@ -19,7 +19,7 @@ from ...common.usage import OptionError
 from .base import Launch, RuntimeBase, RuntimeUnavailable, ServerOptions
 from .discovery import FoundServer, ServerNotFound, find_tritonserver
 from .ports import free_ports
-from .server import Endpoints, ServerStartError, TritonServer, serving_environment, tritonserver_args
+from .server import PORT_TAKEN, Endpoints, ServerStartError, TritonServer, serving_environment, tritonserver_args
 from . import warm
 from .tritonserver_wheel import prepare_backends, server_environment
 from .version_guard import VersionMismatch, check_versions
@@ -190,17 +190,26 @@ class LocalRuntime(RuntimeBase):
         backends, env = self._server_setup()
         served = (str(self.found.binary), str(backends) if backends else None, launch.engine_dir / "manifest.json")
         digest = warm.repository_digest(repository, *served, env)
-        http, grpc, metrics = free_ports(3)
-        shm_prefix = f"triton_llm_{secrets.token_hex(6)}_"
-        keeper = {
-            "argv": tritonserver_command(self.found.binary, repository, backends, http, grpc, metrics, shm_prefix),
-            "env": env,
-            "shm_prefix": shm_prefix,
-            "endpoints": {"http": f"{HOST}:{http}", "grpc": f"{HOST}:{grpc}", "metrics": f"{HOST}:{metrics}"},
-            "label": name,
-            "idle_s": self.keep_warm_s,
-        }
-        return warm.take(self.cache_root, digest, name, repository, keeper, launch.timeout_s, self.progress, launch.fault_switch)
+        for attempt in range(1, _PORT_RETRIES + 1):
+            http, grpc, metrics = free_ports(3)
+            shm_prefix = f"triton_llm_{secrets.token_hex(6)}_"
+            keeper = {
+                "argv": tritonserver_command(self.found.binary, repository, backends, http, grpc, metrics, shm_prefix),
+                "env": env,
+                "shm_prefix": shm_prefix,
+                "endpoints": {"http": f"{HOST}:{http}", "grpc": f"{HOST}:{grpc}", "metrics": f"{HOST}:{metrics}"},
+                "label": name,
+                "idle_s": self.keep_warm_s,
+            }
+            try:
+                return warm.take(
+                    self.cache_root, digest, name, repository, keeper, launch.timeout_s, self.progress, launch.fault_switch
+                )
+            except ServerStartError as error:  # its message holds the log's error lines
+                if PORT_TAKEN not in str(error) or attempt == _PORT_RETRIES:
+                    raise
+                self.progress.say(f"server {name}: a port was taken meanwhile; retrying on new ports")
+        raise AssertionError("unreachable")
 
     def switches_faults(self) -> bool:
         return self.keep_warm_s > 0  # its warm servers read the stand-in's fault switch (warm.py)
@@ -234,7 +243,7 @@ def start_local_server(
             server.wait_ready(timeout_s, progress)
         except ServerStartError:
             server.stop()
-            if "Address already in use" in server.log_tail(200) and attempt < _PORT_RETRIES:
+            if PORT_TAKEN in server.log_tail(200) and attempt < _PORT_RETRIES:
                 progress.say(f"server {name}: a port was taken meanwhile; retrying on new ports")
                 continue
             raise

@@ -53,6 +53,9 @@ def tritonserver_args(
     return argv + list(extra)
 
 
+# how tritonserver says that another process bound a port it was given: gRPC "Address already in use", HTTP and
+# metrics "Socket '127.0.0.1:N' already in use"
+PORT_TAKEN = "already in use"
 _ERROR_LINE = re.compile(r"^E\d{4} |Failed to initialize Python stub|failed to load")
 
 
@@ -111,12 +114,15 @@ class TritonServer:
         return self.process is None or self.process.alive()
 
     def ready(self) -> bool:
+        """Its health endpoint says ready and its metrics endpoint, which tritonserver starts last, answers. A port
+        another process bound while this one loaded its models answers otherwise (or not at all) and this one exits
+        "already in use" (PORT_TAKEN), to be started again on new ports: not ready yet."""
+        return self._answers(self.endpoints.http_url("/v2/health/ready")) and self._answers(self.endpoints.metrics_url())
+
+    def _answers(self, url: str) -> bool:
         try:
-            status, _ = self.endpoints.get(self.endpoints.http_url("/v2/health/ready"), timeout=1.0)
-        except (OSError, http.client.HTTPException):
-            # HTTPException: something not HTTP/1.1 answers there, e.g. another server's gRPC port, bound while this
-            # one loaded its models (tritonserver binds its ports last); this one then exits "Address already in use"
-            # and is started again on new ports, so not ready yet
+            status, _ = self.endpoints.get(url, timeout=1.0)
+        except (OSError, http.client.HTTPException):  # HTTPException: not HTTP/1.1, e.g. another server's gRPC port
             return False
         return status == 200
 
