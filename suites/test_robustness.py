@@ -367,6 +367,10 @@ def _answered_as_stated(openai_target, prompts, reply, error, reference_answer: 
     assert again.text == reference_answer
 
 
+# a 1x1 PNG: an image any image-text model can read, so a refusal is about the model, not the image
+PNG_1X1 = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+
+
 @pytest.fixture(scope="module")
 def reference_answer(openai_target, prompts):
     return openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], 8)).text
@@ -412,3 +416,23 @@ class TestOverV1:
         body = openai_target.completion(prompts.completion["fox"], 8, max_token=4)
         reply = openai_target.endpoint.request("POST", "/completions", body)
         _answered_as_stated(openai_target, prompts, reply, error, reference_answer, served=reference_answer)
+
+    def test_an_image_part_to_a_text_model_gets_the_contracts_error_and_the_server_serves_on(
+        self, openai_target, prompts, reference_answer
+    ):
+        """A chat message with an image part, to a model that reads no images: a family whose contract states the
+        refusal answers its 4xx, with its words; never a 200 that answers as if the image had not been sent
+        (ai-dynamo/dynamo#7064)."""
+        error = openai_target.error_case("media_part_to_a_text_model")
+        if error is None or not error.status.isdigit():
+            pytest.skip(f"{openai_target.family.title}: the contract does not say what an image part to a text model gets")
+        takes_images = openai_target.takes_images()
+        if takes_images is not False:
+            pytest.skip(
+                "the served model reads images" if takes_images else "no config.json of the served model (--tokenizer DIR)"
+            )
+        parts = [{"type": "text", "text": prompts.chat_question}, {"type": "image_url", "image_url": {"url": PNG_1X1}}]
+        body = {**openai_target.chat(prompts.chat_question, 8), "messages": [{"role": "user", "content": parts}]}
+        reply = openai_target.endpoint.request("POST", "/chat/completions", body)
+        _answered_as_stated(openai_target, prompts, reply, error, reference_answer)
+        assert error.message in _message(reply.body), f"{error.case}: the message must say {error.message!r}: {reply.body!r}"

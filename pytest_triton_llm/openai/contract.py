@@ -114,8 +114,9 @@ class ErrorCase:
     cite: str
     note: str = ""
     kind: str = ""  # what a suite asks for: "invalid_body" (a body that fails the request model), "not_json",
-    # "unknown_field" (a field the request type lacks), "max_tokens_beyond_context"
+    # "unknown_field" (a field the request type lacks), "max_tokens_beyond_context", "media_part_to_a_text_model"
     text: str = ""  # the exact plain-text body, where the server answers this case without JSON
+    message: str = ""  # words the error's message holds, where the sources state them
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ session, so the endpoint stands beside whichever runtime serves Triton.
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def openai_options(url, headers: list[str], ca_file, model, family, engine=None,
     if family is not None and family not in families:
         raise OptionError(f"--openai-family {family!r}: not a family of openai_families.toml ({', '.join(families)})")
     return OpenAIOptions(url.rstrip("/"), pairs, ca_file, model, family, engine, tokenizer)
+
+
+# keys of a Hugging Face config.json that only image-text models have (LLaVA, Qwen2-VL, Mllama, Gemma 3, Phi-3-vision)
+IMAGE_CONFIG_KEYS = {"vision_config", "image_token_index", "image_token_id", "img_processor"}
 
 
 class OpenAITarget:
@@ -120,6 +125,15 @@ class OpenAITarget:
             except TokenizerNotFound as exc:
                 raise OpenAITargetError(f"{exc}{'' if given else '; pass --tokenizer DIR_OR_HF_ID'}") from None
         return self._tokenizer
+
+    def takes_images(self) -> bool | None:
+        """Whether the served model reads images: its Hugging Face config (in --tokenizer's directory, else the model
+        id's) names a vision tower or an image token, as image-text checkpoints' configs do; None where none is at hand."""
+        for where in (self.options.tokenizer, self.model):
+            config = Path(where).expanduser() / "config.json" if where else None
+            if config is not None and config.is_file():
+                return bool(set(json.loads(config.read_text())) & IMAGE_CONFIG_KEYS)
+        return None
 
     @property
     def hardware(self) -> str:

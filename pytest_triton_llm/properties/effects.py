@@ -26,6 +26,9 @@ SEEDS = (1, 2)  # two draws at temperature 1 over SAMPLED tokens of the colors p
 SAMPLED = 8  # tokens of each sampled answer: a list of colors has several likely tokens at every step
 STRONG_PENALTY = 2.0  # TL#9442's values (suites/test_regressions.py)
 NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+# a negative presence or frequency penalty rewards the tokens already generated (OpenAI's range is -2..2): vllm#913
+# answered one as if no penalty had been sent
+REWARD = {"presence_penalty": -STRONG_PENALTY, "frequency_penalty": -STRONG_PENALTY}
 BIAS = 100.0  # far above any logit gap: the biased token wins every step
 ROOM = 256  # tokens an answer must end within, by itself, for the min_tokens check
 OMITTED_SHOWS = 32  # a limit below this many tokens shows where max_tokens is left out (SamplingParams' default: 32)
@@ -368,6 +371,21 @@ def penalty(ctx: Context) -> None:
     )
     if ctx.core is not None:
         ctx.same(ctx.unary(strong, ctx.core).text, penalized.text, f"{ctx.prop} must penalize as tensorrt_llm does")
+    if ctx.prop in REWARD:
+        _rewarding_penalty(ctx)
+
+
+def _rewarding_penalty(ctx: Context) -> None:
+    """A negative penalty rewards the tokens the answer already holds: a long greedy answer that seldom repeats a
+    token changes, and as tensorrt_llm changes it."""
+    expected = ctx.greedy(LONG, 16).text
+    rewarding = Ask.of(ctx.prompts[LONG], 16, **{ctx.prop: REWARD[ctx.prop]})
+    rewarded = ctx.ask(rewarding)
+    assert rewarded.text != expected, (
+        f"{ctx.path.name} ({ctx.mode}): {ctx.prop} {REWARD[ctx.prop]} (a reward) left the greedy answer as it was"
+    )
+    if ctx.core is not None:
+        ctx.same(ctx.unary(rewarding, ctx.core).text, rewarded.text, f"{ctx.prop} {REWARD[ctx.prop]} as tensorrt_llm")
 
 
 def log_probs(ctx: Context) -> None:

@@ -63,7 +63,13 @@ def test_every_citation_names_a_source_of_its_family_pinned_to_a_commit_or_tag(n
 
 def test_what_the_sources_do_not_say_is_recorded_as_unknown_with_the_reason():
     unknown = {(n, f) for n, family in FAMILIES.items() for f, field in family.fields.items() if field.supported == "unknown"}
-    assert unknown == {("dynamo", "seed"), ("dynamo", "stop"), ("llama-server", "model")}
+    assert unknown == {
+        ("dynamo", "seed"),
+        ("dynamo", "stop"),
+        ("llama-server", "model"),
+        ("llama-cpp-python", "presence_penalty"),
+        ("llama-cpp-python", "frequency_penalty"),
+    }
     assert all(FAMILIES[n].fields[f].note for n, f in unknown)
     unknown_responses = {
         (n, r)
@@ -122,8 +128,10 @@ def test_trtllm_serve_reports_the_llm_api_finish_reasons_and_a_400_for_a_bad_bod
         ("invalid_body", "400", '{"error"'),
         ("unknown_field", "400", '{"error"'),
         ("max_tokens_beyond_context", "200", "a completion"),
+        ("media_part_to_a_text_model", "400", '{"object"'),
         ("", "400", '{"object"'),
     ]
+    assert [e.message for e in family.errors if e.kind == "media_part_to_a_text_model"] == ["Unknown modality: image"]
 
 
 # -- across families ----------------------------------------------------------------------------------------------

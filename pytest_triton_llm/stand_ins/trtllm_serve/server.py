@@ -94,6 +94,21 @@ NOT_IMPLEMENTED = {
 }
 
 
+# a chat content part's type -> the modality upstream's chat_utils asks the placeholder registry for
+MEDIA_PARTS = {"image_url": "image", "video_url": "video", "input_audio": "audio", "audio_url": "audio"}
+
+
+def _refuse_media(messages: list[dict]) -> None:
+    """A media part to a text model: chat_utils hands it to MultimodalDataTracker.add_data, whose
+    retrieve_multimodal_placeholder (inputs/utils.py) finds no placeholder for the model type and raises
+    TypeError("Unknown modality: <modality>"), which openai_chat answers with HTTP 400."""
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") in MEDIA_PARTS:
+                raise TypeError(f"Unknown modality: {MEDIA_PARTS[part['type']]}")
+
+
 class StandInRefusal(ValueError):
     """A request that asks for what the stand-in does not implement (upstream would serve it)."""
 
@@ -443,6 +458,7 @@ class Routes:
     async def chat(self, request: ChatCompletionRequest, raw: Request):
         try:
             _refuse_unimplemented(request)
+            _refuse_media(request.messages)
             rendered = self.stand_in.tokenizer.apply_chat_template(
                 request.messages,
                 tokenize=False,
