@@ -316,6 +316,19 @@ def exclude_input(ctx: Context) -> None:
     )
 
 
+def echo(ctx: Context) -> None:
+    """/v1/completions' echo: the prompt's text before the greedy answer, in every mode (a stream sends it in its first
+    chunk)."""
+    if getattr(ctx.path, "chat", False):
+        raise Unanswerable(
+            "/v1/chat/completions: echo there puts the last message first when it has the assistant's role, which no "
+            "family's contract here states"
+        )
+    expected = ctx.greedy(LONG, 12).text
+    echoed = ctx.ask(Ask.of(ctx.prompts[LONG], 12, echo=True))
+    ctx.same(ctx.prompts[LONG] + expected, echoed.text, "echo true must return the prompt's text, then the greedy answer")
+
+
 def min_tokens(ctx: Context) -> None:
     prompt, ended, count = _ended(ctx)
     answer = ctx.ask(Ask.of(prompt, count + 12, min_tokens=count + 4))
@@ -474,6 +487,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
     f.__name__: f
     for f in (
         greedy,
+        echo,
         max_tokens,
         temperature,
         top_k,

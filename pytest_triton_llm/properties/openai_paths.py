@@ -23,6 +23,7 @@ FIELDS = {  # canonical option -> the OpenAI request field (llama-cpp-python's r
     "frequency_penalty": "frequency_penalty",
     "bias": "logit_bias",
     "log_probs": "logprobs",
+    "echo": "echo",
 }
 
 

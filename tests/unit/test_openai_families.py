@@ -69,6 +69,7 @@ def test_what_the_sources_do_not_say_is_recorded_as_unknown_with_the_reason():
         ("llama-server", "model"),
         ("llama-cpp-python", "presence_penalty"),
         ("llama-cpp-python", "frequency_penalty"),
+        ("llama-cpp-python", "echo"),
     }
     assert all(FAMILIES[n].fields[f].note for n, f in unknown)
     unknown_responses = {

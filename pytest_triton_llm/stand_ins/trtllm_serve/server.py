@@ -12,7 +12,7 @@ The generation itself is the reference engine's (generation.py, inflight.py, pre
 scheduler and KV-block reuse as the llmapi stand-in runs them.
 
 What the stand-in does not implement (beam search, n > 1, several prompts in one request, guided decoding,
-tools, LoRA, echo, detokenize false, ...) it refuses when a request asks for it, with HTTP 400 in upstream's error
+tools, LoRA, echo on chat, detokenize false, ...) it refuses when a request asks for it, with HTTP 400 in upstream's error
 shape and a message that says so; /metrics (iteration statistics) and /prometheus/metrics are not served: their
 fields were not read. Copied with its shared modules into a run directory and started as `python server.py MODEL ...`
 (pytest_triton_llm/openai/trtllm_serve.py).
@@ -68,7 +68,6 @@ FINISH = {"length": "length", "end_id": "stop", "stop_words": "stop", "cancelled
 # request fields the stand-in does not implement, with the value that means "not asked for" (upstream's default)
 NOT_IMPLEMENTED = {
     "best_of": None,
-    "echo": False,
     "n": 1,
     "use_beam_search": False,
     "top_p_min": 0.0,
@@ -412,34 +411,51 @@ class Routes:
     async def completions(self, request: CompletionRequest, raw: Request):
         try:
             _refuse_unimplemented(request)
+            if request.echo and request.logprobs:
+                raise StandInRefusal(
+                    "pytest-triton-llm's trtllm-serve stand-in does not implement echo with logprobs (trtllm-serve does): "
+                    "check it against trtllm-serve itself"
+                )
             ids = self.stand_in.prompt_ids(request.prompt, request.add_special_tokens)
+            echoed = self._echoed(request, ids)
             top = request.logprobs or 0
             submitted = self._submit(request, ids, request.max_tokens, top)
             if not request.stream:
                 output = await self._unary(raw, *submitted)
                 choice = CompletionResponseChoice(
-                    index=0, text=output.text, finish_reason=output.finish_reason, stop_reason=output.stop_reason
+                    index=0, text=echoed + output.text, finish_reason=output.finish_reason, stop_reason=output.stop_reason
                 )
                 if request.logprobs:
                     choice.logprobs = self.stand_in.completion_logprobs(output.tokens, output.tops(0, len(output.tokens)), 0)
                 body = CompletionResponse(model=request.model, choices=[choice], usage=self._usage(output, len(ids)))
                 return JSONResponse(content=body.model_dump())
-            return StreamingResponse(self._completion_stream(raw, request, len(ids), *submitted), media_type="text/event-stream")
+            stream = self._completion_stream(raw, request, len(ids), echoed, *submitted)
+            return StreamingResponse(stream, media_type="text/event-stream")
         except Exception as exc:  # noqa: BLE001 - openai_completion answers every failure the same way
             return _error(str(exc))
 
-    async def _completion_stream(self, raw: Request, request: CompletionRequest, prompt: int, output: Output, queue):
-        """completion_stream_post_processor: a chunk per delivery, nulls written; the usage chunk; [DONE]."""
+    def _echoed(self, request: CompletionRequest, ids: list[int]) -> str:
+        """What echo puts before the completion (completion_response_post_processor, completion_stream_post_processor's
+        first chunk): the prompt as sent, its text where it was text."""
+        if not request.echo:
+            return ""
+        prompt = request.prompt[0] if isinstance(request.prompt, list) and len(request.prompt) == 1 else request.prompt
+        return prompt if isinstance(prompt, str) else self.stand_in.tokenizer.decode(ids)
+
+    async def _completion_stream(self, raw: Request, request: CompletionRequest, prompt: int, echoed: str, output: Output, queue):
+        """completion_stream_post_processor: a chunk per delivery (the first after the echoed prompt), nulls written;
+        the usage chunk; [DONE]."""
         stream_id, created = f"cmpl-{output.job.request_id}", int(time.time())  # the engine request's id
         include_usage, continuous = _usage_options(request.stream_options)
 
         async for new_text, new_tokens in self._deliveries(raw, output, queue):
             choice = CompletionResponseStreamChoice(
                 index=0,
-                text=new_text,
+                text=echoed + new_text,
                 finish_reason=output.finish_reason if output.done else None,
                 stop_reason=output.stop_reason,
             )
+            echoed = ""
             if request.logprobs:
                 start = len(output.tokens) - len(new_tokens)
                 offset = len(output.text) - len(new_text)
@@ -459,6 +475,11 @@ class Routes:
         try:
             _refuse_unimplemented(request)
             _refuse_media(request.messages)
+            if request.echo:  # chat's echo (the last message of the assistant's role first) is not the completions' one
+                raise StandInRefusal(
+                    "pytest-triton-llm's trtllm-serve stand-in does not implement echo on chat (trtllm-serve does): "
+                    "check it against trtllm-serve itself"
+                )
             rendered = self.stand_in.tokenizer.apply_chat_template(
                 request.messages,
                 tokenize=False,
