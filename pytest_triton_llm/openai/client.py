@@ -54,6 +54,7 @@ class Completion:
     usage: dict | None
     logprobs: dict | None
     body: dict
+    index: int = 0  # the choice's index (n > 1)
 
 
 @dataclass
@@ -71,6 +72,8 @@ class Streamed:
     done: bool = False  # [DONE] arrived
     closed_early: bool = False  # the client closed the stream after `stop_after` deltas
     log_probs: list[float] = field(default_factory=list)  # each streamed token's log prob, where the request asked
+    by_choice: dict[int, list[str]] = field(default_factory=dict)  # each choice's text deltas, by its index (n > 1)
+    finish_by_choice: dict[int, str] = field(default_factory=dict)  # each choice's finish_reason, by its index
 
     @property
     def text(self) -> str:
@@ -131,19 +134,32 @@ class OpenAIEndpoint:
             raise OpenAIRequestError("GET", "/models", reply.status, reply.body)
         return reply.body["data"], reply.headers
 
-    def _unary(self, path: str, body: dict, chat: bool) -> Completion:
-        reply = self.request("POST", path, body)
-        if reply.status != 200 or not isinstance(reply.body, dict):
-            raise OpenAIRequestError("POST", path, reply.status, reply.body)
-        [choice] = reply.body["choices"]  # n is 1: one choice
-        text = choice["message"].get("content") or "" if chat else choice["text"]
-        return Completion(text, choice.get("finish_reason"), reply.body.get("usage"), choice.get("logprobs"), reply.body)
-
     def complete(self, body: dict) -> Completion:
-        return self._unary("/completions", {**body, "stream": False}, chat=False)
+        [choice] = self.choices("/completions", body)  # n is 1: one choice
+        return choice
 
     def chat(self, body: dict) -> Completion:
-        return self._unary("/chat/completions", {**body, "stream": False}, chat=True)
+        [choice] = self.choices("/chat/completions", body)
+        return choice
+
+    def choices(self, path: str, body: dict) -> list[Completion]:
+        """A unary answer (stream false) to `body` at `path`: every choice as its own Completion, in the order the
+        body lists them (one unless n > 1)."""
+        reply = self.request("POST", path, {**body, "stream": False})
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            raise OpenAIRequestError("POST", path, reply.status, reply.body)
+        chat = path.startswith("/chat")
+        return [
+            Completion(
+                choice["message"].get("content") or "" if chat else choice["text"],
+                choice.get("finish_reason"),
+                reply.body.get("usage"),
+                choice.get("logprobs"),
+                reply.body,
+                choice.get("index", 0),
+            )
+            for choice in reply.body["choices"]
+        ]
 
     def stream(self, path: str, body: dict, stop_after: int | None = None) -> Streamed:
         """POST `body` with stream true to `path` (/completions or /chat/completions) and read its events until
@@ -169,12 +185,14 @@ class OpenAIEndpoint:
                     result.usage_chunks += 1
                 for choice in chunk.get("choices") or []:
                     piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+                    index = choice.get("index", 0)
                     if piece:
                         result.deltas.append(piece)
                         result.times.append(time.perf_counter())
+                        result.by_choice.setdefault(index, []).append(piece)
                     result.log_probs += chunk_log_probs(choice.get("logprobs"), chat)
                     if choice.get("finish_reason"):
-                        result.finish_reason = choice["finish_reason"]
+                        result.finish_reason = result.finish_by_choice[index] = choice["finish_reason"]
                 if stop_after is not None and len(result.deltas) >= stop_after:
                     result.closed_early = True
                     break

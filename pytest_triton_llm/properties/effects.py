@@ -24,6 +24,8 @@ QUESTION = "question"
 ENDS = "ends"
 SEEDS = (1, 2)  # two draws at temperature 1 over SAMPLED tokens of the colors prompt: both greedy only if sampling is off
 SAMPLED = 8  # tokens of each sampled answer: a list of colors has several likely tokens at every step
+CHOICES = 2  # n of the choices check
+RETOKENIZED_SLACK = 2  # tokens a sampled text may gain when encoded again (its tokens need not be the canonical ones)
 STRONG_PENALTY = 2.0  # TL#9442's values (suites/test_regressions.py)
 NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 # a negative presence or frequency penalty rewards the tokens already generated (OpenAI's range is -2..2): vllm#913
@@ -316,6 +318,21 @@ def exclude_input(ctx: Context) -> None:
     )
 
 
+def choices(ctx: Context) -> None:
+    """/v1's n: n choices indexed 0..n-1, each a whole sampled answer of at most max_tokens tokens, in every mode
+    (TensorRT-LLM#9802: a stream with n > 1 sent each choice's tokens again). Sampled: greedy decoding with n > 1 is
+    not every server's to serve."""
+    if ctx.path.tokenizer is None:
+        raise Unanswerable(f"{ctx.path.name}: no tokenizer to count each choice's tokens with (--tokenizer)")
+    texts = ctx.path.choices(Ask.of(ctx.prompts[SAMPLE], SAMPLED, temperature=1.0, seed=SEEDS[0], n=CHOICES), ctx.mode)
+    assert sorted(texts) == list(range(CHOICES)), f"{ctx.path.name} ({ctx.mode}): choices {sorted(texts)} for n={CHOICES}"
+    for index, text in sorted(texts.items()):
+        count = len(ctx.path.tokenizer.encode(text, add_special_tokens=False))
+        assert 0 < count <= SAMPLED + RETOKENIZED_SLACK, (
+            f"{ctx.path.name} ({ctx.mode}): choice {index} holds {count} tokens for max_tokens {SAMPLED}: {text!r}"
+        )
+
+
 def echo(ctx: Context) -> None:
     """/v1/completions' echo: the prompt's text before the greedy answer, in every mode (a stream sends it in its first
     chunk)."""
@@ -488,6 +505,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
     for f in (
         greedy,
         echo,
+        choices,
         max_tokens,
         temperature,
         top_k,

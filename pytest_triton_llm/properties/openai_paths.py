@@ -24,6 +24,7 @@ FIELDS = {  # canonical option -> the OpenAI request field (llama-cpp-python's r
     "bias": "logit_bias",
     "log_probs": "logprobs",
     "echo": "echo",
+    "n": "n",
 }
 
 
@@ -128,6 +129,21 @@ class OpenAIPath:
             return self._unary(body)
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
+
+    def choices(self, ask: Ask, mode: str) -> dict[int, str]:
+        """Each choice's text by its index, for `ask` with n > 1: unary, streamed (its deltas joined per index) or
+        among FILLERS at once."""
+        body, endpoint = self.body(ask), self.target.endpoint
+        if mode == "streamed":
+            return {index: "".join(deltas) for index, deltas in endpoint.stream(self.path, body).by_choice.items()}
+        with ThreadPoolExecutor(4) as pool:
+            others = (
+                [pool.submit(self._unary, self.body(Ask.of(p, ask.max_tokens))) for p in FILLERS] if mode == "batched" else []
+            )
+            answer = {choice.index: choice.text for choice in endpoint.choices(self.path, body)}
+            for other in others:
+                other.result()
+        return answer
 
     def _unary(self, body: dict) -> Answer:
         done = self.target.endpoint.chat(body) if self.chat else self.target.endpoint.complete(body)

@@ -11,7 +11,7 @@ executor/base_worker.py (_deduce_max_tokens), the sources cited in openai_famili
 The generation itself is the reference engine's (generation.py, inflight.py, prefix_cache.py), run with its in-flight
 scheduler and KV-block reuse as the llmapi stand-in runs them.
 
-What the stand-in does not implement (beam search, n > 1, several prompts in one request, guided decoding,
+What the stand-in does not implement (beam search, best_of, several prompts in one request, guided decoding,
 tools, LoRA, echo on chat, detokenize false, ...) it refuses when a request asks for it, with HTTP 400 in upstream's error
 shape and a message that says so; /metrics (iteration statistics) and /prometheus/metrics are not served: their
 fields were not read. Copied with its shared modules into a run directory and started as `python server.py MODEL ...`
@@ -68,7 +68,6 @@ FINISH = {"length": "length", "end_id": "stop", "stop_words": "stop", "cancelled
 # request fields the stand-in does not implement, with the value that means "not asked for" (upstream's default)
 NOT_IMPLEMENTED = {
     "best_of": None,
-    "n": 1,
     "use_beam_search": False,
     "top_p_min": 0.0,
     "min_p": 0.0,
@@ -206,7 +205,11 @@ class StandIn:
             bias[token] = value
         return bias
 
-    def job(self, ids: list[int], request, max_tokens: int | None, top_logprobs: int, streaming: bool, loop, queue) -> TimedJob:
+    def job(
+        self, ids: list[int], request, max_tokens: int | None, top_logprobs: int, streaming: bool, loop, queue, choice: int = 0
+    ) -> TimedJob:
+        """One engine request: choice `choice` of the request's n (each choice samples with its own seed, the
+        request's plus its index: the stand-in's choice; how upstream seeds its child requests was not read)."""
         if len(ids) > self.max_num_tokens:  # llmapi/llm.py _check_arguments, as the llmapi stand-in words it
             raise ValueError(
                 f"The sum of prompt length ({len(ids)}), query length (0) should not exceed max_num_tokens "
@@ -221,7 +224,7 @@ class StandIn:
             presence_penalty=request.presence_penalty or 0.0,
             frequency_penalty=request.frequency_penalty or 0.0,
             min_length=request.min_tokens,
-            seed=request.seed or 0,
+            seed=(request.seed or 0) + choice,
         )
         generation = GenerationRequest(
             input_ids=ids,
@@ -364,13 +367,18 @@ class Routes:
     async def perf_metrics(self):
         return JSONResponse(content=self.stand_in.drain_perf_metrics())
 
-    def _submit(self, request, ids: list[int], max_tokens, top_logprobs: int) -> tuple[Output, asyncio.Queue]:
-        """Queue one request; what the engine refuses raises here, before any answer is started (HTTP 400)."""
-        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
-        job = self.stand_in.job(ids, request, max_tokens, top_logprobs, bool(request.stream), loop, queue)
-        job.include_stop = request.include_stop_str_in_output
-        self.stand_in.scheduler.submit(job)
-        return Output(self.stand_in, job), queue
+    def _submit(self, request, ids: list[int], max_tokens, top_logprobs: int) -> list[tuple[Output, asyncio.Queue]]:
+        """Queue an engine request per choice (n); what the engine refuses raises here, before any is queued or any
+        answer started (HTTP 400)."""
+        loop, submitted = asyncio.get_running_loop(), []
+        for choice in range(request.n or 1):
+            queue: asyncio.Queue = asyncio.Queue()
+            job = self.stand_in.job(ids, request, max_tokens, top_logprobs, bool(request.stream), loop, queue, choice)
+            job.include_stop = request.include_stop_str_in_output
+            submitted.append((Output(self.stand_in, job), queue))
+        for output, _ in submitted:
+            self.stand_in.scheduler.submit(output.job)
+        return submitted
 
     async def _deliveries(self, raw: Request, output: Output, queue: asyncio.Queue):
         """(new text, new tokens) of each delivery until the request is done; ends the request if the client goes
@@ -392,20 +400,46 @@ class Routes:
             output.job.stop_requested = output.job.stop_requested or not output.done
         self.stand_in.record_perf(output.job, raw.state.server_arrival_time, first_token_s)
 
-    async def _unary(self, raw: Request, output: Output, queue: asyncio.Queue) -> Output:
-        async for _ in self._deliveries(raw, output, queue):
-            pass
-        return output
+    async def _merged(self, raw: Request, submitted: list[tuple[Output, asyncio.Queue]]):
+        """(choice, new text, new tokens) of every choice's deliveries, as they come (the LLM API's one result of n
+        outputs, each with its own text_diff)."""
+        merged: asyncio.Queue = asyncio.Queue()
 
-    def _usage(self, output: Output, prompt: int) -> UsageInfo:
-        generated = len(output.tokens)
+        async def pump(choice: int, output: Output, queue: asyncio.Queue) -> None:
+            try:
+                async for delivery in self._deliveries(raw, output, queue):
+                    await merged.put((choice, delivery))
+                await merged.put((choice, None))
+            except Exception as exc:  # noqa: BLE001 - raised again where the stream is read
+                await merged.put((choice, exc))
+
+        pumps = [asyncio.create_task(pump(i, output, queue)) for i, (output, queue) in enumerate(submitted)]
+        try:
+            for _ in range(len(pumps)):
+                while True:
+                    choice, delivery = await merged.get()
+                    if delivery is None:
+                        break
+                    if isinstance(delivery, Exception):
+                        raise delivery
+                    yield (choice, *delivery)
+        finally:
+            for task in pumps:
+                task.cancel()
+
+    async def _unary(self, raw: Request, submitted: list[tuple[Output, asyncio.Queue]]) -> list[Output]:
+        async for _ in self._merged(raw, submitted):
+            pass
+        return [output for output, _ in submitted]
+
+    def _usage(self, outputs: list[Output], prompt: int) -> UsageInfo:
+        """The prompt once, the tokens of every choice (openai_server: completion_tokens sums the outputs)."""
+        generated, kv = sum(len(output.tokens) for output in outputs), outputs[0].job.kv
         return UsageInfo(
             prompt_tokens=prompt,
             completion_tokens=generated,
             total_tokens=prompt + generated,
-            prompt_tokens_details=PromptTokensDetails(
-                cached_tokens=(output.job.kv.reused * self.stand_in.prefix.block) if output.job.kv else 0
-            ),
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=(kv.reused * self.stand_in.prefix.block) if kv else 0),
         )
 
     async def completions(self, request: CompletionRequest, raw: Request):
@@ -418,19 +452,21 @@ class Routes:
                 )
             ids = self.stand_in.prompt_ids(request.prompt, request.add_special_tokens)
             echoed = self._echoed(request, ids)
-            top = request.logprobs or 0
-            submitted = self._submit(request, ids, request.max_tokens, top)
-            if not request.stream:
-                output = await self._unary(raw, *submitted)
+            submitted = self._submit(request, ids, request.max_tokens, request.logprobs or 0)
+            if request.stream:
+                stream = self._completion_stream(raw, request, len(ids), echoed, submitted)
+                return StreamingResponse(stream, media_type="text/event-stream")
+            outputs = await self._unary(raw, submitted)
+            choices = []
+            for index, output in enumerate(outputs):
                 choice = CompletionResponseChoice(
-                    index=0, text=echoed + output.text, finish_reason=output.finish_reason, stop_reason=output.stop_reason
+                    index=index, text=echoed + output.text, finish_reason=output.finish_reason, stop_reason=output.stop_reason
                 )
                 if request.logprobs:
                     choice.logprobs = self.stand_in.completion_logprobs(output.tokens, output.tops(0, len(output.tokens)), 0)
-                body = CompletionResponse(model=request.model, choices=[choice], usage=self._usage(output, len(ids)))
-                return JSONResponse(content=body.model_dump())
-            stream = self._completion_stream(raw, request, len(ids), echoed, *submitted)
-            return StreamingResponse(stream, media_type="text/event-stream")
+                choices.append(choice)
+            body = CompletionResponse(model=request.model, choices=choices, usage=self._usage(outputs, len(ids)))
+            return JSONResponse(content=body.model_dump())
         except Exception as exc:  # noqa: BLE001 - openai_completion answers every failure the same way
             return _error(str(exc))
 
@@ -442,31 +478,33 @@ class Routes:
         prompt = request.prompt[0] if isinstance(request.prompt, list) and len(request.prompt) == 1 else request.prompt
         return prompt if isinstance(prompt, str) else self.stand_in.tokenizer.decode(ids)
 
-    async def _completion_stream(self, raw: Request, request: CompletionRequest, prompt: int, echoed: str, output: Output, queue):
-        """completion_stream_post_processor: a chunk per delivery (the first after the echoed prompt), nulls written;
-        the usage chunk; [DONE]."""
-        stream_id, created = f"cmpl-{output.job.request_id}", int(time.time())  # the engine request's id
+    async def _completion_stream(self, raw: Request, request: CompletionRequest, prompt: int, echoed: str, submitted):
+        """completion_stream_post_processor: a chunk per delivery of each choice (its first after the echoed prompt),
+        indexed by the choice, nulls written; the usage chunk; [DONE]."""
+        outputs = [output for output, _ in submitted]
+        stream_id, created = f"cmpl-{outputs[0].job.request_id}", int(time.time())  # the engine request's id
         include_usage, continuous = _usage_options(request.stream_options)
-
-        async for new_text, new_tokens in self._deliveries(raw, output, queue):
+        started: set[int] = set()
+        async for index, new_text, new_tokens in self._merged(raw, submitted):
+            output = outputs[index]
             choice = CompletionResponseStreamChoice(
-                index=0,
-                text=echoed + new_text,
+                index=index,
+                text=("" if index in started else echoed) + new_text,
                 finish_reason=output.finish_reason if output.done else None,
                 stop_reason=output.stop_reason,
             )
-            echoed = ""
+            started.add(index)
             if request.logprobs:
                 start = len(output.tokens) - len(new_tokens)
                 offset = len(output.text) - len(new_text)
                 choice.logprobs = self.stand_in.completion_logprobs(new_tokens, output.tops(start, len(new_tokens)), offset)
             chunk = CompletionStreamResponse(model=request.model, choices=[choice], id=stream_id, created=created)
             if continuous:
-                chunk.usage = self._usage(output, prompt)
+                chunk.usage = self._usage(outputs, prompt)
             yield f"data: {chunk.model_dump_json(exclude_unset=False)}\n\n"
-        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
+        if include_usage and all(output.done for output in outputs):  # a last chunk with no choices, then [DONE]
             final = CompletionStreamResponse(
-                choices=[], model=request.model, usage=self._usage(output, prompt), id=stream_id, created=created
+                choices=[], model=request.model, usage=self._usage(outputs, prompt), id=stream_id, created=created
             )
             yield f"data: {final.model_dump_json()}\n\n"
         yield "data: [DONE]\n\n"
@@ -489,45 +527,52 @@ class Routes:
             ids = self.stand_in.tokenizer.encode(rendered, add_special_tokens=request.add_special_tokens)
             top = (request.top_logprobs or 1) if request.logprobs else 0
             submitted = self._submit(request, ids, request.max_completion_tokens, top)
-            if not request.stream:
-                output = await self._unary(raw, *submitted)
-                choice = ChatCompletionResponseChoice(
-                    index=0,
-                    message=ChatMessage(role="assistant", content=output.text, reasoning_content=""),
-                    stop_reason=output.stop_reason,
-                    finish_reason=output.finish_reason,
-                )
-                if request.logprobs:
-                    choice.logprobs = self.stand_in.chat_logprobs(
-                        output.tokens, output.tops(0, len(output.tokens)), bool(request.top_logprobs)
-                    )
-                body = ChatCompletionResponse(model=request.model, choices=[choice], usage=self._usage(output, len(ids)))
-                return JSONResponse(content=body.model_dump())
-            return StreamingResponse(self._chat_stream(raw, request, len(ids), *submitted), media_type="text/event-stream")
+            if request.stream:
+                return StreamingResponse(self._chat_stream(raw, request, len(ids), submitted), media_type="text/event-stream")
+            outputs = await self._unary(raw, submitted)
+            choices = [self._chat_choice(request, index, output) for index, output in enumerate(outputs)]
+            body = ChatCompletionResponse(model=request.model, choices=choices, usage=self._usage(outputs, len(ids)))
+            return JSONResponse(content=body.model_dump())
         except Exception as exc:  # noqa: BLE001 - openai_chat answers every failure the same way
             return _error(str(exc))
 
-    async def _chat_stream(self, raw: Request, request: ChatCompletionRequest, prompt: int, output: Output, queue):
-        """chat_stream_post_processor: the role chunk, a chunk per delivery (nulls left out), the usage chunk; [DONE]."""
-        stream_id, created = f"chatcmpl-{output.job.request_id}", int(time.time())
-        include_usage, continuous = _usage_options(request.stream_options)
-        first = ChatCompletionStreamResponse(
-            choices=[ChatCompletionResponseStreamChoice(index=0, delta=DeltaMessage(role="assistant"))],
-            model=request.model,
-            id=stream_id,
-            created=created,
+    def _chat_choice(self, request: ChatCompletionRequest, index: int, output: Output) -> ChatCompletionResponseChoice:
+        choice = ChatCompletionResponseChoice(
+            index=index,
+            message=ChatMessage(role="assistant", content=output.text, reasoning_content=""),
+            stop_reason=output.stop_reason,
+            finish_reason=output.finish_reason,
         )
-        if continuous:
-            first.usage = UsageInfo(
-                prompt_tokens=prompt, total_tokens=prompt, completion_tokens=0, prompt_tokens_details=PromptTokensDetails()
+        if request.logprobs:
+            choice.logprobs = self.stand_in.chat_logprobs(
+                output.tokens, output.tops(0, len(output.tokens)), bool(request.top_logprobs)
             )
-        yield f"data: {first.model_dump_json(exclude_none=True)} \n\n"
+        return choice
 
-        async for new_text, new_tokens in self._deliveries(raw, output, queue):
+    async def _chat_stream(self, raw: Request, request: ChatCompletionRequest, prompt: int, submitted):
+        """chat_stream_post_processor: a role chunk per choice, a chunk per delivery of each choice (nulls left out),
+        the usage chunk; [DONE]."""
+        outputs = [output for output, _ in submitted]
+        stream_id, created = f"chatcmpl-{outputs[0].job.request_id}", int(time.time())
+        include_usage, continuous = _usage_options(request.stream_options)
+        for index in range(len(outputs)):
+            first = ChatCompletionStreamResponse(
+                choices=[ChatCompletionResponseStreamChoice(index=index, delta=DeltaMessage(role="assistant"))],
+                model=request.model,
+                id=stream_id,
+                created=created,
+            )
+            if continuous:
+                first.usage = UsageInfo(
+                    prompt_tokens=prompt, total_tokens=prompt, completion_tokens=0, prompt_tokens_details=PromptTokensDetails()
+                )
+            yield f"data: {first.model_dump_json(exclude_none=True)} \n\n"
+        async for index, new_text, new_tokens in self._merged(raw, submitted):
+            output = outputs[index]
             if not (new_text or new_tokens or output.done):
                 continue
             choice = ChatCompletionResponseStreamChoice(
-                index=0, delta=DeltaMessage(content=new_text, reasoning_content=""), stop_reason=output.stop_reason
+                index=index, delta=DeltaMessage(content=new_text, reasoning_content=""), stop_reason=output.stop_reason
             )
             if request.logprobs:
                 start = len(output.tokens) - len(new_tokens)
@@ -538,11 +583,11 @@ class Routes:
                 choice.finish_reason = output.finish_reason
             chunk = ChatCompletionStreamResponse(choices=[choice], model=request.model, id=stream_id, created=created)
             if continuous:
-                chunk.usage = self._usage(output, prompt)
+                chunk.usage = self._usage(outputs, prompt)
             yield f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
-        if include_usage and output.done:  # a last chunk with no choices, then [DONE]
+        if include_usage and all(output.done for output in outputs):  # a last chunk with no choices, then [DONE]
             final = ChatCompletionStreamResponse(
-                choices=[], model=request.model, usage=self._usage(output, prompt), id=stream_id, created=created
+                choices=[], model=request.model, usage=self._usage(outputs, prompt), id=stream_id, created=created
             )
             yield f"data: {final.model_dump_json()}\n\n"
         yield "data: [DONE]\n\n"
