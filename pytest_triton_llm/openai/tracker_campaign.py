@@ -39,12 +39,20 @@ class GateRun:
     skipped: int = 0
 
 
+def _node_id(classname: str, name: str) -> str:
+    """pytest's node id from a JUnit testcase: its classname holds the module's dotted path, then any test class
+    (suites.test_robustness.TestOverV1 -> suites/test_robustness.py::TestOverV1)."""
+    parts = classname.split(".")
+    classes = next((i for i, part in enumerate(parts) if part[:1].isupper()), len(parts))
+    return "::".join(["/".join(parts[:classes]) + ".py", *parts[classes:], name])
+
+
 def _outcomes(junit: Path) -> tuple[list[str], int, int]:
     if not junit.is_file():
         return [], 0, 0
     failed, passed, skipped = [], 0, 0
     for case in ET.parse(junit).getroot().iter("testcase"):
-        node = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        node = _node_id(case.get("classname", ""), case.get("name", ""))
         kinds = {child.tag for child in case}
         if kinds & {"failure", "error"}:
             failed.append(node)
