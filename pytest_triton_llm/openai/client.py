@@ -73,7 +73,6 @@ class Streamed:
     closed_early: bool = False  # the client closed the stream after `stop_after` deltas
     log_probs: list[float] = field(default_factory=list)  # each streamed token's log prob, where the request asked
     by_choice: dict[int, list[str]] = field(default_factory=dict)  # each choice's text deltas, by its index (n > 1)
-    finish_by_choice: dict[int, str] = field(default_factory=dict)  # each choice's finish_reason, by its index
 
     @property
     def text(self) -> str:
@@ -185,14 +184,13 @@ class OpenAIEndpoint:
                     result.usage_chunks += 1
                 for choice in chunk.get("choices") or []:
                     piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
-                    index = choice.get("index", 0)
                     if piece:
                         result.deltas.append(piece)
                         result.times.append(time.perf_counter())
-                        result.by_choice.setdefault(index, []).append(piece)
+                        result.by_choice.setdefault(choice.get("index", 0), []).append(piece)
                     result.log_probs += chunk_log_probs(choice.get("logprobs"), chat)
                     if choice.get("finish_reason"):
-                        result.finish_reason = result.finish_by_choice[index] = choice["finish_reason"]
+                        result.finish_reason = choice["finish_reason"]
                 if stop_after is not None and len(result.deltas) >= stop_after:
                     result.closed_early = True
                     break

@@ -110,6 +110,9 @@ def _refuse_media(messages: list[dict]) -> None:
 class StandInRefusal(ValueError):
     """A request that asks for what the stand-in does not implement (upstream would serve it)."""
 
+    def __init__(self, what: str, advice: str = "check it against trtllm-serve itself"):
+        super().__init__(f"pytest-triton-llm's trtllm-serve stand-in does not implement {what} (trtllm-serve does): {advice}")
+
 
 def _error(message: str, kind: str = "BadRequestError", status: int = 400) -> JSONResponse:
     """openai_server.create_error_response: ErrorResponse with HTTP 400 BadRequestError unless told otherwise."""
@@ -125,10 +128,7 @@ def _usage_options(options) -> tuple[bool, bool]:
 def _refuse_unimplemented(request) -> None:
     for name, default in NOT_IMPLEMENTED.items():
         if name in type(request).model_fields and getattr(request, name) not in (default, None if default == [] else default):
-            raise StandInRefusal(
-                f"pytest-triton-llm's trtllm-serve stand-in does not implement {name}={getattr(request, name)!r} "
-                "(trtllm-serve does): check it against trtllm-serve itself"
-            )
+            raise StandInRefusal(f"{name}={getattr(request, name)!r}")
 
 
 class StandIn:
@@ -167,10 +167,7 @@ class StandIn:
             return list(prompt)
         if isinstance(prompt, list):
             if len(prompt) != 1:
-                raise StandInRefusal(
-                    "pytest-triton-llm's trtllm-serve stand-in does not implement several prompts in one request "
-                    "(trtllm-serve does): send one"
-                )
+                raise StandInRefusal("several prompts in one request", "send one")
             return self.prompt_ids(prompt[0], add_special_tokens)
         return self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
 
@@ -446,10 +443,7 @@ class Routes:
         try:
             _refuse_unimplemented(request)
             if request.echo and request.logprobs:
-                raise StandInRefusal(
-                    "pytest-triton-llm's trtllm-serve stand-in does not implement echo with logprobs (trtllm-serve does): "
-                    "check it against trtllm-serve itself"
-                )
+                raise StandInRefusal("echo with logprobs")
             ids = self.stand_in.prompt_ids(request.prompt, request.add_special_tokens)
             echoed = self._echoed(request, ids)
             submitted = self._submit(request, ids, request.max_tokens, request.logprobs or 0)
@@ -514,10 +508,7 @@ class Routes:
             _refuse_unimplemented(request)
             _refuse_media(request.messages)
             if request.echo:  # chat's echo (the last message of the assistant's role first) is not the completions' one
-                raise StandInRefusal(
-                    "pytest-triton-llm's trtllm-serve stand-in does not implement echo on chat (trtllm-serve does): "
-                    "check it against trtllm-serve itself"
-                )
+                raise StandInRefusal("echo on chat")
             rendered = self.stand_in.tokenizer.apply_chat_template(
                 request.messages,
                 tokenize=False,
