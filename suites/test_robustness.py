@@ -417,8 +417,9 @@ class TestOverV1:
         reply = openai_target.endpoint.request("POST", "/completions", body)
         _answered_as_stated(openai_target, prompts, reply, error, reference_answer, served=reference_answer)
 
+    @pytest.mark.parametrize("stream", [False, True], ids=["unary", "streamed"])
     def test_an_image_part_to_a_text_model_gets_the_contracts_error_and_the_server_serves_on(
-        self, openai_target, prompts, reference_answer
+        self, openai_target, prompts, reference_answer, stream
     ):
         """A chat message with an image part, to a model that reads no images: a family whose contract states the
         refusal answers its 4xx, with its words; never a 200 that answers as if the image had not been sent
@@ -432,7 +433,11 @@ class TestOverV1:
                 "the served model reads images" if takes_images else "no config.json of the served model (--tokenizer DIR)"
             )
         parts = [{"type": "text", "text": prompts.chat_question}, {"type": "image_url", "image_url": {"url": PNG_1X1}}]
-        body = {**openai_target.chat(prompts.chat_question, 8), "messages": [{"role": "user", "content": parts}]}
+        body = {
+            **openai_target.chat(prompts.chat_question, 8),
+            "messages": [{"role": "user", "content": parts}],
+            "stream": stream,
+        }
         reply = openai_target.endpoint.request("POST", "/chat/completions", body)
         _answered_as_stated(openai_target, prompts, reply, error, reference_answer)
         assert error.message in _message(reply.body), f"{error.case}: the message must say {error.message!r}: {reply.body!r}"
