@@ -21,8 +21,9 @@ decoded by the endpoint's tokenizer, sent as a streamed /v1/completions body fro
 whichever the family's contract honours; tokens are counted by the stream's usage where the family streams it, else
 by its content chunks. Budgets (fixtures/perf_budgets.toml) match the endpoint as engine (--openai-engine, else the
 model id), deployment "openai:<family>", image "openai" and the hardware that serves: this host's for an endpoint on a
-loopback address, else not known (only "*" matches). --perf-against and --perf-compare judge Triton deployments, not
-this test."""
+loopback address, else not known (only "*" matches). --perf-against-url measures a reference endpoint (the server
+migrated from, or a clean twin) in the same interleaved rounds, each side in its own family's body, and judges
+--perf-compare-fail by a paired test; --perf-against and --perf-compare judge Triton deployments, not this test."""
 
 from __future__ import annotations
 
@@ -34,13 +35,13 @@ from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.stack.lock import DUMMY
 from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.client_processes import free_cores, load_processes
-from pytest_triton_llm.perf.judge import client_problems, judge_budget, load_point_result, undecided_by
+from pytest_triton_llm.perf.judge import client_problems, judge_against, judge_budget, load_point_result, undecided_by
 from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.monitor import monitor_load
 from pytest_triton_llm.perf.records import epoch_offset_ns, write_records
 from pytest_triton_llm.perf.rounds import Side, measure_rounds
-from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, median_run, noisy
+from pytest_triton_llm.perf.repeats import NOISY_CV, PerfNoisy, judge_goodput, noisy
 from pytest_triton_llm.perf.sweep import Sweep, concurrencies
 from pytest_triton_llm.perf.workload import encode, synthetic_requests
 from pytest_triton_llm.plugin.selection import has_dummy_weights
@@ -152,7 +153,8 @@ def test_load_point(
         assert result["ttft_ms"] and result["itl_ms"], "a streaming deployment must give TTFT and inter-token latency"
 
     who = f"{triton_llm.id} {point_name}"
-    problems = judge_budget(budgets_file, budgets, identity, result, runs, options, who)
+    compared = reference is not None or options.baseline is not None
+    problems = judge_budget(budgets_file, budgets, identity, result, runs, options, who, compared)
 
     problems += client_problems(runs, sides[0].workers, options, who)
     if len(runs) > 1 and (noisy_metrics := noisy(result["repeats"])):
@@ -162,18 +164,9 @@ def test_load_point(
             stacklevel=1,
         )
     if reference is not None:
-        rules = [rule.paired(reference_runs, runs) for rule in options.fail_rules]
-        regressions = [r["regression"] for r in rules if r["regression"]]
-        result["compared"] = {
-            "against": reference.id,
-            "rounds": len(runs),
-            "rules": rules,
-            "regressions": regressions,
-            "power": [r.get("power") for r in rules],
-            "reference": median_run(reference_runs),
-        }
-        result["regressions"] = regressions
-        problems += [f"regression at {point_name} against {reference.id}: {r}" for r in regressions]
+        result["compared"], regressed = judge_against(options.fail_rules, reference_runs, runs, reference.id, point_name)
+        result["regressions"] = result["compared"]["regressions"]
+        problems += regressed
     if options.compare:
         before = options.baseline_point(triton_llm.id, point_name)
         refused, differs = comparable(before, result) if before is not None else (None, [])
@@ -260,12 +253,25 @@ IMAGE = "openai"  # what budgets match as the image of an OpenAI endpoint
 TOKENS_FROM = {True: "usage (stream_options.include_usage)", False: "content chunks (the family streams no usage)"}
 
 
+def _v1_side(target, requests, warmup, workload, workers: int) -> tuple[Side, str, bool]:
+    """An endpoint's side of a /v1 load point: the requests in its own family's body (the prompt text decoded by its
+    tokenizer, greedy, lengths held as its contract allows); -> (side, what holds the lengths, tokens by usage)."""
+    family, base, decode = target.family, target.greedy(), target.tokenizer.decode
+    bodies, held = v1_bodies(requests, base, decode, family, workload.fixed_output)
+    warmup_bodies, _ = v1_bodies(warmup, base, decode, family, workload.fixed_output)
+    given = target.options
+    load = V1Target(given.url, given.headers, given.ca_file)
+    side = Side(f"perf over /v1: {given.url}", f"openai {given.url}", load, bodies, warmup_bodies, workers)
+    return side, held, "stream_options" in bodies[0]
+
+
 class TestOverV1:
     """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
 
     def test_load_point_over_v1(
         self,
         openai_target,
+        openai_perf_reference,
         load_point,
         perf_workload,
         perf_budgets,
@@ -276,21 +282,18 @@ class TestOverV1:
     ):
         point_name, point = load_point
         workload_name, workload = perf_workload
-        options = triton_llm_perf_options
+        options, reference = triton_llm_perf_options, openai_perf_reference
         tokenizer, engine = openai_target.tokenizer, openai_target.engine
         vocab = range(100, tokenizer.vocab_size)  # clear of the special tokens at the start
         limits = (engine.max_input_len, engine.max_output_len) if engine is not None else (10**9, 10**9)
         requests = synthetic_requests(workload, workload.requests, vocab, *limits)
         warmup = synthetic_requests(workload, workload.warmup, vocab, *limits, seed_offset=1)
-        family, base = openai_target.family, openai_target.greedy()
-        bodies, held = v1_bodies(requests, base, tokenizer.decode, family, workload.fixed_output)
-        warmup_bodies, _ = v1_bodies(warmup, base, tokenizer.decode, family, workload.fixed_output)
-        by_usage = "stream_options" in bodies[0]
         given = openai_target.options
-        target = V1Target(given.url, given.headers, given.ca_file)
         served = openai_target.hardware  # this host's for a loopback URL, else REMOTE
         workers = load_processes(options.workers, point, free_cores(served == "cpu"))
-        side = Side(f"perf over /v1: {given.url}", f"openai {given.url}", target, bodies, warmup_bodies, workers)
+        side, held, by_usage = _v1_side(openai_target, requests, warmup, workload, workers)
+        # --perf-against-url: the reference endpoint in the same interleaved rounds, sent the same prompts
+        sides = [side] if reference is None else [side, _v1_side(reference, requests, warmup, workload, workers)[0]]
         identity = dict(
             engine=given.engine or openai_target.model,
             deployment=openai_target.deployment,
@@ -301,8 +304,8 @@ class TestOverV1:
             workload=workload_name,
         )
         undecided = undecided_by(*perf_budgets[1:], identity, options)  # --perf-repeats-max: more runs while inconclusive
-        [measured] = measure_rounds(
-            [side], point_name, point, workload_name, workload.seed, options, triton_llm_progress, undecided
+        measured, *against = measure_rounds(
+            sides, point_name, point, workload_name, workload.seed, options, triton_llm_progress, undecided
         )
         runs = measured.runs
         result = load_point_result(runs, measured.records, measured.seconds, options)
@@ -311,7 +314,7 @@ class TestOverV1:
             model=openai_target.model,
             family=openai_target.family_name,
             stand_in=openai_target.stand_in,
-            endpoint=target.path,
+            endpoint=side.target.path,
             load_point=point_name,
             workload=workload_name,
             streamed=True,
@@ -325,13 +328,21 @@ class TestOverV1:
             tokens_from=TOKENS_FROM[by_usage],
         )
         who = f"/v1 {point_name}"
-        problems = judge_budget(*perf_budgets, identity, result, runs, options, who)
+        problems = judge_budget(*perf_budgets, identity, result, runs, options, who, compared=reference is not None)
+        if reference is not None:
+            result["compared"], regressed = judge_against(
+                options.fail_rules, against[0].runs, runs, reference.options.url, point_name
+            )
+            result["regressions"] = result["compared"]["regressions"]
+            problems += regressed
         # recorded before the asserts, so that a failed load point still says what was measured and what judged it
         triton_llm_report.record_run_entry(V1_PERF, point_name, result)
         for key in ("throughput_rps", "output_tokens_per_s"):
             record_property(f"perf.v1.{point_name}.{key}", result[key])
 
         assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
+        failed = [run for run in (against[0].runs if against else []) if run["errors"]]  # a reference that failed
+        assert not failed, f"{reference.options.url}: {sum(r['errors'] for r in failed)} failed: {failed[0]['error_samples']}"
         drawn = sum(r.max_tokens for r in requests)
         if by_usage and held in ("ignore_eos", "min_tokens"):  # the usage counts every token: the lengths must be exact
             assert [r["output_tokens"] for r in runs] == [drawn] * len(runs), (

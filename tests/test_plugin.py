@@ -95,6 +95,10 @@ def test_a_broken_lock_is_one_clear_line_and_exit_4(project):
             ["--perf-against", "nope:v1", "--perf-repeats", "2", "--perf-compare-fail", "output_tokens_per_s:10"],
             "*--perf-against nope:v1: *engines.lock has no such deployment; it has *",
         ),
+        (
+            ["--perf-against-url", "http://127.0.0.1:9/v1", "--perf-repeats", "2", "--perf-compare-fail", "throughput_rps:10"],
+            "--perf-against-url measures beside the /v1 perf test: give --openai-url too",
+        ),
     ],
 )
 def test_refused_options_say_why(project, args, message):

@@ -30,13 +30,20 @@ def load_point_result(runs: list[dict], records: list, seconds: float, options) 
 
 
 def judge_budget(
-    budgets_file: Path, budgets: list, identity: dict, result: dict, runs: list[dict], options, who: str
+    budgets_file: Path,
+    budgets: list,
+    identity: dict,
+    result: dict,
+    runs: list[dict],
+    options,
+    who: str,
+    compared: bool = False,
 ) -> list[str]:
     """The load point `result` (of `runs`) against the budget that matches `identity` (engine, deployment, hardware,
     hardware_class, image, load_point, workload): records on `result` whether and by what it was judged; -> what
     fails it. An inconclusive verdict warns (naming `who`), and fails under --perf-strict; a load point that nothing
-    judges (no budget, no --perf-compare or --perf-against) fails, saying how to calibrate, unless --perf-measure-only;
-    under --perf-calibrate nothing is judged."""
+    judges (no budget, and not `compared` with a baseline or a reference) fails, saying how to calibrate, unless
+    --perf-measure-only; under --perf-calibrate nothing is judged."""
     problems: list[str] = []
     if options.calibrate:  # --perf-calibrate: measured for the budgets written at the session's end
         result["judged"], result["budget_match"] = False, None
@@ -46,7 +53,7 @@ def judge_budget(
     result["judged"], result["budget_match"] = budget is not None, None
     if budget is None:
         result["budget"] = f"none for hardware {identity['hardware']}, image {identity['image']}: measured, not judged"
-        if options.require_budget and not (options.against or options.baseline is not None):
+        if options.require_budget and not compared:
             problems.append(
                 f"nothing judges it: no budget in {budgets_file} matches (engine {identity['engine']}, deployment "
                 f"{identity['deployment']}, hardware {identity['hardware']}, image {identity['image']}, workload "
@@ -72,6 +79,23 @@ def judge_budget(
     if any(r[3] == "MISSED" for r in rows):
         problems.append(f"missed its budget:\n{shown}")
     return problems
+
+
+def judge_against(rules, reference_runs: list[dict], runs: list[dict], reference: str, point_name: str) -> tuple[dict, list[str]]:
+    """The load point's `runs` against `reference_runs`, measured in the same interleaved rounds (--perf-against,
+    --perf-against-url): each --perf-compare-fail rule by a paired test on the rounds' ratios. -> (the report's
+    `compared` entry, what fails the load point)."""
+    judged = [rule.paired(reference_runs, runs) for rule in rules]
+    regressions = [r["regression"] for r in judged if r["regression"]]
+    compared = {
+        "against": reference,
+        "rounds": len(runs),
+        "rules": judged,
+        "regressions": regressions,
+        "power": [r.get("power") for r in judged],
+        "reference": median_run(reference_runs),
+    }
+    return compared, [f"regression at {point_name} against {reference}: {r}" for r in regressions]
 
 
 def budget_confidence(options) -> float:

@@ -25,6 +25,7 @@ def add_options(group) -> None:
     _workload_options(group)
     _judging_options(group)
     _reference_options(group)
+    _live_reference_options(group)
     _output_options(group)
 
 
@@ -77,7 +78,7 @@ def _reference_options(group) -> None:
 
 
 def _workload_options(group) -> None:
-    """What is sent: the workload, its load points, repeats, the client's processes, a sweep, a clean twin."""
+    """What is sent: the workload, its load points, repeats, the client's processes, a sweep."""
     group.addoption(
         "--perf-workload",
         metavar="NAME",
@@ -122,6 +123,9 @@ def _workload_options(group) -> None:
         help=f"--perf-sweep's highest concurrency (default: {SWEEP_MAX})",
     )
 
+
+def _live_reference_options(group) -> None:
+    """What is measured beside each load point, in the same interleaved rounds: a twin, or the server migrated from."""
     group.addoption(
         "--perf-against",
         metavar="DEPLOYMENT",
@@ -129,6 +133,14 @@ def _workload_options(group) -> None:
         "of its own without --stand-in-fault, in --perf-repeats interleaved rounds (this side, the reference, the "
         "reference, this side, ...), and judge --perf-compare-fail on the rounds' ratios by a paired test: what "
         "slows a round slows both sides. Against itself it is an A/A check of the gate's noise",
+    )
+    group.addoption(
+        "--perf-against-url",
+        metavar="URL",
+        help="the same for the /v1 perf test (--openai-url): measure every load point beside the OpenAI endpoint at "
+        "URL (e.g. the server you migrate from; --openai-url's headers and CA file go to both), in --perf-repeats "
+        "interleaved rounds, each side sent the same prompts in its own family's body, and judge --perf-compare-fail "
+        "on the rounds' ratios by a paired test",
     )
 
 
@@ -166,7 +178,8 @@ def _judging_options(group) -> None:
         action="append",
         default=[],
         help="fail a load point whose METRIC got worse than the baseline (--perf-compare) or the reference "
-        "(--perf-against) by more than PCT percent (e.g. output_tokens_per_s:10, latency_ms.p99:20; repeatable)",
+        "(--perf-against, --perf-against-url) by more than PCT percent (e.g. output_tokens_per_s:10, "
+        "latency_ms.p99:20; repeatable)",
     )
     group.addoption(
         "--perf-mlperf",
@@ -235,6 +248,7 @@ class PerfOptions:
     calibrate: int | None = None  # --perf-calibrate N: each load point N times, budgets appended to budgets_file
     migration_floor: float = MIGRATION_FLOOR  # --perf-migration-floor: the gates' default new/old throughput floor
     repeats_max: int | None = None  # --perf-repeats-max: runs while a budget verdict is inconclusive, up to this
+    against_url: str | None = None  # --perf-against-url: the /v1 endpoint measured beside each /v1 load point
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfOptions:
@@ -294,6 +308,7 @@ class PerfOptions:
             calibrate=opt.perf_calibrate,
             migration_floor=opt.perf_migration_floor,
             repeats_max=opt.perf_repeats_max,
+            against_url=opt.perf_against_url,
         )
 
     def baseline_point(self, deployment_id: str, load_point: str) -> dict | None:
@@ -317,6 +332,22 @@ class PerfOptions:
         return self.workload, workloads[self.workload]
 
 
+def _check_against_url(opt, rules: tuple) -> None:
+    """--perf-against-url: an http(s) URL, beside --openai-url, with the rounds and the rule a paired test needs."""
+    url = opt.perf_against_url
+    if url is None:
+        return
+    if not url.startswith(("http://", "https://")):
+        raise OptionError(f"--perf-against-url {url}: give the endpoint's base URL, e.g. http://127.0.0.1:8000/v1")
+    if getattr(opt, "openai_url", None) is None:
+        raise OptionError("--perf-against-url measures beside the /v1 perf test: give --openai-url too")
+    if opt.perf_repeats < 2 or not rules:
+        raise OptionError(
+            f"--perf-against-url {url} needs --perf-repeats 2 or more (the rounds a paired test compares) and at "
+            "least one --perf-compare-fail METRIC:PCT"
+        )
+
+
 def _comparison(opt, rules: tuple) -> dict | None:
     """The saved baseline --perf-compare names (None without it), once the comparison options agree with each other."""
     baseline = None
@@ -324,10 +355,14 @@ def _comparison(opt, rules: tuple) -> dict | None:
         baseline = load_baseline(opt.perf_compare)
         if opt.perf_save and Path(opt.perf_save).resolve() == Path(opt.perf_compare).resolve():
             raise OptionError("--perf-save and --perf-compare name the same file: the baseline would be overwritten")
-        if opt.perf_against:
-            raise OptionError("--perf-against and --perf-compare: judge against a live reference or a saved baseline, not both")
-    elif rules and not opt.perf_against:
-        raise OptionError("--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT")
+        if opt.perf_against or opt.perf_against_url:
+            raise OptionError(
+                "--perf-against(-url) and --perf-compare: judge against a live reference or a saved baseline, not both"
+            )
+    elif rules and not (opt.perf_against or opt.perf_against_url):
+        raise OptionError(
+            "--perf-compare-fail needs --perf-compare BASELINE, --perf-against DEPLOYMENT or --perf-against-url URL"
+        )
     if opt.perf_repeats < 1:
         raise OptionError(f"--perf-repeats must be >= 1, got {opt.perf_repeats}")
     if opt.perf_repeats_max is not None and (opt.perf_repeats < 2 or opt.perf_repeats_max < opt.perf_repeats):
@@ -335,6 +370,7 @@ def _comparison(opt, rules: tuple) -> dict | None:
             f"--perf-repeats-max {opt.perf_repeats_max} needs --perf-repeats 2 or more (one run is judged by its value, "
             f"not an interval) and no more than itself (--perf-repeats {opt.perf_repeats})"
         )
+    _check_against_url(opt, rules)
     if opt.perf_against and (opt.perf_repeats < 2 or not rules):
         raise OptionError(
             f"--perf-against {opt.perf_against} needs --perf-repeats 2 or more (the rounds a paired "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -343,6 +344,22 @@ def openai_target(request: pytest.FixtureRequest) -> OpenAITarget:
     except TritonLLMError as exc:
         stop_session(exc)
     state.progress.say(f"OpenAI target: {target.describe()}")
+    return target
+
+
+@pytest.fixture(scope="session")
+def openai_perf_reference(request: pytest.FixtureRequest) -> OpenAITarget | None:
+    """--perf-against-url's endpoint, measured beside --openai-url's in the /v1 perf test; None without it."""
+    state, url = request.config.stash[_SESSION], request.config.stash[_PERF].against_url
+    if url is None:
+        return None
+    assert state.options.openai is not None, "--perf-against-url is refused without --openai-url"
+    reference = replace(state.options.openai, url=url.rstrip("/"), model=None, family=None)
+    try:
+        target = OpenAITarget(reference, engine=state.openai_engine)
+    except TritonLLMError as exc:
+        stop_session(exc)
+    state.progress.say(f"perf reference: {target.describe()}")
     return target
 
 

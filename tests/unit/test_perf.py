@@ -500,18 +500,36 @@ def test_perf_against_needs_rounds_and_a_rule_and_excludes_a_saved_baseline(tmp_
         perf_options(perf_against="e:v", perf_compare_fail=["output_tokens_per_s:10"])
     with pytest.raises(OptionError, match="needs --perf-repeats 2 or more"):
         perf_options(perf_against="e:v", perf_repeats=4)
-    with pytest.raises(OptionError, match=r"^--perf-compare-fail needs --perf-compare BASELINE or --perf-against DEPLOYMENT$"):
+    with pytest.raises(
+        OptionError,
+        match=r"^--perf-compare-fail needs --perf-compare BASELINE, --perf-against DEPLOYMENT or --perf-against-url URL$",
+    ):
         perf_options(perf_compare_fail=["output_tokens_per_s:10"])
     options = perf_options(perf_against="e:v", perf_repeats=4, perf_compare_fail=["output_tokens_per_s:10"])
     assert options.against == "e:v" and options.fail_rules == (FailRule("output_tokens_per_s", 10.0),)
     save_baseline(tmp_path / "b.json", {}, {})
-    with pytest.raises(OptionError, match="^--perf-against and --perf-compare: judge against a live reference or a saved"):
+    with pytest.raises(OptionError, match=r"^--perf-against\(-url\) and --perf-compare: judge against a live reference"):
         perf_options(
             perf_against="e:v",
             perf_repeats=4,
             perf_compare=str(tmp_path / "b.json"),
             perf_compare_fail=["output_tokens_per_s:10"],
         )
+
+
+def test_perf_against_url_needs_an_http_url_beside_openai_url_with_rounds_and_a_rule():
+    paired = dict(perf_repeats=4, perf_compare_fail=["output_tokens_per_s:20"])
+    url, v1 = "http://127.0.0.1:8001/v1", "http://127.0.0.1:8000/v1"
+    with pytest.raises(OptionError, match=r"^--perf-against-url 127.0.0.1:8001: give the endpoint's base URL, e.g. http"):
+        perf_options(perf_against_url="127.0.0.1:8001", openai_url=v1, **paired)
+    with pytest.raises(OptionError, match=r"^--perf-against-url measures beside the /v1 perf test: give --openai-url too$"):
+        perf_options(perf_against_url=url, **paired)
+    with pytest.raises(OptionError, match=rf"^--perf-against-url {url} needs --perf-repeats 2 or more"):
+        perf_options(perf_against_url=url, openai_url=v1, perf_compare_fail=["output_tokens_per_s:20"])
+    with pytest.raises(OptionError, match="at least one --perf-compare-fail METRIC:PCT$"):
+        perf_options(perf_against_url=url, openai_url=v1, perf_repeats=4)
+    options = perf_options(perf_against_url=url, openai_url=v1, **paired)
+    assert (options.against_url, options.against, options.repeats) == (url, None, 4)
 
 
 def test_goodput_counts_requests_within_every_slo_and_failed_ones_count_against_it():

@@ -18,8 +18,8 @@ IDENTITY = dict(
 BUDGETS = [Budget(engine="e", min_output_tokens_per_s=20.0)]
 
 
-def _options(strict=False, require_budget=True, calibrate=None, against=None, baseline=None, repeats=3, repeats_max=None):
-    given = dict(strict=strict, require_budget=require_budget, calibrate=calibrate, against=against, baseline=baseline)
+def _options(strict=False, require_budget=True, calibrate=None, repeats=3, repeats_max=None):
+    given = dict(strict=strict, require_budget=require_budget, calibrate=calibrate)
     return SimpleNamespace(**given, repeats=repeats, repeats_max=repeats_max)
 
 
@@ -46,8 +46,8 @@ def test_a_load_point_nothing_judges_fails_saying_how_to_calibrate_unless_measur
     result = {}  # --perf-measure-only
     assert judge_budget("b.toml", BUDGETS, other, result, _runs(30.0), _options(require_budget=False), "/v1 c=1") == []
     assert (result["judged"], result["budget"]) == (False, "none for hardware cpu, image openai: measured, not judged")
-    for judged_elsewhere in (_options(against="ref"), _options(baseline={})):  # --perf-against, --perf-compare
-        assert judge_budget("b.toml", BUDGETS, other, {}, _runs(30.0), judged_elsewhere, "/v1 c=1") == []
+    # compared with a reference (--perf-against, --perf-against-url) or a saved run (--perf-compare): judged by that
+    assert judge_budget("b.toml", BUDGETS, other, {}, _runs(30.0), _options(), "/v1 c=1", compared=True) == []
 
 
 def test_a_calibration_run_judges_nothing_not_even_a_budget_it_would_miss():
