@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -205,8 +206,10 @@ SERVER_PATH_FAULTS: dict[str, tuple[str, Callable]] = {
 }
 DRAINS = {"keeps_generating_for_a_gone_client"}  # the upstream stream is read to its end after the client left
 NO_DONE = {"stream_without_done"}  # the stream ends without its data: [DONE] event
-# held before each event is sent on, by one stream at a time: a server's one generation loop pays it, so concurrent
-# streams wait for each other's delays as they would on the server (the proxy itself reads the upstream unpaced)
+# added before each event, cumulatively: a stream's k-th event goes on k x the delay after the server sent it, as from
+# a generation loop that much slower a step, on a machine of any speed (a fixed gap between events hid behind a slow
+# machine's own); one stream at a time waits, as in a server's one loop, so concurrent streams wait for each other's
+# delays. The upstream is read unpaced, each event timed as it comes (_arrivals).
 EVENT_DELAY_S = {"stream_slowed_down": 0.05}
 
 
@@ -216,6 +219,23 @@ def _stream_rewrite(fault: str, request: dict) -> Callable[[Events], Events] | N
     if fault in tracker.STREAM_FAULTS:
         return lambda events: tracker.STREAM_FAULTS[fault](request, events)
     return None
+
+
+def _arrivals(events: Iterator[str]) -> Iterator[tuple[float, str]]:
+    """Each event with the monotonic time the upstream sent it, read by a thread of its own: holding an event back
+    must not hold back the reading of the next (its time is the server's, not the proxy's)."""
+    arrived: queue.Queue[tuple[float, str] | None] = queue.Queue()
+
+    def read() -> None:
+        try:
+            for data in events:
+                arrived.put((time.monotonic(), data))
+        finally:
+            arrived.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while (item := arrived.get()) is not None:
+        yield item
 
 
 def _json_object(raw: bytes | None) -> dict | None:
@@ -397,7 +417,9 @@ class _Handler(BaseHTTPRequestHandler):
         rewrite = _stream_rewrite(self.fault or "", request)
         held: Events = []
         gone, sent = False, 0
-        for data in sse_events(answer):
+        delay = EVENT_DELAY_S.get(self.fault or "")
+        events = _arrivals(sse_events(answer)) if delay else ((0.0, data) for data in sse_events(answer))
+        for k, (arrival, data) in enumerate(events, 1):
             if rewrite is not None:
                 if data != DONE:
                     held.append(json.loads(data))
@@ -413,9 +435,9 @@ class _Handler(BaseHTTPRequestHandler):
                 data_lines = [] if data == DONE and self.fault in NO_DONE else [data]
             if gone:
                 continue  # draining: the upstream generates on for nobody
-            if delay := EVENT_DELAY_S.get(self.fault or ""):
+            if delay:
                 with self.proxy.loop:
-                    time.sleep(delay)
+                    time.sleep(max(0.0, arrival + k * delay - time.monotonic()))
             try:
                 for item in data_lines:
                     self.wfile.write(f"data: {item}\r\n\r\n".encode())

@@ -7,7 +7,6 @@ TRITON_LLM_CI_TOOLS=1) without the llama-cpp extra."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -84,11 +83,16 @@ def _v1_nodes(row: dict) -> list[str]:
 
 
 def _timed(row: dict) -> bool:
-    """Whether a catching test of the row is the /v1 perf test, whose clean run the cpu-2 budget judges."""
+    """Whether a catching test of the row is the /v1 perf test, which times the server."""
     return any(n.startswith(V1_PERF_TESTS) for n in _v1_nodes(row))
 
 
-def _sessions(server: str, timed: bool | None) -> list[tuple[dict[str, str], list[str]]]:
+def _options(row: dict, up: Upstream) -> list[str]:
+    """The row's pytest options, "{upstream}" the real server's own URL (behind the proxy)."""
+    return [o.replace("{upstream}", up.url) for o in row.get("options", ())]
+
+
+def _sessions(up: Upstream, server: str, timed: bool | None) -> list[tuple[dict[str, str], list[str]]]:
     """The server's rows with /v1 tests (only the timed ones, or only the others, unless `timed` is None), as few
     sessions as their options allow: (options, fault names) each. Rows whose options agree share a session (an option a
     row does not give leaves its checks as they are: the engine's budgets, the dataset's articles); a row that gives an
@@ -97,7 +101,7 @@ def _sessions(server: str, timed: bool | None) -> list[tuple[dict[str, str], lis
     for name, row in FAULTS.items():
         if row.get("server", LLAMA) != server or not _v1_nodes(row) or timed not in (None, _timed(row)):
             continue
-        given = list(row.get("options", ()))
+        given = _options(row, up)
         options = dict(zip(given[::2], given[1::2], strict=True))  # each option with its value
         agree = (s for s in sessions if all(s[0].get(k, v) == v for k, v in options.items()))
         if (session := next(agree, None)) is None:
@@ -142,14 +146,12 @@ def test_each_fault_fails_the_tests_that_catch_it_and_they_pass_without_it(reque
     """The server's rows (but the migration gate's tests, which need a Triton deployment: triton_side below) in as
     few pytest sessions as their options allow, usually one: each catching test runs under each fault whose row names
     it, then without a fault (the clean run: it must pass, not skip). On llama-cpp-python the rows caught by the /v1
-    perf test run apart: its clean run must meet the cpu-2 budget, which a server sharing the cores with another
-    xdist worker (and given half of them) need not. On the stand-in the /v1 perf test's clean run must have taken its
-    exact path: lengths held by ignore_eos, tokens counted by the streamed usage."""
-    if timed and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-        pytest.skip("the /v1 perf test's clean run is judged by a budget of the whole machine: run without xdist")
+    perf test run in a session of their own: their options (the engine, rounds paired with the server behind the
+    proxy) are not the other rows'. On the stand-in the /v1 perf test's clean run must have taken its exact path:
+    lengths held by ignore_eos, tokens counted by the streamed usage."""
     up = _upstream(request, server)
     problems = []
-    for i, (options, faults) in enumerate(_sessions(server, timed)):
+    for i, (options, faults) in enumerate(_sessions(up, server, timed)):
         outcomes, report, done = _one_session(up, options, faults, tmp_path / str(i))
         for o in outcomes:  # under a fault a run must fail; without one it must pass
             if o["outcome"] != ("failed" if o["fault"] else "passed"):
@@ -173,7 +175,7 @@ def test_the_fault_fails_the_migration_gate_tests_that_catch_it(request, fault):
     nodes = [n for n in row["caught_by"] if n.startswith(MIGRATION_TESTS)]
     proxy = FaultProxy(up.url, fault)
     try:
-        done = _run(up, proxy.start(), *nodes, deployment=row["deployment"], options=tuple(row.get("options", ())))
+        done = _run(up, proxy.start(), *nodes, deployment=row["deployment"], options=tuple(_options(row, up)))
     finally:
         proxy.stop()
     assert done.returncode == 1, done.stdout[-3000:]
