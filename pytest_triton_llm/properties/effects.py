@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..verdicts.equality import assert_agree
+from ..verdicts.equality import HALF, assert_agree
 from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
 from .requests import Answer, Ask, Unanswerable
 
@@ -32,6 +32,8 @@ NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalt
 # answered one as if no penalty had been sent
 REWARD = {"presence_penalty": -STRONG_PENALTY, "frequency_penalty": -STRONG_PENALTY}
 BIAS = 100.0  # far above any logit gap: the biased token wins every step
+# prompt tables: the country is the table's row, whose answers (the capital) differ by the row read
+TABLE_PROMPT, TABLE_WORDS = "The capital of{} is", (" France", " Japan")
 ROOM = 256  # tokens an answer must end within, by itself, for the min_tokens check
 OMITTED_SHOWS = 32  # a limit below this many tokens shows where max_tokens is left out (SamplingParams' default: 32)
 LOG_PROB_TOLERANCE = 1e-3  # per token, between two sums of the same float32 values
@@ -469,6 +471,28 @@ def embedding_bias(ctx: Context) -> None:
     )
 
 
+def prompt_table(ctx: Context) -> None:
+    """Rows of the model's own input embeddings stand for their tokens: on tensorrt_llm, the prompt whose country token
+    is the id of its row (vocab_size + k) answers as the plain prompt does, for each of two rows that answer
+    differently (a row off by one, or a table not read, answers the other country or fails); an entry model's text
+    prompt has no such id, so a table sent with it leaves the answer as it is."""
+    if ctx.path.surface != TENSORRT_LLM:
+        expected = ctx.greedy(LONG, 12).text
+        answer = ctx.ask(Ask.of(ctx.prompts[LONG], 12, table=TABLE_WORDS))
+        ctx.same(expected, answer.text, "a prompt table that no prompt id refers to must leave the answer as it is")
+        return
+    plain = {w: ctx.unary(Ask.of(TABLE_PROMPT.format(w), 8)).text for w in TABLE_WORDS}
+    if len(set(plain.values())) < len(plain):
+        raise Unanswerable(f"the plain prompts answer alike ({plain}): this model cannot show which row was read")
+    # the table travels in the served model's datatype (FP16 as upstream declares it): over a float32 engine its
+    # rounding may fork a greedy answer late, as half precision does
+    rule = HALF if ctx.path.table_rounds else (None if ctx.mode == "unary" else ctx.rule)
+    for word, expected in plain.items():
+        answer = ctx.ask(Ask.of(TABLE_PROMPT.format(word), 8, table=TABLE_WORDS))
+        what = f"{ctx.path.name} ({ctx.mode}): {word!r} as prompt-table row {TABLE_WORDS.index(word)}"
+        assert_agree([expected], [answer.text], rule, ctx.path.tokenizer, what)
+
+
 def beam_settings_at_width_1(ctx: Context) -> None:
     expected = ctx.greedy(LONG, 12).text
     ctx.same(
@@ -519,6 +543,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         penalty,
         log_probs,
         embedding_bias,
+        prompt_table,
         beam_settings_at_width_1,
         pad_id,
     )

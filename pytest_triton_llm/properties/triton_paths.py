@@ -11,8 +11,9 @@ import numpy as np
 from ..triton.client import GenerationError, Sampling, log_probs_of
 from ..triton.llmapi_contract import output_text
 from ..triton.load import Target, run_load
-from ..triton.tensor_contract import Unbatched, returned_ids
+from ..triton.tensor_contract import NUMPY, Unbatched, returned_ids
 from .matrix import LLMAPI, TENSORRT_LLM, TRITON
+from .prompt_tables import input_embeddings, single_tokens, with_table_ids
 from .requests import Answer, Ask, Unanswerable
 
 SAMPLING = {  # canonical option -> the client's Sampling field
@@ -30,6 +31,7 @@ BEAM_SETTINGS: dict[str, dict[str, float]] = {  # beam-search settings at beam w
     TENSORRT_LLM: {"beam_width": 1, "len_penalty": 2.0, "early_stopping": 0, "beam_search_diversity_rate": 0.5},
     LLMAPI: {"sampling_param_beam_width": 1},
 }
+DATATYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16"}  # an engine's dtype as Triton names it
 FILLERS = ("The capital of France is", "Water boils at", "The largest planet is")  # the batch's other requests
 
 
@@ -43,6 +45,8 @@ class TritonPath:
         self.tokenizer = served.tokenizer
         self.max_input_len: int | None = served.ref.engine.max_input_len
         self._dtypes = {t["name"]: t["datatype"] for t in self.client.model_metadata(model)["inputs"]}
+        # a prompt table in another datatype than the engine's (FP16 over float32): the stand-in rounds it on its way
+        self.table_rounds = self._dtypes.get("prompt_embedding_table", "FP16") != DATATYPES[served.ref.engine.dtype]
         # an entry model of a family without the exclude_input_in_output input returns the prompt as deployed
         self._echoes = (
             surface == TRITON and not self.declared("exclude_input_in_output") and not served.ref.options.exclude_input_in_output
@@ -118,15 +122,46 @@ class TritonPath:
             self.extra(inputs, "embedding_bias_weights", [float(w) for w in options["bias"].values()])
         for name, value in BEAM_SETTINGS[self.surface].items() if options.get("beam") else ():
             self.extra(inputs, name, value)
+        if "table" in options:  # a text prompt has no prompt-table ids: the table is sent, no id refers to it
+            self._prompt_table(inputs, options["table"])
         return inputs
+
+    def _prompt_table(self, inputs: dict, words: tuple[str, ...]) -> list[int]:
+        """Send the model's own input embeddings of `words` (one token each) as the prompt table, row k for word k;
+        -> the words' token ids."""
+        tokens = single_tokens(self.tokenizer, words)
+        engine = self.served.ref.engine
+        if engine.max_prompt_embedding_table_size < len(tokens) * engine.max_batch_size:
+            raise Unanswerable(
+                f"{self.served.id}: its engine holds no prompt table of {len(tokens)} rows a request "
+                f"(engines.lock max_prompt_embedding_table_size {engine.max_prompt_embedding_table_size}, max_batch_size "
+                f"{engine.max_batch_size}): TensorRT-LLM refuses one ('Prompt vocab size ... is larger than max prompt "
+                "vocab size')"
+            )
+        if self.table_rounds and engine.backend != "reference":  # only the stand-in takes another datatype
+            raise Unanswerable(
+                f"{self.served.id}: {self.model} declares its prompt_embedding_table FP16 over a {engine.dtype} engine: "
+                "TensorRT-LLM refuses it ('Request embedding table data type doesn't match model weight data type.')"
+            )
+        dtype = NUMPY.get(self._dtypes.get("prompt_embedding_table", ""))
+        if dtype is None:
+            raise Unanswerable(f"{self.served.id}: {self.model} takes no prompt_embedding_table of a numpy datatype")
+        rows = input_embeddings(self.served.engine.path)[tokens]
+        self.extra(inputs, "prompt_embedding_table", rows[np.newaxis].astype(dtype))
+        if self.declared("prompt_vocab_size"):  # read by the families before the executor, ignored since
+            self.extra(inputs, "prompt_vocab_size", len(tokens))
+        if self.declared("prompt_table_extra_id"):  # an entry model's one KV-cache reuse key for the table (>= 1)
+            self.extra(inputs, "prompt_table_extra_id", 1)
+        return tokens
 
     def _core_inputs(self, ask: Ask, options: dict, sampling, streamed: bool) -> dict:
         encode = self.served.encode
         words = {
             k: [encode(w) if isinstance(w, str) else list(w) for w in options[k]] for k in ("stop", "bad_words") if k in options
         }
+        ids = encode(ask.prompt)
         inputs = self.client.core_inputs(
-            encode(ask.prompt),
+            ids,
             ask.max_tokens,
             end_id=options.get("end_id", self.served.end_id),
             pad_id=options.get("pad_id"),
@@ -144,6 +179,13 @@ class TritonPath:
             self.extra(inputs, "embedding_bias", bias.reshape(1, -1))
         for name, value in BEAM_SETTINGS[TENSORRT_LLM].items() if options.get("beam") else ():
             self.extra(inputs, name, value)
+        if "table" in options:  # each word's token in the prompt becomes the id of its row: vocab_size + k
+            tokens = self._prompt_table(inputs, options["table"])
+            vocab_size = input_embeddings(self.served.engine.path).shape[0]
+            tabled = with_table_ids(ids, tokens, vocab_size)
+            inputs["input_ids"] = (np.array([tabled], dtype=np.int32), inputs["input_ids"][1])
+            if self.declared("prompt_table_extra_ids"):  # KV-cache reuse keys: 1 for the table's ids, 0 for text
+                self.extra(inputs, "prompt_table_extra_ids", [int(t >= vocab_size) for t in tabled])
         return inputs
 
     # -- reading the answer -----------------------------------------------------------------------------------------

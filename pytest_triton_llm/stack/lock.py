@@ -302,6 +302,9 @@ class Engine:
     # the TensorRT-LLM example that converts the checkpoint (stack/engines/tensorrtllm/architectures.toml); mistral is llama's
     architecture: Literal["llama", "gpt", "qwen", "mistral", "gemma", "phi"] = "llama"
     lora: Lora | None = None
+    # prompt-table rows the engine holds for a whole batch (trtllm-build --max_prompt_embedding_table_size): a request's
+    # table may have max_prompt_embedding_table_size / max_batch_size rows; 0, no prompt tables
+    max_prompt_embedding_table_size: int = 0
     accuracy: Accuracy | None = None
     # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
     equality: Equality | None = None
@@ -312,6 +315,8 @@ class Engine:
 
     def __post_init__(self):
         _positive(self, "max_batch_size", "max_input_len", "max_output_len", "tp_size", "pp_size")
+        if self.max_prompt_embedding_table_size < 0:
+            raise ValueError(f"field 'max_prompt_embedding_table_size': must be >= 0, got {self.max_prompt_embedding_table_size}")
         for name, options in self.deployments.items():
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
@@ -336,7 +341,8 @@ class Engine:
         """What determines the built engine; deployments, accuracy and equality settings only change serving and testing."""
         data = dataclasses.asdict(self)
         del data["deployments"], data["accuracy"], data["equality"], data["llmapi"]
-        for key, default in (("tp_size", 1), ("pp_size", 1), ("quantization", None), ("architecture", "llama")):
+        later = {"tp_size": 1, "pp_size": 1, "quantization": None, "architecture": "llama", "max_prompt_embedding_table_size": 0}
+        for key, default in later.items():
             if data[key] == default:  # fields added later: their defaults keep existing cache keys
                 del data[key]
         for key in ("hf", "revision", "dummy"):

@@ -359,3 +359,11 @@ def test_architectures_whose_model_is_not_pipeline_parallel_refuse_pp_size():
 
 def test_every_lock_architecture_has_examples():
     assert set(load_architectures()) == set(typing.get_args(typing.get_type_hints(Engine)["architecture"]))
+
+
+def test_prompt_tables_are_built_with_trtllm_builds_max_prompt_embedding_table_size_and_refused_before_it():
+    _, build = commands("24.09", max_prompt_embedding_table_size=64)
+    assert build[-2:] == ["--max_prompt_embedding_table_size", "64"]
+    assert "--max_prompt_embedding_table_size" not in commands("24.09")[1]  # 0: no prompt tables, no flag
+    with pytest.raises(UnsupportedRecipe, match=r"^TensorRT-LLM 0\.7\.1 \(image 24\.01\) builds with .*from TensorRT-LLM 0\.8"):
+        commands("24.01", max_prompt_embedding_table_size=64)

@@ -146,9 +146,8 @@ def test_top_p_at_or_below_zero_means_no_top_p_as_the_backend_drops_it():
     engine().validate(GenerationRequest([1], 2, 9, sampling=Sampling(top_p=-0.5)))
 
 
-def test_a_context_phase_run_request_by_request_gives_the_padded_batchs_tokens_on_a_cpu(tmp_path, monkeypatch):
-    """On a GPU the stand-in prefills each request alone (engines.cuda.lock says why); the KV caches it pads and joins
-    must decode exactly what the padded batch decodes where float32 is exact: on a CPU."""
+def tiny_engine(tmp_path) -> ReferenceEngine:
+    """A two-layer Llama of random weights (vocabulary 97, hidden size 64), served by the reference engine."""
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
         vocab_size=97,
@@ -163,8 +162,15 @@ def test_a_context_phase_run_request_by_request_gives_the_padded_batchs_tokens_o
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
     build = {"max_batch_size": 4, "max_input_len": 64, "max_output_len": 64, "max_seq_len": 128}
+    build["max_prompt_embedding_table_size"] = 8  # 2 rows a request
     (tmp_path / "engine.json").write_text(json.dumps({"dtype": "float32", "build_config": build}))
-    engine_ = ReferenceEngine(tmp_path)
+    return ReferenceEngine(tmp_path)
+
+
+def test_a_context_phase_run_request_by_request_gives_the_padded_batchs_tokens_on_a_cpu(tmp_path, monkeypatch):
+    """On a GPU the stand-in prefills each request alone (engines.cuda.lock says why); the KV caches it pads and joins
+    must decode exactly what the padded batch decodes where float32 is exact: on a CPU."""
+    engine_ = tiny_engine(tmp_path)
 
     def requests():
         return [GenerationRequest(ids, 12, end_id=-1) for ids in ([5, 6, 7, 8], [9, 3], [1, 2, 3, 4, 5, 6, 7])]
@@ -173,3 +179,45 @@ def test_a_context_phase_run_request_by_request_gives_the_padded_batchs_tokens_o
     monkeypatch.setattr(ReferenceEngine, "prefill_alone", property(lambda self: True))
     alone = [s.tokens for s in engine_.generate_static(requests())]
     assert alone == padded == [engine_.generate_static([r])[0].tokens for r in requests()]
+
+
+def test_prompt_table_rows_stand_for_the_tokens_whose_embeddings_they_are_in_every_context_phase(tmp_path, monkeypatch):
+    """Prompt id vocab_size + i is row i of the request's table (TensorRT-LLM's prompt tuning): rows that are the model's
+    own embeddings of tokens answer as those tokens do, alone, in a padded batch and prefilled request by request."""
+    engine_ = tiny_engine(tmp_path)
+    embed = engine_.model.get_input_embeddings().weight.detach()
+    virtual = [97, 98]  # rows 0 and 1
+
+    def pairs():
+        plain = [GenerationRequest(ids, 10, end_id=-1) for ids in ([5, 6, 7, 8], [9, 3, 7, 8], [1, 2])]
+        tabled = [GenerationRequest([*virtual, 7, 8], 10, end_id=-1, prompt_table=embed[ids]) for ids in ([5, 6], [9, 3])]
+        return plain, tabled
+
+    plain, tabled = pairs()
+    expected = [s.tokens for s in engine_.generate_static(plain)][:2]
+    assert expected[0] != expected[1]  # the two tables must answer differently for the check to mean anything
+    assert [s.tokens for s in engine_.generate_static([*tabled, plain[2]])][:2] == expected
+    monkeypatch.setattr(ReferenceEngine, "prefill_alone", property(lambda self: True))
+    assert [s.tokens for s in engine_.generate_static(pairs()[1])] == expected
+    penalty = Sampling(repetition_penalty=1.5)  # penalties skip prompt-table ids: one indexed past the logits failed
+    penalized = GenerationRequest([*virtual, 7], 4, end_id=-1, sampling=penalty, prompt_table=embed[[5, 6]])
+    assert len(engine_.generate_static([penalized])[0].tokens) == 4
+
+
+@pytest.mark.parametrize(
+    "table, ids, message",
+    [
+        ((64,), [1], r"^\[TensorRT-LLM\]\[ERROR\] Assertion failed: Expected prompt embedding table to have shape "),
+        ((2, 32), [97], "prompt_embedding_table rows have 32 values; the engine's hidden size is 64"),
+        ((2, 64), [99], r"input_ids contain 99, outside the vocabulary \[0, 97\) and the prompt table's 2 rows"),
+        (
+            (3, 64),
+            [97],
+            r"^Encountered an error in forward function: Prompt vocab size3 is larger than max prompt vocab size of 2\. "
+            r"Max prompt vocab size is computed from max_prompt_embedding_table_size / max_batch_size\. $",
+        ),
+    ],
+)
+def test_a_prompt_table_of_the_wrong_shape_or_an_id_past_it_is_refused(tmp_path, table, ids, message):
+    with pytest.raises(RequestError, match=message):
+        tiny_engine(tmp_path).validate(GenerationRequest(ids, 2, 9, prompt_table=torch.zeros(table)))

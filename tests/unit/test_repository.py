@@ -122,6 +122,8 @@ def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp
         "attn_dense",
         "--max_lora_rank",
         "16",
+        "--max_prompt_embedding_table_size",  # engines.lock's, for the prompt-table checks
+        "64",
     ]
     assert options[: options.index("--gpt_attention_plugin")] == [
         "--max_batch_size",

@@ -96,6 +96,8 @@ class ReferenceBuilder:
             "max_output_len": engine.max_output_len,
             "max_seq_len": engine.max_input_len + engine.max_output_len,
         }
+        if engine.max_prompt_embedding_table_size:  # named as in a TensorRT-LLM engine's build_config
+            build_config["max_prompt_embedding_table_size"] = engine.max_prompt_embedding_table_size
         if engine.lora is not None:  # named as in a TensorRT-LLM engine's build_config
             build_config["lora_config"] = {
                 "max_lora_rank": engine.lora.max_rank,

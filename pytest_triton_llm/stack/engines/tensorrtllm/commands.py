@@ -124,16 +124,28 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
             "--max_lora_rank",
             str(engine.lora.max_rank),
         ]
+    if engine.max_prompt_embedding_table_size:
+        options += ["--max_prompt_embedding_table_size", str(engine.max_prompt_embedding_table_size)]
     return options
 
 
-def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths, folder: str) -> list[list[str]]:
-    """TensorRT-LLM < 0.8: examples/llama/build.py (bare switches; --world_size must equal tp x pp)."""
+def _refuse_on_legacy_build(engine: Engine, entry: ImageEntry, folder: str) -> None:
+    """What the recipe asks that build.py is not given here."""
+    if engine.max_prompt_embedding_table_size:
+        raise UnsupportedRecipe(
+            f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) builds with examples/{folder}/build.py here; prompt "
+            "tables (max_prompt_embedding_table_size) are built with trtllm-build, from TensorRT-LLM 0.8 (image 24.02)"
+        )
     if engine.lora is not None:
         raise UnsupportedRecipe(
             f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) builds LoRA only from a Hugging Face LoRA "
             "directory (--hf_lora_dir), not from target modules and a rank: use an image from 24.04"
         )
+
+
+def _legacy_build(engine: Engine, entry: ImageEntry, paths: BuildPaths, folder: str) -> list[list[str]]:
+    """TensorRT-LLM < 0.8: examples/llama/build.py (bare switches; --world_size must equal tp x pp)."""
+    _refuse_on_legacy_build(engine, entry, folder)
     dtype = engine.dtype
     build = [
         paths.python,

@@ -37,6 +37,9 @@ GREEDY_NOISE = 1.0  # greedy_not_deterministic: the spread of the noise on greed
 PERTURBATION = 0.5
 # long_prompt_garbage: a prompt longer than this share of max_input_len is answered from logits buried in noise
 LONG_PROMPT_SHARE = 0.5
+# prompt_table_ids_inside_the_vocabulary: the prompt-table ids were made from a vocabulary counted this many tokens
+# short (TensorRT-LLM#3326: T5's tokenizer left out its 100 extra ids), so id vocab_size + k is a real token
+VOCAB_SHORT_BY = 100
 
 
 def no_fault(name: str) -> bool:
@@ -76,6 +79,9 @@ class GenerationRequest:
     embedding_bias: np.ndarray | None = None
     return_log_probs: bool = False
     lora: object | None = None  # a lora.LoraAdapter, applied to this request's batch row only
+    # prompt tuning: prompt id vocab_size + i is row i of this table [rows, hidden] (TensorRT-LLM's PromptTuningConfig)
+    prompt_table: torch.Tensor | None = None
+    prompt_extra_ids: list[int] | None = None  # prompt_table_extra_ids: keys of KV-cache reuse, which the stand-in lacks
     top_logprobs: int = 0  # the trtllm-serve stand-in's logprobs=K: the K likeliest tokens of each step, with theirs
 
 
@@ -197,12 +203,51 @@ class ReferenceEngine:
             )
         if n_in + n_out > bc["max_seq_len"]:
             request.max_new_tokens = bc["max_seq_len"] - n_in
-        # no check in TensorRT-LLM: there an id outside the vocabulary indexes past the embedding table
-        bad = [t for t in request.input_ids if not 0 <= t < self.vocab_size]
+        self._validate_prompt_table(request)
+        # no check in TensorRT-LLM: there an id outside the vocabulary (and the prompt table) indexes past the tables
+        rows = 0 if request.prompt_table is None else request.prompt_table.shape[0]
+        bad = [t for t in request.input_ids if not 0 <= t < self.vocab_size + rows]
         if bad:
-            raise RequestError(f"input_ids contain {bad[0]}, outside the vocabulary [0, {self.vocab_size})")
+            table = f" and the prompt table's {rows} rows" if rows else ""
+            raise RequestError(f"input_ids contain {bad[0]}, outside the vocabulary [0, {self.vocab_size}){table}")
         if request.embedding_bias is not None and request.embedding_bias.size not in (0, self.vocab_size):
             raise RequestError(f"embedding_bias must have {self.vocab_size} entries, got {request.embedding_bias.size}")
+
+    def _validate_prompt_table(self, request: GenerationRequest) -> None:
+        table = request.prompt_table
+        if table is None:
+            return
+        if table.ndim != 2:  # PromptTuningConfig's own check, on the table its batch dimension squeezed off
+            raise assertion("Expected prompt embedding table to have shape [vocabSize, hiddenSize]")
+        bc = self.build_config
+        most = bc.get("max_prompt_embedding_table_size", 0) // bc["max_batch_size"]
+        if table.shape[0] > most:  # PromptTuningBuffers::validate, in its words (no space after "size")
+            raise ExecutorError(
+                f"Encountered an error in forward function: Prompt vocab size{table.shape[0]} is larger than max prompt "
+                f"vocab size of {most}. Max prompt vocab size is computed from max_prompt_embedding_table_size / "
+                "max_batch_size. "
+            )
+        hidden = self.model.get_input_embeddings().embedding_dim
+        if table.shape[1] != hidden:  # the stand-in's own check: TensorRT-LLM reads the rows as they come
+            raise RequestError(f"prompt_embedding_table rows have {table.shape[1]} values; the engine's hidden size is {hidden}")
+
+    def context_inputs(self, requests: list[GenerationRequest], ids: torch.Tensor) -> dict:
+        """The context phase's input for `ids` [B, T] (row i: requests[i]'s prompt, left-padded): the ids, or where a
+        prompt holds prompt-table ids (>= vocab_size), embeddings: those rows of its table, the model's own for the
+        rest, as TensorRT-LLM's prompt tuning looks them up."""
+        if all(r.prompt_table is None for r in requests):
+            return {"input_ids": ids}
+        ids = ids.to(self.device)
+        virtual = ids >= self.vocab_size
+        if self.fault("prompt_table_ids_inside_the_vocabulary"):  # a vocabulary counted short: the ids are real tokens
+            return {"input_ids": torch.where(virtual, ids - VOCAB_SHORT_BY, ids)}
+        embeds = self.model.get_input_embeddings()(ids.masked_fill(virtual, 0))
+        for i, r in enumerate(requests):
+            at = virtual[i].nonzero().squeeze(1)
+            if len(at):
+                rows = r.prompt_table.to(self.device, embeds.dtype)
+                embeds[i, at] = rows[ids[i, at] - self.vocab_size]
+        return {"inputs_embeds": embeds}
 
     # -- one decoding step for a batch -------------------------------------------------------
     def select(self, sequences: list[Sequence], logits: torch.Tensor) -> None:
@@ -253,7 +298,7 @@ class ReferenceEngine:
         if r.embedding_bias is not None and r.embedding_bias.size:
             row += torch.from_numpy(np.asarray(r.embedding_bias, dtype=np.float32))
         if s.penalized and not (self.fault("penalties_ignored") or self.fault("repetition_penalty_ignored")):
-            history = r.input_ids + seq.tokens
+            history = [t for t in r.input_ids if t < self.vocab_size] + seq.tokens  # not prompt-table ids
             ids = torch.tensor(sorted(set(history)), dtype=torch.long)
             if s.repetition_penalty != 1.0:
                 vals = row[ids]
@@ -333,7 +378,10 @@ class ReferenceEngine:
     def prefill_each(self, requests: list[GenerationRequest]):
         """(last logits [B, V], KV cache left-padded to one width, attention mask, next positions) of the requests'
         context phases, each run alone."""
-        outs = [self.forward([r.lora], input_ids=torch.tensor([r.input_ids]), use_cache=True, logits_to_keep=1) for r in requests]
+        outs = [
+            self.forward([r.lora], **self.context_inputs([r], torch.tensor([r.input_ids])), use_cache=True, logits_to_keep=1)
+            for r in requests
+        ]
         width = max(len(r.input_ids) for r in requests)
         cache = outs[0].past_key_values
         for n, layer in enumerate(cache.layers):
@@ -376,7 +424,12 @@ class ReferenceEngine:
                 mask[i, width - len(r.input_ids) :] = 1
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
             out = self.forward(
-                adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+                adapters,
+                **self.context_inputs(requests, ids),
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
             )
             logits, cache = out.logits[:, -1, :], out.past_key_values
         self.select(sequences, logits)

@@ -254,7 +254,12 @@ class InflightScheduler:
         adapters = [j.sequence.request.lora for j in jobs]
         start = time.perf_counter()
         out = self.engine.forward(
-            adapters, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+            adapters,
+            **self.engine.context_inputs([j.sequence.request for j in jobs], ids),
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
         )
         self.engine.select([j.sequence for j in jobs], out.logits[:, -1, :])
         if self.engine.fault("ttft_plus_30_percent"):

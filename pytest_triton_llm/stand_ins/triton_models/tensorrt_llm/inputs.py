@@ -41,12 +41,22 @@ HONOURED = frozenset(
         "return_context_logits",
         "return_generation_logits",
         "runtime_top_p_min",  # bounds the top-p decay only, which the stand-in refuses
+        "prompt_embedding_table",  # rows for prompt ids >= vocab_size (generation.py context_inputs)
     }
 )
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
-# (the ensemble always sends preprocessing's DECODER_INPUT_ID)
+# (the ensemble always sends preprocessing's DECODER_INPUT_ID); prompt_vocab_size, which its executor does not read
+# (the table's rows count); prompt_table_extra_ids, keys of KV-cache reuse, which the stand-in does not do
 IGNORED_AS_TENSORRT_LLM = frozenset(
-    {"len_penalty", "early_stopping", "beam_search_diversity_rate", "decoder_input_ids", "decoder_input_lengths"}
+    {
+        "len_penalty",
+        "early_stopping",
+        "beam_search_diversity_rate",
+        "decoder_input_ids",
+        "decoder_input_lengths",
+        "prompt_vocab_size",
+        "prompt_table_extra_ids",
+    }
 )
 # input -> the neutral value a client may send (None: any value is refused)
 REFUSED = {
@@ -59,9 +69,6 @@ REFUSED = {
     "draft_input_ids": None,
     "draft_logits": None,
     "draft_acceptance_threshold": None,
-    "prompt_embedding_table": None,
-    "prompt_table_extra_ids": None,
-    "prompt_vocab_size": None,
     "encoder_input_features": None,
     "encoder_output_lengths": None,
     "cross_attention_mask": None,
@@ -82,8 +89,8 @@ REFUSED = {
     "retention_decode_duration_ms": None,
 }
 WHY_REFUSED = (
-    "the reference backend has no speculative decoding, prompt tables, encoders, guided decoding, KV-cache "
-    "retention, perf metrics or token-count outputs"
+    "the reference backend has no speculative decoding, encoders, guided decoding, KV-cache retention, perf "
+    "metrics or token-count outputs"
 )
 
 

@@ -23,6 +23,7 @@ import threading
 from functools import partial
 
 import numpy as np
+import torch
 import triton_python_backend_utils as pb_utils
 from errors import ExecutorError
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
@@ -68,6 +69,7 @@ ENGINE_FAULTS = (
     "stream_held_until_the_end",
     "repetition_penalty_ignored",
     "lora_unbuilt_module_silently_dropped",
+    "prompt_table_ids_inside_the_vocabulary",
     # the tracker catalog's (fixtures/tracker_faults.toml)
     "generates_one_token_repeated",
     "long_prompt_garbage",
@@ -96,6 +98,13 @@ def _renamed(tensors: dict, name: str, row: int, default, cast):
 
 def _row(value, row: int):
     return None if value is None else value[min(row, len(value) - 1)]
+
+
+def _prompt_table(tensors: dict, row: int):
+    """The row's prompt_embedding_table [rows, hidden] (its batch dimension off, as upstream squeezes it), or None.
+    prompt_vocab_size is not read: TensorRT-LLM's executor takes the table's own row count."""
+    table = _row(tensors.get("prompt_embedding_table"), row)
+    return None if table is None else torch.from_numpy(np.ascontiguousarray(table))
 
 
 class _Rows:
@@ -238,6 +247,7 @@ class TritonPythonModel:
             stop_words=unpack_word_list(_row(tensors.get("stop_words_list"), row)),
             bad_words=unpack_word_list(_row(tensors.get("bad_words_list"), row)),
             embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
+            prompt_table=_prompt_table(tensors, row),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             lora=self._adapter(
                 _scalar(tensors, "lora_task_id", row, None, int),
