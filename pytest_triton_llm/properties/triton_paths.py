@@ -140,7 +140,8 @@ class TritonPath:
             )
         if self.table_rounds and engine.backend != "reference":  # only the stand-in takes another datatype
             raise Unanswerable(
-                f"{self.served.id}: {self.model} declares its prompt_embedding_table FP16 over a {engine.dtype} engine: "
+                f"{self.served.id}: {self.model} declares its prompt_embedding_table "
+                f"{self._dtypes.get('prompt_embedding_table')} over a {engine.dtype} engine: "
                 "TensorRT-LLM refuses it ('Request embedding table data type doesn't match model weight data type.')"
             )
         dtype = NUMPY.get(self._dtypes.get("prompt_embedding_table", ""))
