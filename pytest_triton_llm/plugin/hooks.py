@@ -337,14 +337,8 @@ def triton_llm_migration(request: pytest.FixtureRequest, tmp_path_factory: pytes
 def openai_target(request: pytest.FixtureRequest) -> OpenAITarget:
     """The OpenAI-compatible endpoint of --openai-url: its model (from /v1/models) and its family's contract."""
     state = request.config.stash[_SESSION]
-    openai = state.options.openai
-    assert openai is not None, "the /v1 tests are deselected without --openai-url"
-    try:
-        target = OpenAITarget(openai, engine=state.openai_engine)
-    except TritonLLMError as exc:
-        stop_session(exc)
-    state.progress.say(f"OpenAI target: {target.describe()}")
-    return target
+    assert state.options.openai is not None, "the /v1 tests are deselected without --openai-url"
+    return _open_target(state, state.options.openai, "OpenAI target")
 
 
 @pytest.fixture(scope="session")
@@ -355,11 +349,17 @@ def openai_perf_reference(request: pytest.FixtureRequest) -> OpenAITarget | None
         return None
     assert state.options.openai is not None, "--perf-against-url is refused without --openai-url"
     reference = replace(state.options.openai, url=url.rstrip("/"), model=None, family=None)
+    return _open_target(state, reference, "perf reference")
+
+
+def _open_target(state, options, label: str) -> OpenAITarget:
+    """The endpoint of `options` (its model and family read from /v1/models), said on the terminal as `label`; a
+    failure stops the session in one line."""
     try:
-        target = OpenAITarget(reference, engine=state.openai_engine)
+        target = OpenAITarget(options, engine=state.openai_engine)
     except TritonLLMError as exc:
         stop_session(exc)
-    state.progress.say(f"perf reference: {target.describe()}")
+    state.progress.say(f"{label}: {target.describe()}")
     return target
 
 

@@ -81,7 +81,6 @@ class GenerationRequest:
     lora: object | None = None  # a lora.LoraAdapter, applied to this request's batch row only
     # prompt tuning: prompt id vocab_size + i is row i of this table [rows, hidden] (TensorRT-LLM's PromptTuningConfig)
     prompt_table: torch.Tensor | None = None
-    prompt_extra_ids: list[int] | None = None  # prompt_table_extra_ids: keys of KV-cache reuse, which the stand-in lacks
     top_logprobs: int = 0  # the trtllm-serve stand-in's logprobs=K: the K likeliest tokens of each step, with theirs
 
 
