@@ -35,7 +35,14 @@ from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.stack.lock import DUMMY
 from pytest_triton_llm.perf.baseline import comparable
 from pytest_triton_llm.perf.client_processes import free_cores, load_processes
-from pytest_triton_llm.perf.judge import client_problems, judge_against, judge_budget, load_point_result, undecided_by
+from pytest_triton_llm.perf.judge import (
+    client_problems,
+    judge_against,
+    judge_budget,
+    load_point_result,
+    reference_failures,
+    undecided_by,
+)
 from pytest_triton_llm.perf.metrics import DEFINITIONS, summarize
 from pytest_triton_llm.perf.mlperf import judge as judge_mlperf
 from pytest_triton_llm.perf.monitor import monitor_load
@@ -140,9 +147,7 @@ def test_load_point(
         record_property(f"perf.{point_name}.goodput_rps", result["goodput"]["goodput_rps"])
 
     assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
-    # a reference that failed requests is no measure of anything: its ratios would judge its errors
-    failed = [run for run in reference_runs if run["errors"]]
-    assert not failed, f"{reference.id}: {sum(r['errors'] for r in failed)} requests failed: {failed[0]['error_samples']}"
+    assert (failed := reference_failures(reference_runs, reference.id if reference else "")) is None, failed
     fixed_output = workload.fixed_output and not triton_llm.client.speaks_llmapi
     result["fixed_output"] = fixed_output  # false: output lengths as the model ended them
     if fixed_output:
@@ -164,9 +169,7 @@ def test_load_point(
             stacklevel=1,
         )
     if reference is not None:
-        result["compared"], regressed = judge_against(options.fail_rules, reference_runs, runs, reference.id, point_name)
-        result["regressions"] = result["compared"]["regressions"]
-        problems += regressed
+        problems += judge_against(result, options.fail_rules, reference_runs, runs, reference.id, point_name)
     if options.compare:
         before = options.baseline_point(triton_llm.id, point_name)
         refused, differs = comparable(before, result) if before is not None else (None, [])
@@ -329,20 +332,16 @@ class TestOverV1:
         )
         who = f"/v1 {point_name}"
         problems = judge_budget(*perf_budgets, identity, result, runs, options, who, compared=reference is not None)
+        reference_runs = against[0].runs if against else []
         if reference is not None:
-            result["compared"], regressed = judge_against(
-                options.fail_rules, against[0].runs, runs, reference.options.url, point_name
-            )
-            result["regressions"] = result["compared"]["regressions"]
-            problems += regressed
+            problems += judge_against(result, options.fail_rules, reference_runs, runs, reference.options.url, point_name)
         # recorded before the asserts, so that a failed load point still says what was measured and what judged it
         triton_llm_report.record_run_entry(V1_PERF, point_name, result)
         for key in ("throughput_rps", "output_tokens_per_s"):
             record_property(f"perf.v1.{point_name}.{key}", result[key])
 
         assert result["errors"] == 0, f"{result['errors']} requests failed: {result['error_samples']}"
-        failed = [run for run in (against[0].runs if against else []) if run["errors"]]  # a reference that failed
-        assert not failed, f"{reference.options.url}: {sum(r['errors'] for r in failed)} failed: {failed[0]['error_samples']}"
+        assert (failed := reference_failures(reference_runs, reference.options.url if reference else "")) is None, failed
         drawn = sum(r.max_tokens for r in requests)
         if by_usage and held in ("ignore_eos", "min_tokens"):  # the usage counts every token: the lengths must be exact
             assert [r["output_tokens"] for r in runs] == [drawn] * len(runs), (

@@ -81,13 +81,15 @@ def judge_budget(
     return problems
 
 
-def judge_against(rules, reference_runs: list[dict], runs: list[dict], reference: str, point_name: str) -> tuple[dict, list[str]]:
+def judge_against(
+    result: dict, rules, reference_runs: list[dict], runs: list[dict], reference: str, point_name: str
+) -> list[str]:
     """The load point's `runs` against `reference_runs`, measured in the same interleaved rounds (--perf-against,
-    --perf-against-url): each --perf-compare-fail rule by a paired test on the rounds' ratios. -> (the report's
-    `compared` entry, what fails the load point)."""
+    --perf-against-url): each --perf-compare-fail rule by a paired test on the rounds' ratios, recorded on `result`
+    (`compared`, `regressions`); -> what fails the load point."""
     judged = [rule.paired(reference_runs, runs) for rule in rules]
     regressions = [r["regression"] for r in judged if r["regression"]]
-    compared = {
+    result["compared"] = {
         "against": reference,
         "rounds": len(runs),
         "rules": judged,
@@ -95,7 +97,17 @@ def judge_against(rules, reference_runs: list[dict], runs: list[dict], reference
         "power": [r.get("power") for r in judged],
         "reference": median_run(reference_runs),
     }
-    return compared, [f"regression at {point_name} against {reference}: {r}" for r in regressions]
+    result["regressions"] = regressions
+    return [f"regression at {point_name} against {reference}: {r}" for r in regressions]
+
+
+def reference_failures(reference_runs: list[dict], reference: str) -> str | None:
+    """Why a reference measured beside a load point judges nothing: the requests it failed (its ratios would judge
+    its errors); None where it answered every one."""
+    failed = [run for run in reference_runs if run["errors"]]
+    if not failed:
+        return None
+    return f"{reference}: {sum(r['errors'] for r in failed)} requests failed: {failed[0]['error_samples']}"
 
 
 def budget_confidence(options) -> float:
