@@ -130,6 +130,13 @@ def add_trtllm_stand_in_arguments(parser) -> None:
         metavar="N",
         help="serve /perf_metrics as trtllm-serve does with return_perf_metrics and perf_metrics_max_requests N (default: off)",
     )
+    parser.add_argument(
+        "--guided-decoding-backend",
+        choices=["xgrammar"],
+        default=None,
+        help="serve response_format as trtllm-serve does with guided_decoding_backend set (needs the guided extra; "
+        "default: unset, and a guided request is refused as trtllm-serve refuses it)",
+    )
     add_engine_options(_Declare(parser))
 
 
@@ -143,7 +150,14 @@ def serve_trtllm_stand_in(args, progress: Progress | None = None, stop: threadin
     reap_orphans(cache.root / "run", progress)
     workdir = Path(tempfile.mkdtemp(prefix="triton-llm-trtllm-stand-in-"))
     server = trtllm_serve.serve_engine(
-        lock, args.engine, cache, workdir, rebuild=args.engines_rebuild, port=args.port, perf_metrics=args.perf_metrics
+        lock,
+        args.engine,
+        cache,
+        workdir,
+        rebuild=args.engines_rebuild,
+        port=args.port,
+        perf_metrics=args.perf_metrics,
+        guided_decoding_backend=args.guided_decoding_backend,
     )
     try:
         log = workdir / "trtllm_serve_stand_in.log"

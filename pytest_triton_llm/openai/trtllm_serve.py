@@ -34,6 +34,7 @@ MODULES = (
     ("trtllm_serve", "server.py"),
     ("trtllm_serve", "protocol.py"),
     ("triton_models/tensorrt_llm", "generation.py"),
+    ("triton_models/tensorrt_llm", "guided.py"),
     ("triton_models/tensorrt_llm", "inflight.py"),
     ("triton_models/tensorrt_llm", "lora.py"),
     ("triton_models/tensorrt_llm", "errors.py"),
@@ -59,11 +60,13 @@ class TrtllmServeStandIn:
         self.process.stop()
 
 
-def installed() -> str | None:
-    """Why the stand-in cannot start here, or None."""
+def installed(guided: bool = False) -> str | None:
+    """Why the stand-in cannot start here, or None; `guided`: with guided decoding (xgrammar)."""
     missing = [name for name in ("fastapi", "uvicorn", "torch", "transformers") if importlib.util.find_spec(name) is None]
     if missing:
         return f'{", ".join(missing)} not installed: pip install -c constraints.txt -e ".[reference]"'
+    if guided and importlib.util.find_spec("xgrammar") is None:
+        return 'guided_decoding_backend xgrammar: xgrammar not installed: pip install -c constraints.txt -e ".[guided]"'
     return None
 
 
@@ -100,6 +103,7 @@ def serve_engine(
     rebuild: bool = False,
     port: int | None = None,
     perf_metrics: int = 0,
+    guided_decoding_backend: str | None = None,
 ) -> TrtllmServeStandIn:
     """The stand-in on lock engine `name`'s reference checkpoint, built or reused in `cache` as the reference backend
     builds it (the conversion runs here, whatever the runtime: no build site is asked for)."""
@@ -111,7 +115,15 @@ def serve_engine(
         )
     built = backend_of("reference").build(cache, name, engine, rebuild, lambda: BuildSite(None))
     return start(
-        built.path, built.tokenizer_path, name, work_dir, cache.root / "run", cache.progress, port=port, perf_metrics=perf_metrics
+        built.path,
+        built.tokenizer_path,
+        name,
+        work_dir,
+        cache.root / "run",
+        cache.progress,
+        port=port,
+        perf_metrics=perf_metrics,
+        guided_decoding_backend=guided_decoding_backend,
     )
 
 
@@ -125,20 +137,25 @@ def start(
     *,
     port: int | None = None,
     perf_metrics: int = 0,
+    guided_decoding_backend: str | None = None,
     timeout_s: float = 180.0,
 ) -> TrtllmServeStandIn:
     """Start the stand-in on `checkpoint` and wait until /v1/models answers. `perf_metrics` > 0 runs it as trtllm-serve
-    with `return_perf_metrics: true` and `perf_metrics_max_requests: N` in --extra_llm_api_options. Its answers carry
-    the project's version in the stand-in header."""
-    missing = installed()
+    with `return_perf_metrics: true` and `perf_metrics_max_requests: N` in --extra_llm_api_options, and
+    `guided_decoding_backend` ("xgrammar") with that option. Its answers carry the project's version in the stand-in
+    header."""
+    missing = installed(guided=guided_decoding_backend is not None)
     if missing is not None:
         raise StandInUnavailable(missing)
     run_dir = work_dir / "trtllm_serve_stand_in"
     model = stage(run_dir, checkpoint, served_name)
-    options_file = None
+    options: dict = {"guided_decoding_backend": guided_decoding_backend} if guided_decoding_backend else {}
     if perf_metrics > 0:
+        options.update(return_perf_metrics=True, perf_metrics_max_requests=perf_metrics)
+    options_file = None
+    if options:
         options_file = run_dir / "extra_llm_api_options.yaml"
-        options_file.write_text(yaml.safe_dump({"return_perf_metrics": True, "perf_metrics_max_requests": perf_metrics}))
+        options_file.write_text(yaml.safe_dump(options))
     port = port or free_ports(1)[0]
     log_path = work_dir / "trtllm_serve_stand_in.log"
     argv = command(run_dir, model, tokenizer, port, version(), options_file)

@@ -3,13 +3,15 @@ tensorrt_llm/serve/openai_protocol.py (main, 2026: 0076e939; the sources of open
 
 The request models keep every field upstream's have, with its default, and upstream's extra="forbid": an unknown
 field is refused, a field of the wrong type too, with pydantic's own words (the server answers both with HTTP 400
-{"error": str(RequestValidationError)}). Nested types the stand-in never reads (tools, response formats,
-disaggregated parameters, ...) are taken as plain JSON values. The response models have upstream's fields in
-upstream's order, so that model_dump() and model_dump_json() write what upstream writes.
+{"error": str(RequestValidationError)}). Nested types the stand-in never reads (tools, disaggregated parameters, ...)
+are taken as plain JSON values; response_format is upstream's ResponseFormat, and guide_of is
+_response_format_to_guided_decoding_params (without the reasoning parsers' structural tags). The response models
+have upstream's fields in upstream's order, so that model_dump() and model_dump_json() write what upstream writes.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any, Dict, List, Literal, Optional, Union
@@ -19,6 +21,42 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 class OpenAIBaseModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ResponseFormat(OpenAIBaseModel):
+    type: Literal["text", "json", "json_schema", "json_object", "regex", "ebnf", "structural_tag"]
+    schema_: Optional[dict] = Field(default=None, alias="schema")  # `schema` shadows BaseModel's
+    json_schema: Optional[dict] = None
+    regex: Optional[str] = None
+    ebnf: Optional[str] = None
+    format: Optional[dict] = None  # xgrammar.structural_tag.Format upstream
+
+
+def _required(response_format: ResponseFormat, field: str, value):
+    if value is None:
+        raise ValueError(
+            f"response_format.{field} is required for response_format.type == {response_format.type!r}, but got None."
+        )
+    return value
+
+
+def guide_of(response_format: Optional[ResponseFormat]) -> Optional[tuple[str, str]]:
+    """The (guide type, guide) a response_format asks for (guided.GUIDE_TYPES), None for none."""
+    if response_format is None or response_format.type == "text":
+        return None
+    kind = response_format.type
+    if kind == "json":
+        return "json_schema", json.dumps(_required(response_format, "schema", response_format.schema_))
+    if kind == "json_schema":
+        schema = _required(response_format, "json_schema", response_format.json_schema)
+        return "json_schema", json.dumps(schema.get("schema", schema))  # OpenAI's wrapper, or the schema itself
+    if kind == "json_object":
+        return "json", ""
+    if kind == "regex":
+        return "regex", _required(response_format, "regex", response_format.regex)
+    if kind == "ebnf":
+        return "ebnf_grammar", _required(response_format, "ebnf", response_format.ebnf)
+    return "structural_tag", response_format.model_dump_json(by_alias=True, exclude_none=True)
 
 
 class StreamOptions(OpenAIBaseModel):
@@ -151,7 +189,7 @@ class CompletionRequest(OpenAIBaseModel):
     detokenize: bool = True
     thinking_token_budget: Optional[int] = None
     add_special_tokens: bool = True
-    response_format: Optional[Any] = None
+    response_format: Optional[ResponseFormat] = None
     disaggregated_params: Optional[Any] = None
     priority: Optional[float] = Field(default=None, ge=0.0, le=1.0)
     conversation_params: Optional[Any] = None
@@ -261,7 +299,7 @@ class ChatCompletionRequest(OpenAIBaseModel):
     max_completion_tokens: Optional[int] = Field(default=None, validation_alias="max_tokens")
     n: int = 1
     presence_penalty: Optional[float] = 0.0
-    response_format: Optional[Any] = None
+    response_format: Optional[ResponseFormat] = None
     seed: Optional[int] = None
     stop: Optional[Union[str, List[str]]] = Field(default_factory=list)
     stream: Optional[bool] = False

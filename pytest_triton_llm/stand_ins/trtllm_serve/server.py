@@ -11,7 +11,9 @@ executor/base_worker.py (_deduce_max_tokens), the sources cited in openai_famili
 The generation itself is the reference engine's (generation.py, inflight.py, prefix_cache.py), run with its in-flight
 scheduler and KV-block reuse as the llmapi stand-in runs them.
 
-What the stand-in does not implement (beam search, best_of, several prompts in one request, guided decoding,
+Guided decoding (response_format) runs where --extra_llm_api_options sets guided_decoding_backend: xgrammar, with
+the reference engine's guide (guided.py); without it a guided request is refused as the C++ executor refuses it.
+What the stand-in does not implement (beam search, best_of, several prompts in one request,
 tools, LoRA, echo on chat, detokenize false, ...) it refuses when a request asks for it, with HTTP 400 in upstream's error
 shape and a message that says so; /metrics (iteration statistics) and /prometheus/metrics are not served: their
 fields were not read. Copied with its shared modules into a run directory and started as `python server.py MODEL ...`
@@ -34,6 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
+from guided import GuidedDecoder
 from hf_tokenizer import load_tokenizer
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
 from protocol import (
@@ -58,6 +61,7 @@ from protocol import (
     ModelList,
     PromptTokensDetails,
     UsageInfo,
+    guide_of,
 )
 
 STAND_IN_HEADER = "x-triton-llm-stand-in"  # the harness reads it by this name (openai/client.py STAND_IN_HEADER)
@@ -79,7 +83,6 @@ NOT_IMPLEMENTED = {
     "return_context_logits": False,
     "detokenize": True,
     "thinking_token_budget": None,
-    "response_format": None,
     "disaggregated_params": None,
     "lora_request": None,
     "prompt_ignore_length": 0,
@@ -152,6 +155,12 @@ class StandIn:
         load = partial(ReferenceEngine, model_dir, None, {"dtype": "float32", "build_config": build_config})
         self.scheduler = PrefixCachingScheduler(load, self.prefix)
         self.engine = self.scheduler.engine
+        backend = options.get("guided_decoding_backend")
+        if backend not in (None, "xgrammar"):  # the stand-in's one backend (TensorRT-LLM also has llguidance)
+            raise SystemExit(f"guided_decoding_backend {backend!r}: the stand-in implements xgrammar only")
+        if backend == "xgrammar":
+            guided = GuidedDecoder.for_tokenizer(self.tokenizer, self.engine.vocab_size, self.tokenizer.eos_token_id)
+            self.engine.guided_decoder = lambda: guided
         self.iteration = 0
         self.scheduler.on_stats = self._count_iteration
         keep = int(options.get("perf_metrics_max_requests", 0))
@@ -234,6 +243,7 @@ class StandIn:
             else [self.tokenizer.encode(v, add_special_tokens=False) for s in stops for v in (s, f" {s}")],
             top_logprobs=top_logprobs,
             embedding_bias=self.embedding_bias(request.logit_bias),
+            guide=guide_of(request.response_format),
         )
         self.engine.validate(generation)
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from errors import ExecutorError, assertion
+from guided import NOT_SET_UP, GuideError
 from lora import LoraSupport
 from served_contract import RequestError
 
@@ -82,6 +83,7 @@ class GenerationRequest:
     # prompt tuning: prompt id vocab_size + i is row i of this table [rows, hidden] (TensorRT-LLM's PromptTuningConfig)
     prompt_table: torch.Tensor | None = None
     top_logprobs: int = 0  # the trtllm-serve stand-in's logprobs=K: the K likeliest tokens of each step, with theirs
+    guide: tuple[str, str] | None = None  # guided decoding: (guide type, guide), guided.GUIDE_TYPES
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Sequence:
     top_log_probs: list[dict[int, float]] = field(default_factory=list)  # per token, when request.top_logprobs > 0
     finish_reason: str | None = None  # length | end_id | stop_words | cancelled
     generator: torch.Generator | None = None
+    guide: object | None = None  # a guided.Guide, started at the first step of a guided request
 
     @property
     def finished(self) -> bool:
@@ -128,6 +131,9 @@ class ReferenceEngine:
     """A Hugging Face causal LM loaded from a reference engine directory."""
 
     lora = None  # a lora.LoraSupport when the engine was built with LoRA
+    # guided decoding: a zero-argument callable that gives the guided.GuidedDecoder, where the deployment configures a
+    # guided_decoding_backend (called at the first guided request: xgrammar and the tokenizer load then)
+    guided_decoder = None
     device = torch.device("cpu")  # set by __init__ from what torch sees
     fault = staticmethod(no_fault)  # which known upstream bug it reproduces (the module docstring)
 
@@ -211,6 +217,16 @@ class ReferenceEngine:
             raise RequestError(f"input_ids contain {bad[0]}, outside the vocabulary [0, {self.vocab_size}){table}")
         if request.embedding_bias is not None and request.embedding_bias.size not in (0, self.vocab_size):
             raise RequestError(f"embedding_bias must have {self.vocab_size} entries, got {request.embedding_bias.size}")
+        if request.guide is not None:
+            self._validate_guide(request.guide)
+
+    def _validate_guide(self, guide: tuple[str, str]) -> None:
+        if self.guided_decoder is None:
+            raise ExecutorError(f"Encountered an error when fetching new request: {NOT_SET_UP}")
+        try:
+            self.guided_decoder().compiled(*guide)
+        except GuideError as exc:  # the stand-in's words: how TensorRT-LLM answers a guide xgrammar refuses was not read
+            raise RequestError(str(exc)) from None
 
     def _validate_prompt_table(self, request: GenerationRequest) -> None:
         table = request.prompt_table
@@ -289,6 +305,7 @@ class ReferenceEngine:
             or r.sampling.penalized
             or (r.embedding_bias is not None and r.embedding_bias.size)
             or len(seq.tokens) < r.sampling.min_length
+            or r.guide is not None
             or (r.sampling.temperature == 0 and self.fault("temperature_zero_not_greedy"))
         )
 
@@ -313,6 +330,9 @@ class ReferenceEngine:
         for word in r.bad_words:
             if word and _ends_with(history, word[:-1]) and 0 <= word[-1] < row.numel():
                 row[word[-1]] = NEG_INF
+        if r.guide is not None:  # after the biases and penalties, before temperature: GuidedDecoder's place
+            seq.guide = seq.guide or self.guided_decoder().start(*r.guide)
+            seq.guide.mask(row)
         if not s.greedy and s.temperature > 0:
             row /= s.temperature
         return row
@@ -348,6 +368,8 @@ class ReferenceEngine:
             token = seq.tokens[0]
         if top is not None and token != r.end_id:
             seq.top_log_probs.append({**top, token: log_prob})  # the chosen token's too, as TensorRT-LLM's logprobs
+        if seq.guide is not None:
+            seq.guide.accept(token)
         if token == r.end_id and not self.fault("end_id_ignored"):
             seq.finish_reason = "end_id"
             if self.fault("end_id_pads_output"):  # the end token returned, repeated up to max_new_tokens

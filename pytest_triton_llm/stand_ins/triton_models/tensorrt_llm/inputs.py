@@ -42,6 +42,8 @@ HONOURED = frozenset(
         "return_generation_logits",
         "runtime_top_p_min",  # bounds the top-p decay only, which the stand-in refuses
         "prompt_embedding_table",  # rows for prompt ids >= vocab_size (generation.py context_inputs)
+        "guided_decoding_guide_type",  # guided decoding with xgrammar (guided.py), where guided_decoding_backend is set
+        "guided_decoding_guide",
     }
 )
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
@@ -76,8 +78,6 @@ REFUSED = {
     "mrope_rotary_cos_sin": None,
     "mrope_position_deltas": None,
     "context_phase_params": None,
-    "guided_decoding_guide_type": None,
-    "guided_decoding_guide": None,
     "lookahead_window_size": None,
     "lookahead_ngram_size": None,
     "lookahead_verification_set_size": None,
@@ -89,8 +89,7 @@ REFUSED = {
     "retention_decode_duration_ms": None,
 }
 WHY_REFUSED = (
-    "the reference backend has no speculative decoding, encoders, guided decoding, KV-cache retention, perf "
-    "metrics or token-count outputs"
+    "the reference backend has no speculative decoding, encoders, KV-cache retention, perf metrics or token-count outputs"
 )
 
 

@@ -8,6 +8,8 @@ Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
                            stop signal, cancellation) or not (one response per request, stop answered at once)
   exclude_input_in_output  default for requests that do not send the input of that name
   lora_cache_host_memory_bytes  LoRA adapters kept by task id before the oldest is evicted
+  guided_decoding_backend  "xgrammar": guided decoding (guided.py) with the tokenizer of tokenizer_dir (else the
+                           engine's); unset: a guided request is refused as TensorRT-LLM refuses it
   stand_in_fault           a known upstream bug to reproduce (stand_in_faults.py), here or in its engine
 
 Every input of the served family is honoured or refused by name (inputs.py); it publishes TensorRT-LLM's metric
@@ -27,6 +29,8 @@ import torch
 import triton_python_backend_utils as pb_utils
 from errors import ExecutorError
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
+from guided import GUIDE_TYPES, GuidedDecoder
+from hf_tokenizer import load_tokenizer
 from inflight import InflightScheduler, Job
 from inputs import check
 from metrics import TrtllmMetrics
@@ -107,6 +111,24 @@ def _prompt_table(tensors: dict, row: int):
     return None if table is None else torch.from_numpy(np.ascontiguousarray(table))
 
 
+def _guide(tensors: dict, row: int) -> tuple[str, str] | None:
+    """(type, guide) of a row, as utils.cc getGuidedDecodingParamsFromTensors reads them: a type it does not know
+    (json, json_schema, regex, ebnf_grammar) is no guide at all, and the request runs unguided."""
+    kind = _row(tensors.get("guided_decoding_guide_type"), row)
+    if kind is None:
+        return None
+    kind = _text(kind)
+    if kind not in GUIDE_TYPES[:4]:
+        return None
+    guide = _row(tensors.get("guided_decoding_guide"), row)
+    return kind, "" if guide is None else _text(guide)
+
+
+def _text(value) -> str:
+    item = np.asarray(value).reshape(-1)[0]
+    return item.decode("utf-8") if isinstance(item, bytes) else str(item)
+
+
 class _Rows:
     """The rows of one request of batch > 1 (decoupled only): only the last to finish sends the final flag."""
 
@@ -155,6 +177,7 @@ class TritonPythonModel:
         )
         self.scheduler = InflightScheduler(load, self._iteration) if self.inflight else None
         self.engine = self.scheduler.engine if self.inflight else load()
+        self._guided_decoder(params)
         pb_utils.Logger.log_info(f"reference tensorrt_llm stand-in: {params['gpt_model_path']} on {self.engine.describe()}")
         config = self.engine.build_config
         self.metrics = TrtllmMetrics(
@@ -167,6 +190,26 @@ class TritonPythonModel:
             self.fault,
         )
         self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
+
+    def _guided_decoder(self, params: dict) -> None:
+        """GuidedDecodingConfig from the model's parameters: only xgrammar, as the C++ backend's model_instance_state
+        accepts; its decoder is made at the first guided request (the tokenizer and xgrammar load then)."""
+        backend = params.get("guided_decoding_backend") or ""
+        if not backend or backend.startswith("${"):
+            return
+        if backend != "xgrammar":
+            raise pb_utils.TritonModelException(f"Invalid guided_decoding_backend {backend!r}: only xgrammar is supported")
+        tokenizer_dir = params.get("tokenizer_dir") or ""
+        tokenizer_dir = params["gpt_model_path"] if not tokenizer_dir or tokenizer_dir.startswith("${") else tokenizer_dir
+        engine, decoder = self.engine, []
+
+        def decoder_once() -> GuidedDecoder:
+            if not decoder:
+                tokenizer = load_tokenizer(tokenizer_dir)
+                decoder.append(GuidedDecoder.for_tokenizer(tokenizer, engine.vocab_size, tokenizer.eos_token_id))
+            return decoder[0]
+
+        engine.guided_decoder = decoder_once
 
     def _iteration(self, stats: dict) -> None:
         metrics = getattr(self, "metrics", None)  # the scheduler may report before initialize() made them
@@ -248,6 +291,7 @@ class TritonPythonModel:
             bad_words=unpack_word_list(_row(tensors.get("bad_words_list"), row)),
             embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
             prompt_table=_prompt_table(tensors, row),
+            guide=_guide(tensors, row),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             lora=self._adapter(
                 _scalar(tensors, "lora_task_id", row, None, int),
