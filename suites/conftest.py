@@ -13,7 +13,7 @@ from pytest_triton_llm.lora import build_adapter
 from pytest_triton_llm.lora.recipes import load_recipes
 from pytest_triton_llm.plugin.hooks import deselect, perf_settings
 from pytest_triton_llm.common.prompts import Prompts, load_prompts
-from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.stack.repository import served_family
 from pytest_triton_llm.common.schema import load_toml
 
 FIXTURES = fixtures_dir()
@@ -27,7 +27,7 @@ def prompts() -> Prompts:
 @pytest.fixture(scope="session")
 def contract(triton_llm) -> dict:
     """The inflight_batcher_llm contract of the served Triton version's template family."""
-    return load_toml(FIXTURES / "contracts" / f"{template_family(triton_llm.server.version)}.toml")
+    return load_toml(FIXTURES / "contracts" / f"{served_family(triton_llm.ref, triton_llm.server.version)}.toml")
 
 
 @pytest.fixture(scope="session")

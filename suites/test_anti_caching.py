@@ -19,7 +19,7 @@ import yaml
 
 from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.perf.workload import PerfRequest, encode
-from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.stack.repository import served_family
 from pytest_triton_llm.stack.repository.llmapi import llmapi_family, model_yaml
 from pytest_triton_llm.triton.tensor_contract import config_parameters, flag
 
@@ -71,7 +71,7 @@ def kv_cache_reuse(served) -> tuple[bool, str]:
         return flag(setting, False), f"tensorrt_llm config parameter enable_kv_cache_reuse = {setting!r}"
     if config.get("backend") != "tensorrtllm":
         return False, f"enable_kv_cache_reuse unset; tensorrt_llm runs on backend {config.get('backend')!r}: no KV reuse"
-    family = template_family(served.server.version)
+    family = served_family(served.ref, served.server.version)
     default = tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) >= REUSE_BY_DEFAULT_FROM
     return default, f"enable_kv_cache_reuse unset; tensorrtllm_backend of template family {family} defaults to {default}"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from pytest_triton_llm.triton.client import GenerationError, Sampling
-from pytest_triton_llm.stack.repository import template_family
+from pytest_triton_llm.stack.repository import served_family
 from pytest_triton_llm.stack.repository.llmapi import llmapi_family
 from pytest_triton_llm.triton.tensor_contract import NO_END, Unbatched
 
@@ -58,7 +58,7 @@ def post_generate(served, body: bytes, model: str = "ensemble"):
 
 
 def _family(served) -> tuple[int, ...]:
-    return tuple(int(p) for p in template_family(served.server.version).removeprefix("trtllm-").split("."))
+    return tuple(int(p) for p in served_family(served.ref, served.server.version).removeprefix("trtllm-").split("."))
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,8 @@ def executor_error(served) -> str | Undocumented:
     library."""
     if _family(served) >= (0, 10):
         return ERROR
-    return Undocumented(
-        f"{template_family(served.server.version)}'s batch manager is a closed library: no source says whether it refuses this"
-    )
+    family = served_family(served.ref, served.server.version)
+    return Undocumented(f"{family}'s batch manager is a closed library: no source says whether it refuses this")
 
 
 def _llmapi_no_room(served) -> str | Undocumented:

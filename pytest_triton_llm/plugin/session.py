@@ -25,7 +25,7 @@ from ..host.processes import reap_orphans, shielded
 from ..common.files import write_json
 from ..common.progress import Progress
 from .report import RunReport
-from ..stack.repository import template_family
+from ..stack.repository import served_family
 from ..stack.repository.llmapi import llmapi_family
 from ..stack.runtimes import RUNTIMES, Runtime, RuntimeUnavailable, no_gpu_here
 from ..common.usage import OptionError
@@ -144,7 +144,7 @@ class TritonLLMSession:
         version = entry.triton if entry is not None else self.runtime.known_version() if self.runtime else None
         if version is None:
             return None
-        family = llmapi_family(version) if ref.serving_layout.one_model else template_family(version)
+        family = llmapi_family(version) if ref.serving_layout.one_model else served_family(ref, version)
         return ServedInputs(family_inputs(family), f"template family {family} (Triton {version})")
 
     def is_stand_in(self, ref: DeploymentRef) -> bool:

@@ -203,6 +203,13 @@ class Deployment:
     layout: Layout | None = None
     # llmapi: model.yaml's triton_config.max_batch_size (Triton's batch per execute); None: the engine's
     max_batch_size: int | None = None
+    # the engine ensemble's template family to render (fixtures/contracts/<name>.toml), where it is not the server
+    # version's: the reference backend only, whose stand-ins serve every family, so that a local server older than the
+    # family (2.51) serves its contract (guided decoding from trtllm-0.19); None: the family of the server's version
+    templates: str | None = None
+    # tensorrt_llm's guided_decoding_backend parameter (families from trtllm-0.19): "xgrammar", the only backend the
+    # C++ model takes; None leaves it unset, and a guided request is refused ("GuidedDecoder is not setup")
+    guided_decoding_backend: Literal["xgrammar"] | None = None
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
@@ -221,6 +228,10 @@ class Deployment:
             raise ValueError("field 'max_queue_delay_us' must be >= 0")
         if self.max_batch_size is not None:
             _positive(self, "max_batch_size")
+        if self.templates is not None and self.repository is not None:
+            raise ValueError("field 'templates': a 'repository' of your own is served as it is; give one or the other")
+        if self.templates is not None and not re.fullmatch(r"trtllm-\d+\.\d+", self.templates):
+            raise ValueError(f"field 'templates': {self.templates!r} is no engine ensemble family (trtllm-<major>.<minor>)")
 
     @property
     def gpt_model_type(self) -> str:
@@ -386,6 +397,11 @@ class DeploymentRef:
     def layout(self) -> Layout:
         """Its layout's name: inflight_batcher_llm (engine ensemble) or llmapi."""
         return self.serving_layout.name
+
+    def family(self, server_family: str) -> str:
+        """The engine ensemble's template family it is rendered from: its own `templates`, else `server_family` (the
+        family of the server's version)."""
+        return self.options.templates or server_family
 
     @property
     def capabilities(self) -> frozenset[str]:

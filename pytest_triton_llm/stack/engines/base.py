@@ -50,6 +50,13 @@ class RenderSite:
 NO_SITE = RenderSite()  # nothing beyond the deployment: configs only where code would need fetching
 
 
+def refuse_templates(engine: Engine, why: str) -> None:
+    """A deployment that names its own template family where only the reference stand-ins serve any family."""
+    named = sorted(n for n, d in engine.deployments.items() if d.templates is not None)
+    if named:
+        raise ValueError(f"field 'deployments.{named[0]}.templates': only the reference backend takes it ({why})")
+
+
 class Backend(Protocol):
     name: ClassVar[str]
     needs_gpu: ClassVar[bool]  # its engines are served on a GPU (containers get GPUs unless --triton-gpus says)

@@ -18,7 +18,7 @@ from ..compat import ImageEntry, load_compat
 from ..lock import DeploymentRef, Engine, layout_of
 from ...common.progress import human_bytes
 from ..repository.llmapi import check_arguments, link_image_model, render_llmapi_repository
-from .base import BuildError, NO_SITE, RenderSite, SiteFn
+from .base import BuildError, NO_SITE, RenderSite, SiteFn, refuse_templates
 from .hf_checkpoint import ReferenceBuilder
 from .sources import SourceError, fetch_checkpoint
 
@@ -81,6 +81,7 @@ class LlmapiBackend:
                 "e.g. with TensorRT Model Optimizer, and point the source at the result)"
             )
         check_arguments(engine)
+        refuse_templates(engine, "the LLM API serves its own version's contract")
         layouts = {n for n, d in engine.deployments.items() if not layout_of(engine.backend, d.layout).one_model}
         if layouts:
             raise ValueError(

@@ -59,6 +59,15 @@ def template_family(triton_version: str) -> str:
         raise TemplateError(f"no model templates for Triton {triton_version} (known: {known})") from None
 
 
+def served_family(ref: DeploymentRef, triton_version: str) -> str:
+    """The engine ensemble family `ref` is rendered from: the deployment's own `templates`, else its server's."""
+    family = ref.family(template_family(triton_version))
+    if not (_PACKAGE / "templates" / family).is_dir():
+        known = ", ".join(sorted(p.name for p in (_PACKAGE / "templates").iterdir() if p.name.startswith("trtllm-")))
+        raise TemplateError(f"deployment {ref.id}: field 'templates': no template family {family!r} (known: {known})")
+    return family
+
+
 def template_text(family: str, model: str) -> str:
     return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
 
@@ -95,6 +104,7 @@ def template_values(
         bls_instance_count=bls_instances or engine.max_batch_size,
         accumulate_tokens=False,  # each streamed response holds its own tokens, as the ensemble's do
         tensorrt_llm_model_name="tensorrt_llm",
+        guided_decoding_backend=options.guided_decoding_backend,  # GuidedDecodingConfig (trtllm-0.19 on)
     )
     if engine.lora is not None:  # the LoRA cache holds adapters up to the engine's max rank
         values.update(
@@ -131,7 +141,7 @@ def render_repository(
     upstream's fill_template.py leaves them. `engine_dir` is where the server sees the engine (a container's mount),
     by default where the cache keeps it; `bls_instances`: the BLS's instance count where its code needs fewer than
     upstream's rule."""
-    family = template_family(triton_version)
+    family = served_family(ref, triton_version)
     values = template_values(
         ref,
         Path(engine_dir) if engine_dir else built.path,

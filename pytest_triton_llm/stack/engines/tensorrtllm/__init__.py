@@ -12,7 +12,7 @@ from ...compat import ImageEntry, load_compat
 from ...lock import DeploymentRef, Engine, layout_of
 from ...repository import render_repository, upstream
 from ...repository.user import render_user_repository
-from ..base import NO_SITE, RenderSite, SiteFn
+from ..base import NO_SITE, RenderSite, SiteFn, refuse_templates
 from .builder import TrtllmBuilder
 from .dummy import dummy_of, pretrained_config
 from .executors import executor_for
@@ -32,6 +32,7 @@ class TensorrtllmBackend:
                 f"field 'deployments.{llmapi[0]}.layout': the llmapi model loads a Hugging Face checkpoint, "
                 'not a TensorRT engine; serve the checkpoint from an engine with backend = "llmapi"'
             )
+        refuse_templates(engine, "the image's tensorrtllm backend serves its own version's contract")
         if engine.dummy_weights:
             self._check_dummy(engine)
 
