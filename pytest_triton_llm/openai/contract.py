@@ -120,6 +120,25 @@ class ErrorCase:
 
 
 @dataclass(frozen=True)
+class Guides:
+    """How the family's response_format asks for each guide kind (verdicts.guided.KINDS): the field's JSON with
+    "$schema" for the schema as it is and "$text" for the guide as a JSON string; the endpoints that take it; a
+    response_format the family does not take, and the HTTP status that answers it."""
+
+    bodies: dict[str, str]
+    endpoints: tuple[str, ...]
+    unknown: str
+    unknown_status: str
+    cite: str
+    note: str = ""
+
+    def body(self, kind: str, guide: str) -> dict:
+        """The response_format for (`kind`, `guide`): KeyError where the family takes no such kind."""
+        text = self.bodies[kind].replace('"$text"', json.dumps(guide)).replace("$schema", guide or "{}")
+        return json.loads(text)
+
+
+@dataclass(frozen=True)
 class Family:
     title: str
     version: str  # which release or commit the entry speaks for
@@ -134,6 +153,8 @@ class Family:
     owned_by: Fact | None = None
     # request fields besides temperature 0 that make the family's decoding plain argmax (a default penalty it applies)
     greedy: Greedy | None = None
+    # guided decoding: how response_format asks for each guide kind, where the family takes it
+    guides: Guides | None = None
 
     def supports(self, name: str) -> bool:
         """Whether the family honours request field `name` as OpenAI defines it."""
@@ -169,6 +190,8 @@ class Family:
             if fact.values == ("unknown",) and not fact.note:
                 raise ValueError(f"response '{name}': 'unknown' needs a note saying why")
             self._check_cite(f"response '{name}'", fact.cite)
+        if self.guides is not None:
+            self._check_guides(self.guides)
         for name, fact in (("owned_by", self.owned_by), ("greedy", self.greedy)):
             if fact is not None:
                 self._check_cite(name, fact.cite)
@@ -194,6 +217,19 @@ class Family:
                         f"{what}: {key} {value!r} is neither a JSON literal nor one of {', '.join(DEFAULT_WORDS)}"
                     ) from None
         self._check_cite(what, field.cite)
+
+    def _check_guides(self, guides: Guides) -> None:
+        self._check_cite("guides", guides.cite)
+        unknown = [e for e in guides.endpoints if e not in self.endpoints]
+        if unknown:
+            raise ValueError(f"guides: endpoint '{unknown[0]}' is not among the family's endpoints")
+        for kind in guides.bodies:
+            try:
+                guides.body(kind, '{"type": "object"}' if kind == "json_schema" else "x")
+            except ValueError as exc:
+                raise ValueError(f"guides.bodies.{kind}: not JSON once filled: {exc}") from None
+        if not guides.unknown_status.isdigit():
+            raise ValueError(f"guides: unknown_status {guides.unknown_status!r} is no HTTP status")
 
     def _check_cite(self, what: str, cite: str) -> None:
         for part in cite.split("; "):

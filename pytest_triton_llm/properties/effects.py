@@ -8,14 +8,18 @@ a batch) follow the engine's equality rule: exact on float32; float16 kernels ar
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..verdicts.equality import HALF, assert_agree
+from ..verdicts.guided import JudgeUnavailable, problems
+from .guides import load_guides
 from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
 from .requests import Answer, Ask, Unanswerable
+from .triton_paths import FILLERS
 
 LONG = "long"  # prompt roles, filled from fixtures/prompts.toml by the suite
 SAMPLE = "sample"
@@ -45,6 +49,9 @@ ASSUMED_INPUT_LEN = 1024  # a /v1 endpoint named without --openai-engine: a wind
 # asking for log probs may cost this much (a ratio of two answers timed side by side, the best of ROUNDS each) plus
 # SLACK_S: TensorRT-LLM#2367 streamed 11x slower with return_log_probs
 LOG_PROBS_COST, SLACK_S, ROUNDS = 3.0, 0.25, 2
+# the unguided requests batched with a guided one: a guide that reached their rows shows in their first tokens, and
+# one length for all lets every guide's batch reuse their answers alone
+FILLER_TOKENS = 16
 
 
 @dataclass
@@ -497,6 +504,65 @@ def prompt_table(ctx: Context) -> None:
         assert_agree([expected], [answer.text], rule, ctx.path.tokenizer, what)
 
 
+def guided(ctx: Context) -> None:
+    """Each guide of fixtures/guides.toml the path takes holds its answer: the guide's grammar accepts the whole text
+    (jsonschema the schema's too); a streamed or batched answer equals the unary one, and the unguided requests batched
+    with it answer as they do alone. A guide type no server takes is answered as the path's contract says."""
+    guides, judged, why = load_guides(), 0, []
+    for name, guide in guides.guides.items():
+        ask = Ask.of(ctx.path.question(guide.question), guide.max_tokens, guide=(guide.kind, guide.guide))
+        try:
+            answer = _guided_answer(ctx, ask, guides.not_set_up)
+            found = problems(guide.kind, guide.guide, answer.text, may_stop_short=not guide.ends)
+        except (Unanswerable, JudgeUnavailable) as exc:
+            why.append(f"{name}: {exc}")
+            continue
+        assert not found, f"{ctx.path.name} ({ctx.mode}): guide {name!r} ({guide.kind}): {found[0]}"
+        if ctx.mode != "unary":
+            ctx.same(ctx.unary(ask).text, answer.text, f"guide {name!r}: the guided answer differs from the unary one")
+        judged += 1
+    if not judged:
+        raise Unanswerable("; ".join(why))
+    _unknown_guide_type(ctx)
+
+
+def _guided_answer(ctx: Context, ask: Ask, not_set_up: str) -> Answer:
+    """The guided answer in the cell's mode; batched, the unguided requests beside it must answer as alone."""
+    try:
+        if ctx.mode != "batched":
+            return ctx.ask(ask)
+        fillers = [Ask.of(p, FILLER_TOKENS) for p in FILLERS]
+        answers = ctx.path.batch([ask, *fillers])
+    except AssertionError as exc:
+        if not_set_up and not_set_up in str(exc):  # refused with the executor's words: a server without a backend
+            raise Unanswerable(f"{ctx.path.name}: the server has no guided decoding backend ({exc})") from None
+        raise
+    for filler, alone in zip(fillers, answers[1:], strict=True):
+        ctx.same(ctx.unary(filler).text, alone.text, f"the unguided {filler.prompt!r} batched with a guided request")
+    return answers[0]
+
+
+def _unknown_guide_type(ctx: Context) -> None:
+    """A guide type no server takes: on /v1 the family's status for it; on Triton the unguided answer (the C++
+    model's contract: an unknown type is no guide)."""
+    unknown = load_guides().unknown
+    if ctx.path.surface != OPENAI:
+        expected = ctx.greedy(LONG, 12).text
+        answer = ctx.ask(Ask.of(ctx.prompts[LONG], 12, guide=(unknown.kind, unknown.guide)))
+        ctx.same(expected, answer.text, f"guide type {unknown.kind!r}, which is no guide there ({unknown.triton})")
+        return
+    guides = ctx.path.target.family.guides
+    if ctx.mode != "unary" or ctx.path.name not in guides.endpoints:
+        return
+    body = {"response_format": json.loads(guides.unknown)}
+    status = ctx.path.refusal(Ask.of(ctx.prompts[LONG], 4), body)
+    assert status == int(guides.unknown_status), (
+        f"{ctx.path.name}: response_format {guides.unknown}, which {ctx.path.target.family.title} does not take, was "
+        f"answered with {'HTTP ' + str(status) if status else 'a completion'}; its contract: HTTP {guides.unknown_status} "
+        f"({guides.cite})"
+    )
+
+
 def beam_settings_at_width_1(ctx: Context) -> None:
     expected = ctx.greedy(LONG, 12).text
     ctx.same(
@@ -548,6 +614,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         log_probs,
         embedding_bias,
         prompt_table,
+        guided,
         beam_settings_at_width_1,
         pad_id,
     )

@@ -5,6 +5,7 @@ openai names; a field the family's contract does not honour is Unanswerable with
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from ..openai.client import OpenAIRequestError, chunk_log_probs
 from .matrix import OPENAI
@@ -66,9 +67,26 @@ class OpenAIPath:
         messages = [{"role": "user", "content": question}]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
+    def response_format(self, guide: tuple[str, str]) -> dict:
+        """The family's response_format for guide (kind, text); Unanswerable where the endpoint or family takes none."""
+        family = self.target.family
+        guides, (kind, text) = family.guides, guide
+        if guides is None:
+            raise Unanswerable(
+                family.why_not("response_format") if "response_format" in family.fields else f"{family.title}: no response_format"
+            )
+        if self.name not in guides.endpoints:
+            raise Unanswerable(f"{family.title}: {self.name} takes no response_format ({family.fields['response_format'].note})")
+        if kind not in guides.bodies:
+            raise Unanswerable(f"{family.title}: response_format asks for no {kind} guide ({guides.cite})")
+        return guides.body(kind, text)
+
     def body(self, ask: Ask, extra: dict | None = None) -> dict:
         fields = dict(extra or {})
         for option, value in ask.options:
+            if option == "guide":
+                fields["response_format"] = self.response_format(cast("tuple[str, str]", value))
+                continue
             if option not in FIELDS:
                 raise Unanswerable(f"{self.name}: the request has no field for {option}")
             name = FIELDS[option]
@@ -129,6 +147,15 @@ class OpenAIPath:
             return self._unary(body)
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
+
+    def batch(self, asks: list[Ask]) -> list[Answer]:
+        """`asks` sent at once, each unary; their answers in order."""
+        bodies = [self.body(ask) for ask in asks]
+        try:
+            with ThreadPoolExecutor(len(bodies)) as pool:
+                return list(pool.map(self._unary, bodies))
+        except OpenAIRequestError as exc:
+            raise AssertionError(f"{self.name} (batched) refused a request: {exc}") from None
 
     def choices(self, ask: Ask, mode: str) -> dict[int, str]:
         """Each choice's text by its index, for `ask` with n > 1: unary, streamed (its deltas joined per index) or

@@ -67,25 +67,26 @@ class TritonPath:
     def answer(self, ask: Ask, mode: str) -> Answer:
         if mode == "streamed" and not self.client.decoupled:
             raise Unanswerable(f"{self.served.id} is not decoupled: {self.model} answers unary requests only")
+        if mode == "batched":
+            return self.batch([ask, *(Ask.of(p, ask.max_tokens) for p in FILLERS)])[0]
         inputs = self.inputs(ask, streamed=mode == "streamed")
         try:
             if mode == "unary":
                 return self.read([self.client.request(self.model, inputs)], ask)
-            if mode == "streamed":
-                result = self.client.stream_inputs(self.model, inputs)
-                return self.read([e.outputs for e in result.content_events], ask, cumulative=self.surface == LLMAPI)
-            return self.read(self._in_batch(inputs, ask), ask)
+            result = self.client.stream_inputs(self.model, inputs)
+            return self.read([e.outputs for e in result.content_events], ask, cumulative=self.surface == LLMAPI)
         except GenerationError as exc:
             raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
 
-    def _in_batch(self, inputs: dict, ask: Ask) -> list[dict]:
-        others = [self.inputs(Ask.of(p, ask.max_tokens), streamed=False) for p in FILLERS]
+    def batch(self, asks: list[Ask]) -> list[Answer]:
+        """`asks` sent at once, each unary; their answers in order."""
         target = Target(self.client.endpoints, self.model, request_timeout_s=self.client.timeout_s)
-        records, _ = run_load(target, [inputs, *others], concurrency=4, keep_outputs=True)
-        mine = next(r for r in records if r.index == 0)
-        if mine.error:
-            raise GenerationError(mine.error)
-        return list(mine.responses)
+        records, _ = run_load(target, [self.inputs(a, streamed=False) for a in asks], concurrency=len(asks), keep_outputs=True)
+        by_index = {r.index: r for r in records}
+        for index, ask in enumerate(asks):
+            if by_index[index].error:
+                raise AssertionError(f"{self.name} (batched) refused {dict(ask.options)}: {by_index[index].error}")
+        return [self.read(list(by_index[i].responses), ask) for i, ask in enumerate(asks)]
 
     def extra(self, inputs: dict, name: str, value) -> None:
         """Add input `name` with the datatype the served model declares (no batch dimension where it takes none)."""
@@ -124,7 +125,16 @@ class TritonPath:
             self.extra(inputs, name, value)
         if "table" in options:  # a text prompt has no prompt-table ids: the table is sent, no id refers to it
             self._prompt_table(inputs, options["table"])
+        if "guide" in options:
+            self._guide(inputs, options["guide"])
         return inputs
+
+    def _guide(self, inputs: dict, guide: tuple[str, str]) -> None:
+        """Guided decoding: the guide's type (the executor's name) and text, as the ensemble, BLS and tensorrt_llm take
+        them alike."""
+        kind, text = guide
+        self.extra(inputs, "guided_decoding_guide_type", kind.encode())
+        self.extra(inputs, "guided_decoding_guide", text.encode())
 
     def _prompt_table(self, inputs: dict, words: tuple[str, ...]) -> list[int]:
         """Send the model's own input embeddings of `words` (one token each) as the prompt table, row k for word k;
@@ -187,6 +197,8 @@ class TritonPath:
             inputs["input_ids"] = (np.array([tabled], dtype=np.int32), inputs["input_ids"][1])
             if self.declared("prompt_table_extra_ids"):  # KV-cache reuse keys: 1 for the table's ids, 0 for text
                 self.extra(inputs, "prompt_table_extra_ids", [int(t >= vocab_size) for t in tabled])
+        if "guide" in options:
+            self._guide(inputs, options["guide"])
         return inputs
 
     # -- reading the answer -----------------------------------------------------------------------------------------

@@ -70,6 +70,9 @@ def test_what_the_sources_do_not_say_is_recorded_as_unknown_with_the_reason():
         ("llama-cpp-python", "presence_penalty"),
         ("llama-cpp-python", "frequency_penalty"),
         ("llama-cpp-python", "echo"),
+        ("dynamo", "response_format"),
+        ("triton-openai", "response_format"),
+        ("llama-server", "response_format"),
     }
     assert all(FAMILIES[n].fields[f].note for n, f in unknown)
     unknown_responses = {
