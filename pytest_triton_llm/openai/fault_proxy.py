@@ -159,7 +159,17 @@ def _truncate_from_the_left(request: dict) -> dict:
 KNOWN_FIELDS = {
     "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop",
     "stream", "stream_options", "logprobs", "top_logprobs", "n", "ignore_eos", "min_tokens", "repeat_penalty",
+    "response_format",
 }  # fmt: skip
+
+
+def _schema_not_enforced(request: dict) -> dict:
+    """A response_format with a JSON schema served as plain JSON mode: the answer is JSON, the schema not applied."""
+    fmt = request.get("response_format")
+    if isinstance(fmt, dict) and (fmt.get("type") in ("json_schema", "json") or "schema" in fmt):
+        request["response_format"] = {"type": "json_object"}
+    return request
+
 
 # what a fault does to the request on its way to the server
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
@@ -170,6 +180,11 @@ REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
     # temperature 0 taken for "not given": the server's own default temperature samples instead
     "temperature_zero_ignored": lambda request: {k: v for k, v in request.items() if (k, v) != ("temperature", 0.0)},
     "prompt_truncated_from_the_left": _truncate_from_the_left,
+    "response_format_schema_not_enforced": _schema_not_enforced,
+    # a chat request (it carries messages) loses its response_format on the way: the answer is unguided
+    "response_format_dropped_on_chat": lambda request: {
+        k: v for k, v in request.items() if k != "response_format" or "messages" not in request
+    },
     "max_tokens_plus_one": lambda request: {
         k: v + 1 if k in ("max_tokens", "max_completion_tokens") and isinstance(v, int) else v for k, v in request.items()
     },

@@ -109,5 +109,26 @@ def test_serve_trtllm_stand_in_prints_the_options_to_test_with_and_its_answers_s
         assert (target.family_name, target.model, target.stand_in) == ("trtllm-serve", "smollm2-135m", version())
         answer = target.endpoint.complete(target.completion("Hello there", 1))  # the printed tokenizer is the model's
         assert answer.usage["prompt_tokens"] == len(target.tokenizer.encode("Hello there"))
+        # no guided backend by default: a guided request is refused in the executor's words, not answered unguided
+        with pytest.raises(OpenAIRequestError, match="GuidedDecoder is not setup") as refused:
+            target.endpoint.complete(target.completion("Hello there", 4, response_format={"type": "json_object"}))
+        assert refused.value.status == 400
     with pytest.raises(OSError):
         target.endpoint.models()  # the server went with it
+
+
+GUIDED_CELLS = [
+    f"suites/test_properties.py::test_an_input_has_its_effect_over_v1[guided-{e}-unary]" for e in ("completions", "chat")
+]
+
+
+@pytest.mark.trtllm_stand_in
+def test_the_stand_in_with_its_guided_backend_passes_the_guided_cells_on_both_endpoints():
+    """--guided-decoding-backend xgrammar: every guide of fixtures/guides.toml holds, judged by xgrammar and jsonschema,
+    and the unknown response_format type gets the family's 400 (the guided extra; without it, a skip saying so)."""
+    pytest.importorskip("xgrammar", reason='the guided extra is not installed: pip install -e ".[guided]"')
+    with _served("serve-trtllm-stand-in", "--guided-decoding-backend", "xgrammar") as printed:
+        argv = [sys.executable, "-m", "pytest", *GUIDED_CELLS, "-p", "no:cacheprovider", "-q", "-rA"]
+        argv += ["--openai-url", printed["--openai-url"], "--tokenizer", printed["--tokenizer"]]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:]

@@ -63,13 +63,20 @@ def test_every_fault_names_known_markers_only(catalog):
     assert {name: f.markers for name, f in catalog.items() if not f.markers or set(f.markers) - known} == {}
 
 
+def _deployments_of(fault) -> dict:
+    """The deployments of the lock the fault's runs read: its pytest_args' --engines-lock, else the default."""
+    args = list(fault.pytest_args)
+    lock = args[args.index("--engines-lock") + 1] if "--engines-lock" in args else "fixtures/engines.lock"
+    return load_lock(ROOT / lock).deployments()
+
+
 def test_every_fault_runs_on_a_deployment_of_its_own_layout(catalog):
-    deployments = load_lock(ROOT / "fixtures" / "engines.lock").deployments()
-    assert {name: f.deployment for name, f in catalog.items() if f.deployment not in deployments} == {}
+    deployments = {name: _deployments_of(f) for name, f in catalog.items()}
+    assert {name: f.deployment for name, f in catalog.items() if f.deployment not in deployments[name]} == {}
     assert {
-        name: (f.layout, deployments[f.deployment].layout)
+        name: (f.layout, deployments[name][f.deployment].layout)
         for name, f in catalog.items()
-        if f.layout != deployments[f.deployment].layout
+        if f.layout != deployments[name][f.deployment].layout
     } == {}
     assert {name: f.model for name, f in catalog.items() if f.model not in MODELS} == {}
 

@@ -48,6 +48,7 @@ PREPROCESSED = {
     "OUT_PAD_ID": "pad_id",
     "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
 }
+GUIDE_INPUTS = ("guided_decoding_guide_type", "guided_decoding_guide")
 # BLS input -> tensorrt_llm input, passed on as sent (sampling names of both eras, LoRA, output switches)
 TO_TENSORRT_LLM = {
     "beam_width": "beam_width",
@@ -100,7 +101,7 @@ class TritonPythonModel:
         # decoupled: each request streams from a thread of its own, so that one instance serves as many requests at
         # once as the engine has slots (upstream's synchronous BLS needs max_batch_size instances, one stub each)
         self.streams = ThreadPoolExecutor(max(1, int(config.get("max_batch_size", 1))), thread_name_prefix="bls")
-        fault = Faults(params, "tensorrt_llm_bls")
+        self.fault = fault = Faults(params, "tensorrt_llm_bls")
         # BLS inputs a known upstream bug leaves out of the tensorrt_llm request
         self.not_forwarded = (
             ("top_k", "top_p", "temperature")
@@ -135,10 +136,11 @@ class TritonPythonModel:
             if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
                 raise BlsError(f"input {name!r} needs a model this BLS does not run (draft model, multimodal encoder)")
         pre = [pb_utils.Tensor(target, tensors[name]) for name, target in TO_PREPROCESSING.items() if name in tensors]
+        dropped = GUIDE_INPUTS if self.fault("guide_dropped_on_the_bls") else ()  # read per request: switchable
         core = {
             target: tensors[name]
             for name, target in TO_TENSORRT_LLM.items()
-            if name in tensors and name not in self.not_forwarded
+            if name in tensors and name not in self.not_forwarded and name not in dropped
         }
         for name in ("return_context_logits", "return_generation_logits"):  # always sent, as upstream's BLS does
             core.setdefault(name, np.zeros((batch, 1), dtype=bool))
