@@ -159,7 +159,7 @@ def _truncate_from_the_left(request: dict) -> dict:
 KNOWN_FIELDS = {
     "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop",
     "stream", "stream_options", "logprobs", "top_logprobs", "n", "ignore_eos", "min_tokens", "repeat_penalty",
-    "response_format",
+    "response_format", "add_generation_prompt",
 }  # fmt: skip
 
 
@@ -184,6 +184,10 @@ REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
     # a chat request (it carries messages) loses its response_format on the way: the answer is unguided
     "response_format_dropped_on_chat": lambda request: {
         k: v for k, v in request.items() if k != "response_format" or "messages" not in request
+    },
+    # the chat template's flags not passed on: the server's defaults (a generation prompt) apply
+    "chat_template_flags_dropped": lambda request: {
+        k: v for k, v in request.items() if k not in ("add_generation_prompt", "continue_final_message")
     },
     "max_tokens_plus_one": lambda request: {
         k: v + 1 if k in ("max_tokens", "max_completion_tokens") and isinstance(v, int) else v for k, v in request.items()

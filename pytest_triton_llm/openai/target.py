@@ -155,7 +155,9 @@ class OpenAITarget:
         return self.greedy(prompt=prompt, max_tokens=max_tokens, **body)
 
     def chat(self, message: str, max_tokens: int, **body) -> dict:
-        return self.greedy(messages=[{"role": "user", "content": message}], max_tokens=max_tokens, **body)
+        """`message` as the one user message, unless `body` gives its own `messages`."""
+        body.setdefault("messages", [{"role": "user", "content": message}])
+        return self.greedy(max_tokens=max_tokens, **body)
 
     def lacks(self, name: str) -> str | None:
         """Why a check that needs request field `name` does not apply to this family, or None."""

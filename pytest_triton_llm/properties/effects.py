@@ -563,6 +563,40 @@ def _unknown_guide_type(ctx: Context) -> None:
     )
 
 
+def _template_tokens(ctx: Context, messages: list[dict], fields: dict, flags: dict) -> None:
+    """A chat request of `messages` with request `fields` is answered from the model's chat template over them with
+    `flags`: usage.prompt_tokens equals the reference tokenizer's count of that template."""
+    if not getattr(ctx.path, "chat", False):
+        raise Unanswerable(f"{ctx.path.name}: no chat template is applied there")
+    tokenizer = ctx.path.tokenizer
+    if tokenizer is None:
+        raise Unanswerable(f"{ctx.path.name}: no tokenizer to apply the chat template with (--tokenizer)")
+    answer = ctx.path.answer_with(Ask.of(messages[0]["content"], 4), ctx.mode, {"messages": messages, **fields})
+    if answer.prompt_tokens is None:
+        raise Unanswerable(f"{ctx.path.name} ({ctx.mode}): the answer reports no usage.prompt_tokens")
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False, **flags)
+    expected = len(tokenizer.encode(rendered, add_special_tokens=False))  # the template holds its special tokens
+    assert answer.prompt_tokens == expected, (
+        f"{ctx.path.name} ({ctx.mode}): {fields}: usage.prompt_tokens {answer.prompt_tokens}, the model's chat template "
+        f"with {flags} gives {expected} tokens"
+    )
+
+
+def generation_prompt(ctx: Context) -> None:
+    """add_generation_prompt true, then false: two counts that differ by the assistant turn's opening tokens."""
+    messages = [{"role": "user", "content": ctx.prompts[QUESTION]}]
+    for flag in (True, False):
+        _template_tokens(ctx, messages, {"add_generation_prompt": flag}, {"add_generation_prompt": flag})
+
+
+def continue_final_message(ctx: Context) -> None:
+    """A last assistant message left open (a prefill): the template without a generation prompt and without that
+    message's closing tokens."""
+    messages = [{"role": "user", "content": ctx.prompts[QUESTION]}, {"role": "assistant", "content": "The answer is"}]
+    flags = {"add_generation_prompt": False, "continue_final_message": True}
+    _template_tokens(ctx, messages, flags, flags)
+
+
 def beam_settings_at_width_1(ctx: Context) -> None:
     expected = ctx.greedy(LONG, 12).text
     ctx.same(
@@ -615,6 +649,8 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         embedding_bias,
         prompt_table,
         guided,
+        generation_prompt,
+        continue_final_message,
         beam_settings_at_width_1,
         pad_id,
     )

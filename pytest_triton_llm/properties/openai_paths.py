@@ -136,8 +136,13 @@ class OpenAIPath:
                 streamed = endpoint.stream(self.path, body)
                 per_token = streamed.log_probs if "logprobs" in body else None
                 cum = sum(per_token) if per_token is not None else None
+                usage = streamed.usage or {}
                 return Answer(
-                    streamed.text, tokens=(streamed.usage or {}).get("completion_tokens"), log_probs=per_token, cum_log_prob=cum
+                    streamed.text,
+                    tokens=usage.get("completion_tokens"),
+                    log_probs=per_token,
+                    cum_log_prob=cum,
+                    prompt_tokens=usage.get("prompt_tokens"),
                 )
             if mode == "batched":
                 others = [self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS]
@@ -176,5 +181,11 @@ class OpenAIPath:
         done = self.target.endpoint.chat(body) if self.chat else self.target.endpoint.complete(body)
         per_token = chunk_log_probs(done.logprobs, self.chat) if "logprobs" in body else None
         cum = sum(per_token) if per_token is not None else None
-        tokens = (done.usage or {}).get("completion_tokens")
-        return Answer(done.text, tokens=tokens, log_probs=per_token, cum_log_prob=cum)
+        usage = done.usage or {}
+        return Answer(
+            done.text,
+            tokens=usage.get("completion_tokens"),
+            log_probs=per_token,
+            cum_log_prob=cum,
+            prompt_tokens=usage.get("prompt_tokens"),
+        )

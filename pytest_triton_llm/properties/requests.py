@@ -32,13 +32,14 @@ class Ask:
 @dataclass
 class Answer:
     """One answer: its generated text (the prompt only where the request asked for it back), and where the path says
-    them, its token ids, token count, per-token log probs and cumulative log prob."""
+    them, its token ids, token count, per-token log probs, cumulative log prob and the prompt's token count."""
 
     text: str
     token_ids: list[int] | None = None
     tokens: int | None = None
     log_probs: list[float] | None = None
     cum_log_prob: float | None = None
+    prompt_tokens: int | None = None  # the prompt's token count, where the path reports it (/v1 usage)
 
 
 class Unanswerable(Exception):

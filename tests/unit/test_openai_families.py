@@ -61,6 +61,9 @@ def test_every_citation_names_a_source_of_its_family_pinned_to_a_commit_or_tag(n
         assert source.read
 
 
+CHAT_TEMPLATE_FLAGS = ("add_generation_prompt", "continue_final_message")
+
+
 def test_what_the_sources_do_not_say_is_recorded_as_unknown_with_the_reason():
     unknown = {(n, f) for n, family in FAMILIES.items() for f, field in family.fields.items() if field.supported == "unknown"}
     assert unknown == {
@@ -73,6 +76,7 @@ def test_what_the_sources_do_not_say_is_recorded_as_unknown_with_the_reason():
         ("dynamo", "response_format"),
         ("triton-openai", "response_format"),
         ("llama-server", "response_format"),
+        *((family, flag) for family in ("dynamo", "triton-openai", "llama-server") for flag in CHAT_TEMPLATE_FLAGS),
     }
     assert all(FAMILIES[n].fields[f].note for n, f in unknown)
     unknown_responses = {
