@@ -597,6 +597,25 @@ def continue_final_message(ctx: Context) -> None:
     _template_tokens(ctx, messages, flags, flags)
 
 
+def draft_tokens(ctx: Context) -> None:
+    """External draft tokens on tensorrt_llm, asked as upstream's speculative client asks the target (len(draft) + 1
+    tokens): the answer is the greedy answer's first m + 1 tokens, m the draft's prefix that agrees with it. A right
+    draft of 3 gives the first 4; one wrong from its second token the first 2: a target that took the draft unverified
+    answers other tokens, one that rejected it all answers 1."""
+    if ctx.path.surface != TENSORRT_LLM:
+        raise Unanswerable(f"{ctx.path.name}: draft tokens are tensorrt_llm's input (entry models draft through a draft model)")
+    greedy = ctx.reference_ids(LONG, 8)
+    if len(greedy) < 4:
+        raise Unanswerable(f"{ctx.path.name}: the greedy answer ends before 4 tokens: {greedy}")
+    wrong = [(greedy[1] + 1) % len(ctx.path.tokenizer), (greedy[2] + 7) % len(ctx.path.tokenizer)]
+    for draft, agreed in ((greedy[:3], 3), ([greedy[0], *wrong], 1)):
+        answer = ctx.ask(Ask.of(ctx.prompts[LONG], len(draft) + 1, draft=tuple(draft)))
+        assert answer.token_ids == greedy[: agreed + 1], (
+            f"{ctx.path.name} ({ctx.mode}): draft {draft} agrees with the greedy answer {greedy} on {agreed} token(s), so "
+            f"the target answers its first {agreed + 1}; got {answer.token_ids}"
+        )
+
+
 def beam_settings_at_width_1(ctx: Context) -> None:
     expected = ctx.greedy(LONG, 12).text
     ctx.same(
@@ -649,6 +668,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         embedding_bias,
         prompt_table,
         guided,
+        draft_tokens,
         generation_prompt,
         continue_final_message,
         beam_settings_at_width_1,

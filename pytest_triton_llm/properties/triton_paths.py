@@ -199,6 +199,8 @@ class TritonPath:
                 self.extra(inputs, "prompt_table_extra_ids", [int(t >= vocab_size) for t in tabled])
         if "guide" in options:
             self._guide(inputs, options["guide"])
+        if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
+            self.extra(inputs, "draft_input_ids", list(options["draft"]))
         return inputs
 
     # -- reading the answer -----------------------------------------------------------------------------------------

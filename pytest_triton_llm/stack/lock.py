@@ -316,6 +316,9 @@ class Engine:
     # prompt-table rows the engine holds for a whole batch (trtllm-build --max_prompt_embedding_table_size): a request's
     # table may have max_prompt_embedding_table_size / max_batch_size rows; 0, no prompt tables
     max_prompt_embedding_table_size: int = 0
+    # draft tokens a request may bring for the engine to verify (trtllm-build --speculative_decoding_mode
+    # draft_tokens_external --max_draft_len): speculative decoding with a draft model; 0, none
+    max_draft_len: int = 0
     accuracy: Accuracy | None = None
     # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
     equality: Equality | None = None
@@ -326,8 +329,9 @@ class Engine:
 
     def __post_init__(self):
         _positive(self, "max_batch_size", "max_input_len", "max_output_len", "tp_size", "pp_size")
-        if self.max_prompt_embedding_table_size < 0:
-            raise ValueError(f"field 'max_prompt_embedding_table_size': must be >= 0, got {self.max_prompt_embedding_table_size}")
+        for name in ("max_prompt_embedding_table_size", "max_draft_len"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"field '{name}': must be >= 0, got {getattr(self, name)}")
         for name, options in self.deployments.items():
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
@@ -352,7 +356,14 @@ class Engine:
         """What determines the built engine; deployments, accuracy and equality settings only change serving and testing."""
         data = dataclasses.asdict(self)
         del data["deployments"], data["accuracy"], data["equality"], data["llmapi"]
-        later = {"tp_size": 1, "pp_size": 1, "quantization": None, "architecture": "llama", "max_prompt_embedding_table_size": 0}
+        later = {
+            "tp_size": 1,
+            "pp_size": 1,
+            "quantization": None,
+            "architecture": "llama",
+            "max_prompt_embedding_table_size": 0,
+            "max_draft_len": 0,
+        }
         for key, default in later.items():
             if data[key] == default:  # fields added later: their defaults keep existing cache keys
                 del data[key]

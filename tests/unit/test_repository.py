@@ -124,6 +124,10 @@ def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp
         "16",
         "--max_prompt_embedding_table_size",  # engines.lock's, for the prompt-table checks
         "64",
+        "--speculative_decoding_mode",  # engines.lock's max_draft_len, for the draft-token checks
+        "draft_tokens_external",
+        "--max_draft_len",
+        "4",
     ]
     assert options[: options.index("--gpt_attention_plugin")] == [
         "--max_batch_size",

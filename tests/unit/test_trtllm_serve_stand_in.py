@@ -65,7 +65,7 @@ def test_the_request_models_default_each_field_as_the_contract_states(name):
 
 def test_every_field_the_contract_says_trtllm_serve_takes_is_a_field_of_the_stand_in():
     taken = {n for n, f in CONTRACT.fields.items() if f.supported in ("yes", "partial") and "." not in n}
-    chat_only, completion_only = {"messages", "top_logprobs", "max_completion_tokens"}, {"prompt"}
+    chat_only, completion_only = {"messages", "top_logprobs", "max_completion_tokens", "add_generation_prompt"}, {"prompt"}
     assert taken - chat_only <= set(PROTOCOL.CompletionRequest.model_fields)
     chat = set(PROTOCOL.ChatCompletionRequest.model_fields) | {"max_tokens"}  # max_completion_tokens' alias
     assert taken - completion_only <= chat

@@ -98,6 +98,8 @@ class ReferenceBuilder:
         }
         if engine.max_prompt_embedding_table_size:  # named as in a TensorRT-LLM engine's build_config
             build_config["max_prompt_embedding_table_size"] = engine.max_prompt_embedding_table_size
+        if engine.max_draft_len:
+            build_config["max_draft_len"] = engine.max_draft_len
         if engine.lora is not None:  # named as in a TensorRT-LLM engine's build_config
             build_config["lora_config"] = {
                 "max_lora_rank": engine.lora.max_rank,

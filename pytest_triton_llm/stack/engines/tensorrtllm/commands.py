@@ -126,6 +126,8 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
         ]
     if engine.max_prompt_embedding_table_size:
         options += ["--max_prompt_embedding_table_size", str(engine.max_prompt_embedding_table_size)]
+    if engine.max_draft_len:  # a trtllm-build without the mode refuses it in its own words
+        options += ["--speculative_decoding_mode", "draft_tokens_external", "--max_draft_len", str(engine.max_draft_len)]
     return options
 
 
@@ -135,6 +137,11 @@ def _refuse_on_legacy_build(engine: Engine, entry: ImageEntry, folder: str) -> N
         raise UnsupportedRecipe(
             f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) builds with examples/{folder}/build.py here; prompt "
             "tables (max_prompt_embedding_table_size) are built with trtllm-build, from TensorRT-LLM 0.8 (image 24.02)"
+        )
+    if engine.max_draft_len:
+        raise UnsupportedRecipe(
+            f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) builds with examples/{folder}/build.py here; draft "
+            "tokens (max_draft_len) are built with trtllm-build's --speculative_decoding_mode draft_tokens_external"
         )
     if engine.lora is not None:
         raise UnsupportedRecipe(

@@ -84,6 +84,9 @@ class GenerationRequest:
     prompt_table: torch.Tensor | None = None
     top_logprobs: int = 0  # the trtllm-serve stand-in's logprobs=K: the K likeliest tokens of each step, with theirs
     guide: tuple[str, str] | None = None  # guided decoding: (guide type, guide), guided.GUIDE_TYPES
+    # speculative decoding's external draft tokens (draft_input_ids): the target keeps those its own choice agrees with,
+    # adds its own token at the first that it does not (or after the last), and the request ends there
+    draft_tokens: list[int] | None = None
 
 
 @dataclass
@@ -219,6 +222,12 @@ class ReferenceEngine:
             raise RequestError(f"embedding_bias must have {self.vocab_size} entries, got {request.embedding_bias.size}")
         if request.guide is not None:
             self._validate_guide(request.guide)
+        draft, most = request.draft_tokens or [], bc.get("max_draft_len", 0)
+        if len(draft) > most:  # the executor's check (a request's draft against the engine's max_draft_len)
+            raise ExecutorError(
+                f"Encountered an error when fetching new request: Draft tokens length ({len(draft)}) exceeds maximum "
+                f"draft tokens length ({most})."
+            )
 
     def _validate_guide(self, guide: tuple[str, str]) -> None:
         if self.guided_decoder is None:
@@ -366,6 +375,9 @@ class ReferenceEngine:
         r = seq.request
         if seq.tokens and self.fault("generates_one_token_repeated"):  # every token after the first is the first
             token = seq.tokens[0]
+        # draft_tokens_accepted_unverified: each draft token is taken as it is, whatever the target chose there
+        if r.draft_tokens and len(seq.tokens) < len(r.draft_tokens) and self.fault("draft_tokens_accepted_unverified"):
+            token = r.draft_tokens[len(seq.tokens)]
         if top is not None and token != r.end_id:
             seq.top_log_probs.append({**top, token: log_prob})  # the chosen token's too, as TensorRT-LLM's logprobs
         if seq.guide is not None:
@@ -379,6 +391,8 @@ class ReferenceEngine:
             return
         seq.tokens.append(token)
         seq.log_probs.append(log_prob)
+        if r.draft_tokens and self._verified(seq, r.draft_tokens):
+            return
         history = r.input_ids + seq.tokens
         if r.stop_words and self.fault("stop_words_one_token_late"):  # a stop word seen one step after it completed
             history = history[:-1]
@@ -387,6 +401,15 @@ class ReferenceEngine:
             seq.finish_reason = "stop_words"
         elif len(seq.tokens) >= limit:
             seq.finish_reason = "length"
+
+    def _verified(self, seq: Sequence, draft: list[int]) -> bool:
+        """The step's token against the draft token of its position: agreeing, the draft goes on; otherwise the token is
+        the target's own and the request ends (as after the last draft token). Returns whether it ended."""
+        at = len(seq.tokens) - 1
+        if at < len(draft) and seq.tokens[at] == draft[at]:
+            return False
+        seq.finish_reason = "length"
+        return True
 
     @property
     def prefill_alone(self) -> bool:

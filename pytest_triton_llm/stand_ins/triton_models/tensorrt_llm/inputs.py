@@ -44,6 +44,7 @@ HONOURED = frozenset(
         "prompt_embedding_table",  # rows for prompt ids >= vocab_size (generation.py context_inputs)
         "guided_decoding_guide_type",  # guided decoding with xgrammar (guided.py), where guided_decoding_backend is set
         "guided_decoding_guide",
+        "draft_input_ids",  # external draft tokens, verified against the target's own tokens (generation.py)
     }
 )
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
@@ -68,7 +69,6 @@ REFUSED = {
     "return_perf_metrics": False,
     "return_num_input_tokens": False,
     "return_num_output_tokens": False,
-    "draft_input_ids": None,
     "draft_logits": None,
     "draft_acceptance_threshold": None,
     "encoder_input_features": None,
@@ -89,7 +89,8 @@ REFUSED = {
     "retention_decode_duration_ms": None,
 }
 WHY_REFUSED = (
-    "the reference backend has no speculative decoding, encoders, KV-cache retention, perf metrics or token-count outputs"
+    "the reference backend verifies draft tokens by comparison only (no draft logits, no lookahead), and has no "
+    "encoders, KV-cache retention, perf metrics or token-count outputs"
 )
 
 

@@ -74,6 +74,7 @@ ENGINE_FAULTS = (
     "repetition_penalty_ignored",
     "lora_unbuilt_module_silently_dropped",
     "prompt_table_ids_inside_the_vocabulary",
+    "draft_tokens_accepted_unverified",
     # the tracker catalog's (fixtures/tracker_faults.toml)
     "generates_one_token_repeated",
     "long_prompt_garbage",
@@ -109,6 +110,11 @@ def _prompt_table(tensors: dict, row: int):
     prompt_vocab_size is not read: TensorRT-LLM's executor takes the table's own row count."""
     table = _row(tensors.get("prompt_embedding_table"), row)
     return None if table is None else torch.from_numpy(np.ascontiguousarray(table))
+
+
+def _draft_tokens(tensors: dict, row: int) -> list[int] | None:
+    draft = _row(tensors.get("draft_input_ids"), row)
+    return None if draft is None or np.asarray(draft).size == 0 else [int(t) for t in np.asarray(draft).reshape(-1)]
 
 
 def _guide(tensors: dict, row: int) -> tuple[str, str] | None:
@@ -292,6 +298,7 @@ class TritonPythonModel:
             embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
             prompt_table=_prompt_table(tensors, row),
             guide=_guide(tensors, row),
+            draft_tokens=_draft_tokens(tensors, row),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             lora=self._adapter(
                 _scalar(tensors, "lora_task_id", row, None, int),
