@@ -39,18 +39,15 @@ def _xgrammar():
     return xgrammar
 
 
-def grammar_problem(kind: str, guide: str, text: str, may_stop_short: bool = False) -> str | None:
-    """Where `text` leaves the guide: the first character the grammar refuses, or that it stops short (unless
-    `may_stop_short`: max_tokens may cut a guide whose grammar has no end); None if the grammar accepts it."""
+def _read(kind: str, guide: str, text: str) -> tuple[str | None, bool]:
+    """(the first character the guide's grammar refuses, or None; whether the grammar is complete at the end)."""
     xgr = _xgrammar()
     compiled = xgr.GrammarCompiler(xgr.TokenizerInfo([])).compile_grammar(_grammar(xgr, kind, guide))
     matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
     for at, char in enumerate(text):
         if not matcher.accept_string(char):
-            return f"the {kind} guide refuses character {at} ({char!r}) of {text!r}"
-    if not matcher.is_terminated() and not may_stop_short:
-        return f"{text!r} stops before the {kind} guide is complete"
-    return None
+            return f"the {kind} guide refuses character {at} ({char!r}) of {text!r}", False
+    return None, matcher.is_terminated()
 
 
 def schema_problem(schema: str, text: str) -> str | None:
@@ -70,8 +67,12 @@ def schema_problem(schema: str, text: str) -> str | None:
 def problems(kind: str, guide: str, text: str, may_stop_short: bool = False) -> list[str]:
     """Everything wrong with `text` as an answer guided by (`kind`, `guide`); [] when it is what the guide allows.
     `may_stop_short`: the guide has no end, and a text max_tokens cut is judged as far as it goes."""
-    found = grammar_problem(kind, guide, text, may_stop_short)
-    if found or kind not in (JSON, JSON_SCHEMA) or (may_stop_short and grammar_problem(kind, guide, text)):
-        return [found] if found else []  # a JSON text cut short is no JSON document yet
-    schema = guide if kind == JSON_SCHEMA else "{}"  # {}: JSON at all
-    return [p for p in (schema_problem(schema, text),) if p]
+    problem, complete = _read(kind, guide, text)
+    if problem is not None:
+        return [problem]
+    if not complete:  # a text cut short is no JSON document yet
+        return [] if may_stop_short else [f"{text!r} stops before the {kind} guide is complete"]
+    if kind not in (JSON, JSON_SCHEMA):
+        return []
+    found = schema_problem(guide if kind == JSON_SCHEMA else "{}", text)  # {}: JSON at all
+    return [found] if found else []

@@ -19,6 +19,7 @@ import torch
 
 JSON, JSON_SCHEMA, REGEX, EBNF, STRUCTURAL_TAG = "json", "json_schema", "regex", "ebnf_grammar", "structural_tag"
 GUIDE_TYPES = (JSON, JSON_SCHEMA, REGEX, EBNF, STRUCTURAL_TAG)
+TRITON_GUIDE_TYPES = (JSON, JSON_SCHEMA, REGEX, EBNF)  # what the C++ model's tensors map (utils.cc); trtllm-serve has all
 NOT_SET_UP = (
     "Request is specified with GuidedDecodingParams, but GuidedDecoder is not setup. Please provide a valid "
     "GuidedDecodingConfig to setup GuidedDecoder."

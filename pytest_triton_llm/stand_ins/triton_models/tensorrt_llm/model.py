@@ -29,7 +29,7 @@ import torch
 import triton_python_backend_utils as pb_utils
 from errors import ExecutorError
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
-from guided import GUIDE_TYPES, GuidedDecoder
+from guided import TRITON_GUIDE_TYPES, GuidedDecoder
 from hf_tokenizer import load_tokenizer
 from inflight import InflightScheduler, Job
 from inputs import check
@@ -124,7 +124,7 @@ def _guide(tensors: dict, row: int) -> tuple[str, str] | None:
     if kind is None:
         return None
     kind = _text(kind)
-    if kind not in GUIDE_TYPES[:4]:
+    if kind not in TRITON_GUIDE_TYPES:
         return None
     guide = _row(tensors.get("guided_decoding_guide"), row)
     return kind, "" if guide is None else _text(guide)
