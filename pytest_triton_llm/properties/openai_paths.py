@@ -134,16 +134,7 @@ class OpenAIPath:
         try:
             if mode == "streamed":
                 streamed = endpoint.stream(self.path, body)
-                per_token = streamed.log_probs if "logprobs" in body else None
-                cum = sum(per_token) if per_token is not None else None
-                usage = streamed.usage or {}
-                return Answer(
-                    streamed.text,
-                    tokens=usage.get("completion_tokens"),
-                    log_probs=per_token,
-                    cum_log_prob=cum,
-                    prompt_tokens=usage.get("prompt_tokens"),
-                )
+                return _answer(streamed.text, streamed.log_probs if "logprobs" in body else None, streamed.usage)
             if mode == "batched":
                 others = [self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS]
                 with ThreadPoolExecutor(4) as pool:
@@ -179,13 +170,17 @@ class OpenAIPath:
 
     def _unary(self, body: dict) -> Answer:
         done = self.target.endpoint.chat(body) if self.chat else self.target.endpoint.complete(body)
-        per_token = chunk_log_probs(done.logprobs, self.chat) if "logprobs" in body else None
-        cum = sum(per_token) if per_token is not None else None
-        usage = done.usage or {}
-        return Answer(
-            done.text,
-            tokens=usage.get("completion_tokens"),
-            log_probs=per_token,
-            cum_log_prob=cum,
-            prompt_tokens=usage.get("prompt_tokens"),
-        )
+        return _answer(done.text, chunk_log_probs(done.logprobs, self.chat) if "logprobs" in body else None, done.usage)
+
+
+def _answer(text: str, per_token: list[float] | None, usage: dict | None) -> Answer:
+    """An answer's text, per-token log probs (where asked) and its usage's counts."""
+    usage = usage or {}
+    cum = sum(per_token) if per_token is not None else None
+    return Answer(
+        text,
+        tokens=usage.get("completion_tokens"),
+        log_probs=per_token,
+        cum_log_prob=cum,
+        prompt_tokens=usage.get("prompt_tokens"),
+    )
