@@ -27,6 +27,18 @@ def keep_previous(path: Path) -> Path | None:
     return backup
 
 
+def json_value(value):
+    """What json cannot write itself, as it should read: numpy scalars and arrays as numbers and lists (not their
+    text), anything else as its text."""
+    tolist = getattr(value, "tolist", None)  # a numpy scalar's tolist() is the Python number
+    return tolist() if callable(tolist) else str(value)
+
+
+def plain(document):
+    """`document` in JSON's own types only: what a worker hands pytest-xdist's controller (execnet refuses numpy's)."""
+    return json.loads(json.dumps(document, default=json_value))
+
+
 def write_json(path: Path, document, **dump_options) -> None:
     """A reader sees the old file or the new one, never half of one."""
     path = Path(path)
@@ -34,7 +46,7 @@ def write_json(path: Path, document, **dump_options) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(document, fh, indent=2, default=str, **dump_options)
+            json.dump(document, fh, indent=2, default=json_value, **dump_options)
             fh.write("\n")
         os.replace(tmp, path)
     except BaseException:

@@ -15,6 +15,8 @@ import re
 
 import pytest
 
+from ..common.files import plain
+
 REPORT_KEY = "triton_llm_report"
 
 
@@ -45,4 +47,6 @@ def make_scheduler(config: pytest.Config, log, groups: dict[str, str]):
 
 
 def send_to_controller(config: pytest.Config, document: dict) -> None:
-    config.workeroutput[REPORT_KEY] = document  # type: ignore[attr-defined]  # pytest-xdist sets it on a worker's config
+    """The worker's report, in JSON's own types: execnet cannot send a numpy number, and the worker's whole report was
+    lost with the worker when one held one (its deployment missing from the session's report)."""
+    config.workeroutput[REPORT_KEY] = plain(document)  # type: ignore[attr-defined]  # pytest-xdist sets it on a worker's config

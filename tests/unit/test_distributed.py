@@ -1,4 +1,8 @@
-from pytest_triton_llm.plugin.distributed import scope_of
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_triton_llm.plugin.distributed import REPORT_KEY, scope_of, send_to_controller
 from pytest_triton_llm.stack.runtimes.server import cpu_share, serving_environment
 
 GROUPS = {
@@ -32,3 +36,13 @@ def test_servers_split_the_cores_over_xdist_workers_unless_the_user_chose(monkey
     assert cpu_share({"PYTEST_XDIST_WORKER_COUNT": "16"}) == 1
     assert serving_environment({"PYTEST_XDIST_WORKER_COUNT": "4"})["OMP_NUM_THREADS"] == "2"
     assert serving_environment({"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_workers_report_reaches_the_controller_in_json_types_numpy_numbers_included():
+    """execnet refuses numpy numbers: a worker whose report held one lost its whole report (CI runs 27-32)."""
+    np = pytest.importorskip("numpy")
+    config = SimpleNamespace(workeroutput={})
+    send_to_controller(config, {"deployments": {"d": {"metrics": {"rouge1": np.float64(0.25), "ids": np.array([1, 2])}}}})
+    sent = config.workeroutput[REPORT_KEY]
+    assert sent == {"deployments": {"d": {"metrics": {"rouge1": 0.25, "ids": [1, 2]}}}}
+    assert type(sent["deployments"]["d"]["metrics"]["rouge1"]) is float
