@@ -136,20 +136,15 @@ class OpenAIPath:
                 streamed = endpoint.stream(self.path, body)
                 return _answer(streamed.text, streamed.log_probs if "logprobs" in body else None, streamed.usage)
             if mode == "batched":
-                others = [self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS]
-                with ThreadPoolExecutor(4) as pool:
-                    answers = list(pool.map(self._unary, [body, *others]))
-                return answers[0]
+                return self._at_once([body, *(self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS)])[0]
             return self._unary(body)
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
 
     def batch(self, asks: list[Ask]) -> list[Answer]:
         """`asks` sent at once, each unary; their answers in order."""
-        bodies = [self.body(ask) for ask in asks]
         try:
-            with ThreadPoolExecutor(len(bodies)) as pool:
-                return list(pool.map(self._unary, bodies))
+            return self._at_once([self.body(ask) for ask in asks])
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} (batched) refused a request: {exc}") from None
 
@@ -167,6 +162,10 @@ class OpenAIPath:
             for other in others:
                 other.result()
         return answer
+
+    def _at_once(self, bodies: list[dict]) -> list[Answer]:
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            return list(pool.map(self._unary, bodies))
 
     def _unary(self, body: dict) -> Answer:
         done = self.target.endpoint.chat(body) if self.chat else self.target.endpoint.complete(body)

@@ -22,7 +22,7 @@ import itertools
 import json
 import os
 import threading
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 import torch
@@ -120,18 +120,13 @@ def _draft_tokens(tensors: dict, row: int) -> list[int] | None:
 def _guide(tensors: dict, row: int) -> tuple[str, str] | None:
     """(type, guide) of a row, as utils.cc getGuidedDecodingParamsFromTensors reads them: a type it does not know
     (json, json_schema, regex, ebnf_grammar) is no guide at all, and the request runs unguided."""
-    kind = _row(tensors.get("guided_decoding_guide_type"), row)
-    if kind is None:
-        return None
-    kind = _text(kind)
+    kind = _scalar(tensors, "guided_decoding_guide_type", row, None, _text)
     if kind not in TRITON_GUIDE_TYPES:
         return None
-    guide = _row(tensors.get("guided_decoding_guide"), row)
-    return kind, "" if guide is None else _text(guide)
+    return kind, _scalar(tensors, "guided_decoding_guide", row, "", _text)
 
 
-def _text(value) -> str:
-    item = np.asarray(value).reshape(-1)[0]
+def _text(item) -> str:
     return item.decode("utf-8") if isinstance(item, bytes) else str(item)
 
 
@@ -207,15 +202,14 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(f"Invalid guided_decoding_backend {backend!r}: only xgrammar is supported")
         tokenizer_dir = params.get("tokenizer_dir") or ""
         tokenizer_dir = params["gpt_model_path"] if not tokenizer_dir or tokenizer_dir.startswith("${") else tokenizer_dir
-        engine, decoder = self.engine, []
+        engine = self.engine
 
-        def decoder_once() -> GuidedDecoder:
-            if not decoder:
-                tokenizer = load_tokenizer(tokenizer_dir)
-                decoder.append(GuidedDecoder.for_tokenizer(tokenizer, engine.vocab_size, tokenizer.eos_token_id))
-            return decoder[0]
+        @cache  # the first guided request is validated on the execute thread, before the scheduler's sees the decoder
+        def decoder() -> GuidedDecoder:
+            tokenizer = load_tokenizer(tokenizer_dir)
+            return GuidedDecoder.for_tokenizer(tokenizer, engine.vocab_size, tokenizer.eos_token_id)
 
-        engine.guided_decoder = decoder_once
+        engine.guided_decoder = decoder
 
     def _iteration(self, stats: dict) -> None:
         metrics = getattr(self, "metrics", None)  # the scheduler may report before initialize() made them
