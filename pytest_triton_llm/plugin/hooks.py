@@ -363,6 +363,27 @@ def _open_target(state, options, label: str) -> OpenAITarget:
     return target
 
 
+@pytest.fixture
+def triton_llm_own_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """`own(served)`: the same deployment on a server of its own that no other test or session shares, stopped after
+    the test: for a test that breaks what serves (the health check kills its engine)."""
+    state, started = request.config.stash[_SESSION], []
+
+    def own(served):
+        if state.attaches:
+            pytest.skip("the server is not one this session started: a test that breaks it would break it for everyone")
+        try:
+            twin = state.serve(replace(served.ref, name=f"{served.ref.name} (own server)"), tmp_path_factory, own=True)
+        except TritonLLMError as exc:
+            stop_session(exc)
+        started.append(twin.id)
+        return twin
+
+    yield own
+    for deployment_id in started:
+        state.discard(deployment_id)
+
+
 @pytest.fixture(scope="session")
 def triton_llm_engine_cache(request: pytest.FixtureRequest):
     """The engine cache of this session (--engine-cache), for suites that build artifacts like adapters."""

@@ -185,7 +185,9 @@ class TritonLLMSession:
             return fault
         return [*fault, *self.runtime.header_lines(), f"triton-llm: hardware: {self.runtime.hardware_description()}"]
 
-    def serve(self, ref: DeploymentRef, tmp_path_factory, clean: bool = False) -> ServedDeployment:
+    def serve(self, ref: DeploymentRef, tmp_path_factory, clean: bool = False, own: bool = False) -> ServedDeployment:
+        """The deployment's server; `own`: a server of its own that no other test or session shares (a test that breaks
+        it, as the health check kills its engine), to be discarded after the test."""
         if self.manager is None:  # repositories and server logs go under pytest's basetemp
             if self.runtime is None:  # collection stops first where the runtime is missing (plugin.pytest_collection_finish)
                 raise RuntimeUnavailable(self.runtime_missing or f"{ref.id}: no runtime was chosen to serve it")
@@ -203,7 +205,7 @@ class TritonLLMSession:
                 self.fault,
             )
         try:
-            served = self.manager.serve(ref, clean)
+            served = self.manager.serve(ref, clean, own)
         finally:
             if ref.id in self.manager.records:
                 self.report.add_deployment(ref.id, self.manager.records[ref.id])
@@ -230,6 +232,11 @@ class TritonLLMSession:
     def release(self, deployment_id: str) -> None:
         if self.manager is not None:
             self.manager.release(deployment_id)
+
+    def discard(self, deployment_id: str) -> None:
+        """Stop a server of its own (`serve(..., own=True)`) now: what its test broke serves nothing else."""
+        if self.manager is not None:
+            self.manager.discard(deployment_id)
 
     def note_test_start(self) -> None:
         if self.first_test_at is None:

@@ -128,8 +128,9 @@ class DeploymentManager:
             )
         return self.engines[ref.engine_name]
 
-    def serve(self, ref: DeploymentRef, clean: bool = False) -> ServedDeployment:
-        """The deployment's server, started on first use; `clean`: without the session's stand-in fault."""
+    def serve(self, ref: DeploymentRef, clean: bool = False, own: bool = False) -> ServedDeployment:
+        """The deployment's server, started on first use; `clean`: without the session's stand-in fault; `own`: never
+        taken from or left to the warm servers of other sessions (its test breaks it)."""
         if ref.id in self.served:
             self.users[ref.id] += 1
             return self.served[ref.id]
@@ -142,7 +143,7 @@ class DeploymentManager:
         else:
             engine = self.engine_for(ref)
             engine_s = time.monotonic() - start
-            server, repository, swapped = self._start(ref, engine, fault)
+            server, repository, swapped = self._start(ref, engine, fault, own)
         served = self._served(ref, engine, server, repository, remote=attached is not None, swapped=swapped)
         self.progress.say(
             f"server {ref.id}: ready in {server.ready_seconds:.1f} s (Triton {server.version}, "
@@ -162,11 +163,13 @@ class DeploymentManager:
         }
         return served
 
-    def _start(self, ref: DeploymentRef, engine: BuiltEngine, fault: Fault | None) -> tuple[TritonServer, Path, bool]:
+    def _start(
+        self, ref: DeploymentRef, engine: BuiltEngine, fault: Fault | None, own: bool = False
+    ) -> tuple[TritonServer, Path, bool]:
         """Render the deployment's repository beside this session's others and start its server: (server, repository,
         whether the stand-in was swapped in). A fault that a clean warm server can switch on is switched on there
         (stack/runtimes/warm.py) rather than rendered into a repository and a server of its own."""
-        switched = fault is not None and not fault.own_server and self.runtime.switches_faults()
+        switched = fault is not None and not fault.own_server and not own and self.runtime.switches_faults()
         rendered = None if switched else fault
         base = self.workdir / _slug(ref.id)
         for restart in range(2, 1000):  # a deployment served again in this session keeps its first log
@@ -197,6 +200,7 @@ class DeploymentManager:
             ref.engine.world_size,
             gpu=backend.needs_gpu and not swapped,
             faulted=rendered is not None,
+            own=own,
             fault_switch=fault.name if switched and fault is not None else None,
         )
         return self.runtime.start(launch), repository, swapped
@@ -289,6 +293,12 @@ class DeploymentManager:
     def release(self, deployment_id: str) -> None:
         """A fixture is done with the deployment; its server stays up, idle, while nothing else starts."""
         self.users[deployment_id] = max(0, self.users.get(deployment_id, 1) - 1)
+
+    def discard(self, deployment_id: str) -> None:
+        """Stop the deployment's server now, whoever holds it (a server of its own that its test broke)."""
+        if deployment_id in self.served:
+            self._stop(deployment_id)
+        self.users.pop(deployment_id, None)
 
     def _stop_idle(self) -> None:
         for deployment_id in [d for d in self.served if self.users.get(d, 0) == 0]:

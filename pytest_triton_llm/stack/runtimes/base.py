@@ -69,6 +69,7 @@ class Launch:
     # it reproduces a stand-in fault rendered into its repository: never kept warm (no other session serves that
     # repository, and the state a fault leaves in a server must not reach a clean run)
     faulted: bool = False
+    own: bool = False  # a server its test breaks (kills its engine): never taken from or kept among the warm servers
     fault_switch: str | None = None  # a stand-in fault switched on in a clean warm server while it serves (warm.py)
 
 

@@ -157,7 +157,7 @@ class LocalRuntime(RuntimeBase):
             raise ServerStartError(
                 f"{launch.deployment_id}: world size {launch.world_size} needs --triton-image (mpirun in a container)"
             )
-        if self.switches_faults() and not launch.faulted:
+        if self.switches_faults() and not (launch.faulted or launch.own):
             server = self._take_warm(launch)
         else:
             server = self._start(launch.deployment_id, launch.repository, launch.log_path, launch.timeout_s)

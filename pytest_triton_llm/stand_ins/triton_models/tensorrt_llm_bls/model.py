@@ -14,6 +14,7 @@ Parameters: tensorrt_llm_model_name (default tensorrt_llm), accumulate_tokens (d
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -49,6 +50,7 @@ PREPROCESSED = {
     "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
 }
 GUIDE_INPUTS = ("guided_decoding_guide_type", "guided_decoding_guide")
+RESEND_FOR_S = 600  # engine_death_kept_ready: how long a request whose tensorrt_llm call fails is sent again
 # BLS input -> tensorrt_llm input, passed on as sent (sampling names of both eras, LoRA, output switches)
 TO_TENSORRT_LLM = {
     "beam_width": "beam_width",
@@ -174,9 +176,19 @@ class TritonPythonModel:
         tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in PASSED_ON if name in llm_outputs]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
+    def _resent(self, send, failed):
+        """send()'s result (each call a new request to tensorrt_llm); under the fault engine_death_kept_ready a failed
+        call is sent again (for RESEND_FOR_S) instead of answered with its error, as Dynamo's TensorRT-LLM worker kept
+        taking requests for an engine that had died (ai-dynamo/dynamo#10266): the request hangs while all say ready."""
+        result, deadline = send(), time.monotonic() + RESEND_FOR_S
+        while failed(result) and self.fault("engine_death_kept_ready") and time.monotonic() < deadline:
+            time.sleep(1.0)
+            result = send()
+        return result
+
     def _answer_once(self, request):
         try:
-            response = self._llm_request(request).exec()
+            response = self._resent(lambda: self._llm_request(request).exec(), lambda r: r.has_error())
             if response.has_error():
                 raise BlsError(response.error().message())
             return self._text({t.name(): t.as_numpy() for t in response.output_tensors()})
@@ -187,7 +199,13 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         try:
             accumulated = None
-            for response in self._llm_request(request).exec(decoupled=True):
+            if self.fault("engine_death_kept_ready"):  # each try read whole before any of it is sent on
+                responses = self._resent(
+                    lambda: list(self._llm_request(request).exec(decoupled=True)), lambda got: any(r.has_error() for r in got)
+                )
+            else:
+                responses = self._llm_request(request).exec(decoupled=True)
+            for response in responses:
                 if response.has_error():
                     raise BlsError(response.error().message())
                 outputs = {t.name(): t.as_numpy() for t in response.output_tensors()}
