@@ -19,7 +19,7 @@ from pytest_triton_llm.stack.repository import entry_models
 from pytest_triton_llm.triton.after_engine_death import Path, after_engine_death, ask
 from pytest_triton_llm.verdicts.health import DEADLINE_S, problems, summary
 
-pytestmark = pytest.mark.robustness
+pytestmark = [pytest.mark.robustness, pytest.mark.health]
 
 PROMPT = "The capital of France is"
 

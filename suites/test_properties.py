@@ -25,8 +25,15 @@ MODE_PARAMS = [
 ]
 
 PROPERTIES = load_properties()
-EFFECTS = effect_properties(PROPERTIES)
-V1_PROPERTIES = [p for p in PROPERTIES.values() if OPENAI in p.names and (p.effect or p.pending)]
+
+
+def _params(props) -> list:
+    """Each property a parameter under its own marker where it has one (`-m guided` runs the guided cells)."""
+    return [pytest.param(p, id=p.name, marks=[getattr(pytest.mark, p.marker)] if p.marker else []) for p in props]
+
+
+EFFECTS = _params(effect_properties(PROPERTIES))
+V1_PROPERTIES = _params(p for p in PROPERTIES.values() if OPENAI in p.names and (p.effect or p.pending))
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +76,7 @@ def _run(prop, ctx: Context) -> None:
 
 @pytest.mark.triton_llm_entry_models
 @pytest.mark.parametrize("mode", MODE_PARAMS)
-@pytest.mark.parametrize("prop", EFFECTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("prop", EFFECTS)
 def test_an_input_has_its_effect_through_the_entry_model(
     triton_llm, prop, mode, roles, property_paths, unary_answers, equality_rule
 ):
@@ -81,7 +88,7 @@ def test_an_input_has_its_effect_through_the_entry_model(
 
 @pytest.mark.triton_llm_requires("inflight_batcher_llm")
 @pytest.mark.parametrize("mode", MODE_PARAMS)
-@pytest.mark.parametrize("prop", EFFECTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("prop", EFFECTS)
 def test_an_input_has_its_effect_through_tensorrt_llm(
     triton_llm, prop, mode, roles, property_paths, unary_answers, equality_rule
 ):
@@ -91,7 +98,7 @@ def test_an_input_has_its_effect_through_tensorrt_llm(
 
 @pytest.mark.parametrize("mode", MODE_PARAMS)
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
-@pytest.mark.parametrize("prop", V1_PROPERTIES, ids=lambda p: p.name)
+@pytest.mark.parametrize("prop", V1_PROPERTIES)
 def test_an_input_has_its_effect_over_v1(openai_target, prop, endpoint, mode, roles, unary_answers, openai_equality_rule):
     path = OpenAIPath(openai_target, chat=endpoint == "chat")
     _run(prop, Context(path, mode, prop.name, roles, openai_equality_rule, None, unary_answers))

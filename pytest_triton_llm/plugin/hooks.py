@@ -35,6 +35,9 @@ MARKERS = {
     "invariants": "serving invariants on every deployment and entry model: streams agree with unary answers, counts are true",
     "regressions": "named checks for known upstream bugs (each test names its issue)",
     "properties": "the property matrix: every request input's effect on every path and mode (fixtures/properties.toml)",
+    "guided": "guided decoding (structured output): the property matrix's guided cells on every path",
+    "speculative": "speculative decoding: draft tokens verified by the target, answers equal to standard decoding",
+    "health": "health that tells the truth after the engine dies",
     "gpu": "needs an NVIDIA GPU",
     **{marker: why for runtime in RUNTIMES.values() for marker, why in runtime.markers.items()},
 }

@@ -29,6 +29,7 @@ class Property:
     skip: str | None = None
     pending: str | None = None
     doc: str = ""
+    marker: str | None = None  # the suites' marker of the capability its cells check (`-m guided`), beside the mode's
 
     @property
     def status(self) -> str:
@@ -75,6 +76,7 @@ def _property(name: str, entry: dict) -> Property:
         skip=entry.get("skip"),
         pending=entry.get("pending"),
         doc=entry.get("doc", ""),
+        marker=entry.get("marker"),
     )
 
 

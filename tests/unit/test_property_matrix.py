@@ -20,6 +20,13 @@ def test_every_effect_named_by_the_data_is_written():
     assert {p.effect for p in properties.values() if p.effect} <= set(EFFECTS)
 
 
+def test_every_marker_the_data_gives_a_property_is_registered():
+    from pytest_triton_llm.plugin.hooks import MARKERS
+
+    given = {p.marker for p in load_properties().values() if p.marker}
+    assert given == {"guided", "speculative"} and given <= set(MARKERS)
+
+
 def test_every_input_of_every_served_contract_has_a_cell_and_none_is_missing():
     properties = load_properties()
     found = cells(properties)
