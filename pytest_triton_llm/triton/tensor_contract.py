@@ -63,6 +63,21 @@ SAMPLING_INPUTS = {
 assert set(SAMPLING_INPUTS) == {f.name for f in fields(Sampling)}
 
 Inputs = dict  # input name -> (value, Triton dtype)
+# tensorrt_llm's outputs under return_perf_metrics (TensorRT-LLM's backend from 0.19: model_instance_state.cc), which
+# the entry models of those families pass on: KV-cache blocks, the executor's steady-clock time points, speculative
+# decoding's counts
+PERF_METRICS = (
+    "kv_cache_alloc_new_blocks",
+    "kv_cache_reused_blocks",
+    "kv_cache_alloc_total_blocks",
+    "arrival_time_ns",
+    "first_scheduled_time_ns",
+    "first_token_time_ns",
+    "last_token_time_ns",
+    "acceptance_rate",
+    "total_accepted_draft_tokens",
+    "total_draft_tokens",
+)
 
 
 def input_name(name: str, declared: Collection[str] | None) -> str:

@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch", reason="the reference backend extra is not 
 
 from errors import ExecutorError  # noqa: E402  (model dirs on sys.path: conftest)
 from generation import GenerationRequest, ReferenceEngine, Sequence  # noqa: E402
+from outputs import complete_outputs  # noqa: E402
 
 from .test_build_commands import commands  # noqa: E402
 
@@ -22,8 +23,8 @@ def engine(fault: str | None = None, max_draft_len: int = 4) -> ReferenceEngine:
     return e
 
 
-def decode(e: ReferenceEngine, draft: list[int], max_new_tokens: int) -> Sequence:
-    seq = Sequence(GenerationRequest([1], max_new_tokens, END, draft_tokens=draft))
+def decode(e: ReferenceEngine, draft: list[int] | None, max_new_tokens: int, perf: bool = False) -> Sequence:
+    seq = Sequence(GenerationRequest([1], max_new_tokens, END, draft_tokens=draft, return_perf_metrics=perf))
     while not seq.finished:
         row = torch.zeros(1, VOCAB)
         row[0, GREEDY[len(seq.tokens)]] = 5.0  # step i's greedy token is GREEDY[i]
@@ -56,3 +57,23 @@ def test_draft_tokens_are_built_with_trtllm_builds_external_mode():
     _, build = commands("24.09", max_draft_len=4)
     assert build[-4:] == ["--speculative_decoding_mode", "draft_tokens_external", "--max_draft_len", "4"]
     assert "--max_draft_len" not in commands("24.09")[1]
+
+
+@pytest.mark.parametrize(
+    "draft, counts",
+    [([4, 5, 6], (3, 3, 1.0)), ([4, 0, 6], (3, 1, 1 / 3)), ([0, 5, 6], (3, 0, 0.0)), (None, (0, 0, 0.0))],
+)
+def test_perf_metrics_count_the_draft_and_what_the_target_kept(draft, counts):
+    seq = decode(engine(), draft, len(draft or [0, 0, 0]) + 1, perf=True)
+    out = complete_outputs(seq, exclude_input=True)
+    got = tuple(out[n].item() for n in ("total_draft_tokens", "total_accepted_draft_tokens", "acceptance_rate"))
+    assert got[:2] == counts[:2] and got[2] == pytest.approx(counts[2])
+    times = [out[n].item() for n in ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")]
+    assert times == sorted(times) and times[2] > 0
+    assert "acceptance_rate" not in complete_outputs(decode(engine(), draft, 4), exclude_input=True)  # not asked
+
+
+def test_zeroed_counts_are_the_faults_symptom():
+    seq = decode(engine(), [4, 5, 6], 4, perf=True)
+    out = complete_outputs(seq, exclude_input=True, fault=lambda name: name == "draft_acceptance_not_reported")
+    assert (out["total_draft_tokens"].item(), out["total_accepted_draft_tokens"].item()) == (0, 0)

@@ -34,6 +34,23 @@ def unpack_word_list(words: np.ndarray | None) -> list[list[int]]:
     return sequences
 
 
+# tensorrt_llm's outputs under return_perf_metrics (TensorRT-LLM's backend from 0.19, model_instance_state.cc), in the
+# order it sends them: KV-cache blocks, the executor's steady-clock time points, speculative decoding's counts. The
+# client's half names them on its own (tensor_contract.PERF_METRICS)
+PERF_METRICS = (
+    "kv_cache_alloc_new_blocks",
+    "kv_cache_reused_blocks",
+    "kv_cache_alloc_total_blocks",
+    "arrival_time_ns",
+    "first_scheduled_time_ns",
+    "first_token_time_ns",
+    "last_token_time_ns",
+    "acceptance_rate",
+    "total_accepted_draft_tokens",
+    "total_draft_tokens",
+)
+
+
 # -- tensorrt_llm outputs, as TensorRT-LLM's backend answers one request (beam width 1) --------------------
 def output_tensors(
     ids: list[int], log_probs: list[float] | None = None, cum_log_prob: float = 0.0, batch_index: int | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +88,8 @@ class GenerationRequest:
     # speculative decoding's external draft tokens (draft_input_ids): the target keeps those its own choice agrees with,
     # adds its own token at the first that it does not (or after the last), and the request ends there
     draft_tokens: list[int] | None = None
+    return_perf_metrics: bool = False  # the executor's RequestPerfMetrics with each response (outputs.perf_metrics)
+    arrival_ns: int = field(default_factory=time.monotonic_ns)  # steady clock, as the executor's time points
 
 
 @dataclass
@@ -100,6 +103,9 @@ class Sequence:
     finish_reason: str | None = None  # length | end_id | stop_words | cancelled
     generator: torch.Generator | None = None
     guide: object | None = None  # a guided.Guide, started at the first step of a guided request
+    scheduled_ns: int = field(default_factory=time.monotonic_ns)  # its first step (the in-flight loop sets it again)
+    first_token_ns: int = 0
+    last_token_ns: int = 0
 
     @property
     def finished(self) -> bool:
@@ -373,6 +379,8 @@ class ReferenceEngine:
 
     def _append(self, seq: Sequence, token: int, log_prob: float, top: dict[int, float] | None = None) -> None:
         r = seq.request
+        seq.last_token_ns = time.monotonic_ns()
+        seq.first_token_ns = seq.first_token_ns or seq.last_token_ns
         if seq.tokens and self.fault("generates_one_token_repeated"):  # every token after the first is the first
             token = seq.tokens[0]
         # draft_tokens_accepted_unverified: each draft token is taken as it is, whatever the target chose there

@@ -243,6 +243,8 @@ class InflightScheduler:
 
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:
+        for job in jobs:  # first scheduled: its context phase begins
+            job.sequence.scheduled_ns = time.monotonic_ns()
         prompts = [j.sequence.request.input_ids for j in jobs]
         width = max(len(p) for p in prompts)
         ids = torch.zeros((len(jobs), width), dtype=torch.long)

@@ -30,6 +30,7 @@ HONOURED = frozenset(
         "random_seed",
         *RENAMED.values(),
         "return_log_probs",
+        "return_perf_metrics",
         "exclude_input_in_output",
         "streaming",
         "stop",
@@ -66,7 +67,6 @@ REFUSED = {
     "runtime_top_p_decay": 1.0,
     "runtime_top_p_reset_ids": -1,
     "return_kv_cache_reuse_stats": False,
-    "return_perf_metrics": False,
     "return_num_input_tokens": False,
     "return_num_output_tokens": False,
     "draft_logits": None,
@@ -90,7 +90,7 @@ REFUSED = {
 }
 WHY_REFUSED = (
     "the reference backend verifies draft tokens by comparison only (no draft logits, no lookahead), and has no "
-    "encoders, KV-cache retention, perf metrics or token-count outputs"
+    "encoders, KV-cache retention, KV-cache reuse statistics or token-count outputs"
 )
 
 

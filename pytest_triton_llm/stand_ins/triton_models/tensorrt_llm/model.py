@@ -75,6 +75,7 @@ ENGINE_FAULTS = (
     "lora_unbuilt_module_silently_dropped",
     "prompt_table_ids_inside_the_vocabulary",
     "draft_tokens_accepted_unverified",
+    "draft_acceptance_not_reported",
     # the tracker catalog's (fixtures/tracker_faults.toml)
     "generates_one_token_repeated",
     "long_prompt_garbage",
@@ -294,6 +295,7 @@ class TritonPythonModel:
             guide=_guide(tensors, row),
             draft_tokens=_draft_tokens(tensors, row),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
+            return_perf_metrics=_scalar(tensors, "return_perf_metrics", row, False, bool),
             lora=self._adapter(
                 _scalar(tensors, "lora_task_id", row, None, int),
                 _row(tensors.get("lora_weights"), row),

@@ -4,17 +4,19 @@ names the known upstream bug of its outputs it reproduces, if any (output_faults
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from generation import Sequence, no_fault
 from output_faults import distort_length, distort_log_probs
-from served_contract import output_tensors
+from served_contract import PERF_METRICS, output_tensors
 
 
 def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None = None, fault=no_fault) -> dict[str, np.ndarray]:
     """Everything the sequence generated, after its prompt unless `exclude_input`."""
     ids = seq.tokens if exclude_input else seq.request.input_ids + seq.tokens
     log_probs = seq.log_probs if seq.request.return_log_probs else None
-    outputs = output_tensors(ids, log_probs, seq.cum_log_prob, batch_index)
+    outputs = output_tensors(ids, log_probs, seq.cum_log_prob, batch_index) | perf_metrics(seq, fault)
     return distort_length(fault, distort_log_probs(fault, outputs), seq, exclude_input)
 
 
@@ -23,4 +25,41 @@ def streamed_outputs(
 ) -> dict[str, np.ndarray]:
     """A streaming step: only the new tokens (never the prompt), as TensorRT-LLM streams them."""
     outputs = output_tensors(tokens, log_probs if seq.request.return_log_probs else None, seq.cum_log_prob, batch_index)
-    return distort_log_probs(fault, outputs)
+    return distort_log_probs(fault, outputs | perf_metrics(seq, fault))
+
+
+TOKENS_PER_BLOCK = 64  # trtllm-build's default
+
+
+def accepted_draft_tokens(seq: Sequence) -> int:
+    """The draft's tokens the target kept: its prefix that agrees with the answer (the executor counts the tokens of
+    the verifying step but its own one)."""
+    draft = seq.request.draft_tokens or []
+    return next((i for i, (d, t) in enumerate(zip(draft, seq.tokens, strict=False)) if d != t), min(len(draft), len(seq.tokens)))
+
+
+def perf_metrics(seq: Sequence, fault=no_fault) -> dict[str, np.ndarray]:
+    """With return_perf_metrics, what TensorRT-LLM's backend sends from the executor's RequestPerfMetrics
+    (model_instance_state.cc): KV-cache blocks, the steady clock's time points, and speculative decoding's counts
+    (LlmRequest::updateNumTokensPerIteration: draft tokens given, those kept). The stand-in has no paged KV cache: its
+    blocks are the request's tokens in blocks of 64, none reused. Fault draft_acceptance_not_reported
+    (NVIDIA/TensorRT-LLM#17082): the counts stay zero though drafting ran."""
+    r = seq.request
+    if not r.return_perf_metrics:
+        return {}
+    drafted = 0 if fault("draft_acceptance_not_reported") else len(r.draft_tokens or [])
+    accepted = accepted_draft_tokens(seq) if drafted else 0
+    blocks = math.ceil((len(r.input_ids) + len(seq.tokens)) / TOKENS_PER_BLOCK)
+    values = (
+        (blocks, np.int32),
+        (0, np.int32),
+        (blocks, np.int32),
+        (r.arrival_ns, np.int64),
+        (seq.scheduled_ns, np.int64),
+        (seq.first_token_ns, np.int64),
+        (seq.last_token_ns, np.int64),
+        (accepted / drafted if drafted else 0.0, np.float32),
+        (accepted, np.int32),
+        (drafted, np.int32),
+    )
+    return {name: np.array([[value]], dtype=dtype) for name, (value, dtype) in zip(PERF_METRICS, values, strict=True)}
