@@ -616,6 +616,68 @@ def draft_tokens(ctx: Context) -> None:
         )
 
 
+SPECULATIVE_REFUSALS = {  # upstream's tensorrt_llm_bls (model.py and lib/decode.py Request.validate), word for word
+    "no draft model": "cannot perform speculative decoding without draft model",
+    "streamed": "streaming is not supported with speculative decoding",
+}
+
+
+def draft_model(ctx: Context) -> None:
+    """num_draft_tokens through the BLS: its draft model proposes, tensorrt_llm verifies, in turns; greedy, the answer
+    is the one without speculation (the equality rule). Where the deployment names no draft model
+    (tensorrt_llm_draft_model_name) and for a stream, upstream's BLS refuses it with its own words."""
+    ask = Ask.of(ctx.prompts[LONG], 12, num_draft_tokens=3)
+    refusal = None if getattr(ctx.path, "drafts", False) else "no draft model"
+    refusal = refusal or ("streamed" if ctx.mode == "streamed" else None)
+    if refusal is not None:
+        try:
+            answer = ctx.ask(ask)
+        except AssertionError as exc:  # the path's words for an error response
+            assert SPECULATIVE_REFUSALS[refusal] in str(exc), f"{ctx.path.name}: {refusal}: {exc}"
+            return
+        raise AssertionError(f"{ctx.path.name} ({ctx.mode}): {refusal}, yet num_draft_tokens was answered: {answer.text!r}")
+    ctx.same(
+        ctx.greedy(LONG, 12).text,
+        ctx.ask(ask).text,
+        "speculative decoding (num_draft_tokens 3) must not change the greedy answer",
+    )
+
+
+def perf_metrics(ctx: Context) -> None:
+    """return_perf_metrics: the executor's RequestPerfMetrics come back (model_instance_state.cc). Its time points are
+    in order over an answer of 8 tokens (arrival <= first scheduled <= first token < last token); with no draft its
+    speculative counts are 0. On tensorrt_llm, given external draft tokens, the counts are the draft's
+    (LlmRequest::updateNumTokensPerIteration): a right draft of 3 gives 3 drafted and 3 accepted (rate 1), one wrong
+    from its second token 3 and 1 (rate 1/3)."""
+    answer = ctx.ask(Ask.of(ctx.prompts[LONG], 8, perf_metrics=True))
+    where = f"{ctx.path.name} ({ctx.mode})"
+    m = answer.metrics
+    assert m is not None, f"{where}: asked for return_perf_metrics, no perf metric came back"
+    names = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
+    assert all(name in m for name in names), f"{where}: perf metrics without all four time points: {m}"
+    times = [m[name] for name in names]
+    assert times[0] <= times[1] <= times[2] < times[3], (
+        f"{where}: arrival, first scheduled, first and last token times of an 8-token answer must be in order (the "
+        f"last after the first): {times}"
+    )
+    counts = (m.get("total_draft_tokens"), m.get("total_accepted_draft_tokens"), m.get("acceptance_rate"))
+    assert counts == (0, 0, 0), f"{where}: no draft was sent, yet (drafted, accepted, rate) = {counts}"
+    if ctx.path.surface != TENSORRT_LLM:
+        return
+    greedy = ctx.reference_ids(LONG, 8)
+    if len(greedy) < 4:
+        raise Unanswerable(f"{ctx.path.name}: the greedy answer ends before 4 tokens: {greedy}")
+    wrong = [(greedy[1] + 1) % len(ctx.path.tokenizer), (greedy[2] + 7) % len(ctx.path.tokenizer)]
+    for draft, agreed in ((greedy[:3], 3), ([greedy[0], *wrong], 1)):
+        got = ctx.ask(Ask.of(ctx.prompts[LONG], len(draft) + 1, draft=tuple(draft), perf_metrics=True)).metrics or {}
+        counts = (got.get("total_draft_tokens"), got.get("total_accepted_draft_tokens"), got.get("acceptance_rate", -1.0))
+        expected = (len(draft), agreed, agreed / len(draft))
+        assert counts[:2] == expected[:2] and abs((counts[2] or 0.0) - expected[2]) < 1e-6, (
+            f"{where}: draft {draft} agrees with the greedy answer {greedy} on {agreed} token(s): (drafted, accepted, "
+            f"rate) must be {expected}, got {counts}"
+        )
+
+
 def beam_settings_at_width_1(ctx: Context) -> None:
     expected = ctx.greedy(LONG, 12).text
     ctx.same(
@@ -669,6 +731,8 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         prompt_table,
         guided,
         draft_tokens,
+        draft_model,
+        perf_metrics,
         generation_prompt,
         continue_final_message,
         beam_settings_at_width_1,

@@ -11,7 +11,7 @@ import numpy as np
 from ..triton.client import GenerationError, Sampling, log_probs_of
 from ..triton.llmapi_contract import output_text
 from ..triton.load import Target, run_load
-from ..triton.tensor_contract import NUMPY, Unbatched, returned_ids
+from ..triton.tensor_contract import NUMPY, PERF_METRICS, Unbatched, returned_ids
 from .matrix import LLMAPI, TENSORRT_LLM, TRITON
 from .prompt_tables import input_embeddings, single_tokens, with_table_ids
 from .requests import Answer, Ask, Unanswerable
@@ -127,7 +127,16 @@ class TritonPath:
             self._prompt_table(inputs, options["table"])
         if "guide" in options:
             self._guide(inputs, options["guide"])
+        if options.get("perf_metrics"):
+            self.extra(inputs, "return_perf_metrics", True)
+        if "num_draft_tokens" in options:  # the BLS's speculative decoding through its draft model
+            self.extra(inputs, "num_draft_tokens", options["num_draft_tokens"])
         return inputs
+
+    @property
+    def drafts(self) -> bool:
+        """Whether its BLS has a draft model for speculative decoding (the lock's draft_model)."""
+        return self.model == "tensorrt_llm_bls" and self.served.ref.options.draft_model is not None
 
     def _guide(self, inputs: dict, guide: tuple[str, str]) -> None:
         """Guided decoding: the guide's type (the executor's name) and text, as the ensemble, BLS and tensorrt_llm take
@@ -201,6 +210,8 @@ class TritonPath:
             self._guide(inputs, options["guide"])
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
+        if options.get("perf_metrics"):
+            self.extra(inputs, "return_perf_metrics", True)
         return inputs
 
     # -- reading the answer -----------------------------------------------------------------------------------------
@@ -209,18 +220,19 @@ class TritonPath:
             raise AssertionError(f"{self.name}: no response carried output")
         last = responses[-1]
         cum, per_token = log_probs_of(last)
+        metrics = {name: float(last[name].reshape(-1)[0]) for name in PERF_METRICS if name in last} or None
         if self.surface == TENSORRT_LLM:
             ids = [t for r in responses for t in returned_ids(r)]
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []] if per_token is not None else None
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum)
+            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, metrics=metrics)
         texts = [output_text(r, "text_output") or "" for r in responses]
         text = texts[-1] if cumulative else "".join(texts)
         if self._echoes and ask.asked.get("exclude_input", True):
             text = text.removeprefix(ask.prompt)
         if len(responses) > 1 and per_token is not None:
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []]
-        return Answer(text, None, None, per_token, cum)
+        return Answer(text, None, None, per_token, cum, metrics=metrics)
 
 
 def entry_surface(served) -> str:

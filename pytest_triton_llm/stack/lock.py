@@ -210,6 +210,10 @@ class Deployment:
     # tensorrt_llm's guided_decoding_backend parameter (families from trtllm-0.19): "xgrammar", the only backend the
     # C++ model takes; None leaves it unset, and a guided request is refused ("GuidedDecoder is not setup")
     guided_decoding_backend: Literal["xgrammar"] | None = None
+    # the BLS's tensorrt_llm_draft_model_name: the model of the repository that drafts for its speculative decoding
+    # (num_draft_tokens); "tensorrt_llm": the target drafts for itself, as upstream's speculative client can be pointed
+    # at one server; None leaves it unset, and a request with num_draft_tokens is refused
+    draft_model: Literal["tensorrt_llm"] | None = None
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")

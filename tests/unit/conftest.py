@@ -9,7 +9,7 @@ from pytest_triton_llm.triton import hf_tokenizer
 from pytest_triton_llm.triton import tensor_contract
 
 MODELS = Path(__file__).resolve().parents[2] / "pytest_triton_llm" / "stand_ins" / "triton_models"
-for directory in (MODELS / "tensorrt_llm", MODELS / "preprocessing", MODELS / "common"):
+for directory in (MODELS / "tensorrt_llm", MODELS / "preprocessing", MODELS / "common", MODELS / "tensorrt_llm_bls"):
     if str(directory) not in sys.path:
         sys.path.insert(0, str(directory))
 sys.modules.setdefault("tensor_contract", tensor_contract)

@@ -82,6 +82,12 @@ class LlmapiBackend:
             )
         check_arguments(engine)
         refuse_templates(engine, "the LLM API serves its own version's contract")
+        drafted = sorted(n for n, d in engine.deployments.items() if d.draft_model is not None)
+        if drafted:
+            raise ValueError(
+                f"field 'deployments.{drafted[0]}.draft_model': the llmapi model has no BLS to draft for; "
+                "give its speculative decoding in model.yaml's speculative_config"
+            )
         layouts = {n for n, d in engine.deployments.items() if not layout_of(engine.backend, d.layout).one_model}
         if layouts:
             raise ValueError(

@@ -105,6 +105,7 @@ def template_values(
         accumulate_tokens=False,  # each streamed response holds its own tokens, as the ensemble's do
         tensorrt_llm_model_name="tensorrt_llm",
         guided_decoding_backend=options.guided_decoding_backend,  # GuidedDecodingConfig (trtllm-0.19 on)
+        tensorrt_llm_draft_model_name=options.draft_model,  # the BLS's speculative decoding
     )
     if engine.lora is not None:  # the LoRA cache holds adapters up to the engine's max rank
         values.update(

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from speculative import agreeing, speculate
+from served_contract import PERF_METRICS
 from stand_in_faults import Faults
 from triton_io import flag, model_parameters
 
@@ -97,6 +99,7 @@ class TritonPythonModel:
     def initialize(self, args):
         params = model_parameters(args)
         self.llm = params.get("tensorrt_llm_model_name", "tensorrt_llm")
+        self.draft_llm = params.get("tensorrt_llm_draft_model_name") or None  # speculative decoding's draft model
         self.accumulate = flag(params.get("accumulate_tokens"), False)
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
@@ -134,6 +137,8 @@ class TritonPythonModel:
         if max_tokens is None or max_tokens.size != 1 or int(max_tokens.reshape(-1)[0]) <= 0:
             raise BlsError("max_tokens must be a single value > 0")
         for name, neutral in NOT_RUN.items():
+            if name == "num_draft_tokens" and self.draft_llm:  # run by _speculative
+                continue
             value = tensors.get(name)
             if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
                 raise BlsError(f"input {name!r} needs a model this BLS does not run (draft model, multimodal encoder)")
@@ -153,8 +158,10 @@ class TritonPythonModel:
         preprocessed = self._call("preprocessing", pre, list(PREPROCESSED))
         inputs = [pb_utils.Tensor(PREPROCESSED[name], value) for name, value in preprocessed.items()]
         inputs += [pb_utils.Tensor(name, value) for name, value in core.items()]
+        # asked for only where the request wants them: a family before TensorRT-LLM 0.19 declares none of them
+        perf = PERF_METRICS if "return_perf_metrics" in core and core["return_perf_metrics"].any() else ()
         return pb_utils.InferenceRequest(
-            model_name=self.llm, inputs=inputs, requested_output_names=["output_ids", "sequence_length", *PASSED_ON]
+            model_name=self.llm, inputs=inputs, requested_output_names=["output_ids", "sequence_length", *PASSED_ON, *perf]
         )
 
     @staticmethod
@@ -173,8 +180,84 @@ class TritonPythonModel:
             "postprocessing", [pb_utils.Tensor("TOKENS_BATCH", ids), pb_utils.Tensor("SEQUENCE_LENGTH", lengths)], ["OUTPUT"]
         )["OUTPUT"]
         tensors = [pb_utils.Tensor("text_output", text)]
-        tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in PASSED_ON if name in llm_outputs]
+        tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in (*PASSED_ON, *PERF_METRICS) if name in llm_outputs]
         return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _drafts(self, request) -> bool:
+        """Whether the request asks for speculative decoding (num_draft_tokens > 0), with upstream's words where it
+        cannot have it."""
+        tensor = pb_utils.get_input_tensor_by_name(request, "num_draft_tokens")
+        if tensor is None or int(tensor.as_numpy().reshape(-1)[0]) <= 0:
+            return False
+        if not self.draft_llm:
+            raise BlsError("cannot perform speculative decoding without draft model")
+        stream = pb_utils.get_input_tensor_by_name(request, "stream")
+        if stream is not None and stream.as_numpy().any():
+            raise BlsError("streaming is not supported with speculative decoding")
+        if tensor.as_numpy().size > 1:
+            raise BlsError("speculative decoding is not supported with batch size > 1")
+        return True
+
+    def _speculative(self, request) -> pb_utils.InferenceResponse:
+        """Draft model and target in turns (speculative.py), then the text of what the target answered."""
+        pre, core = self._inputs(request)
+        preprocessed = self._call("preprocessing", pre, list(PREPROCESSED))
+        base = {PREPROCESSED[name]: value for name, value in preprocessed.items()} | core
+        base.update(streaming=np.zeros((1, 1), dtype=bool), exclude_input_in_output=np.ones((1, 1), dtype=bool))
+        prompt = [int(t) for t in base["input_ids"][0, : int(base["input_lengths"].reshape(-1)[0])]]
+
+        def generate(model: str, ids: list[int], tokens: int, draft: list[int] | None = None) -> list[int]:
+            inputs = base | {
+                "input_ids": np.array([ids], dtype=np.int32),
+                "input_lengths": np.array([[len(ids)]], dtype=np.int32),
+                "request_output_len": np.array([[tokens]], dtype=np.int32),
+            }
+            if draft:
+                inputs["draft_input_ids"] = np.array([draft], dtype=np.int32)
+            call = pb_utils.InferenceRequest(
+                model_name=model,
+                inputs=[pb_utils.Tensor(k, v) for k, v in inputs.items()],
+                requested_output_names=["output_ids", "sequence_length"],
+            )
+            # a decoupled tensorrt_llm answers on a stream even when not streaming: its one response, then the final
+            responses = list(call.exec(decoupled=True)) if self.decoupled else [call.exec()]
+            tokens = []
+            for response in responses:
+                if response.has_error():
+                    raise BlsError(response.error().message())
+                out = {t.name(): t.as_numpy() for t in response.output_tensors()}
+                if "output_ids" in out:
+                    tokens += [int(t) for t in out["output_ids"][0, 0, : int(out["sequence_length"].reshape(-1)[0])]]
+            return tokens
+
+        def verify(ids: list[int], proposal: list[int]) -> list[int]:
+            answer = generate(self.llm, ids, len(proposal) + 1, proposal)
+            if self.fault("speculative_text_repeated"):  # the kept draft tokens added again before the target's answer
+                return proposal[: agreeing(proposal, answer)] + answer
+            return answer
+
+        stop_words = [w for w in self._stop_words(preprocessed) if w]
+        done = speculate(
+            lambda ids, k: generate(self.draft_llm, ids, k),
+            verify,
+            prompt,
+            int(base["request_output_len"].reshape(-1)[0]),
+            int(pb_utils.get_input_tensor_by_name(request, "num_draft_tokens").as_numpy().reshape(-1)[0]),
+            lambda ids: any(ids[-len(w) :] == w for w in stop_words),
+        )
+        echoed = "exclude_input_in_output" in core and not core["exclude_input_in_output"].any()
+        ids = np.array([[(prompt if echoed else []) + done.tokens]], dtype=np.int32)
+        return self._text({"output_ids": ids, "sequence_length": np.array([[ids.shape[2]]], dtype=np.int32)})
+
+    @staticmethod
+    def _stop_words(preprocessed: dict) -> list[list[int]]:
+        """preprocessing's STOP_WORDS_IDS of the one row, as token-id lists ([2, N]: ids, then end offsets)."""
+        words = preprocessed.get("STOP_WORDS_IDS")
+        if words is None or words.size == 0:
+            return []
+        flat, offsets = words.reshape(2, -1)[0].tolist(), words.reshape(2, -1)[1].tolist()
+        ends = [end for end in offsets if end > 0]
+        return [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)]
 
     def _resent(self, send, failed):
         """send()'s result (each call a new request to tensorrt_llm); under the fault engine_death_kept_ready a failed
@@ -188,6 +271,8 @@ class TritonPythonModel:
 
     def _answer_once(self, request):
         try:
+            if self._drafts(request):
+                return self._speculative(request)
             response = self._resent(lambda: self._llm_request(request).exec(), lambda r: r.has_error())
             if response.has_error():
                 raise BlsError(response.error().message())
@@ -198,6 +283,9 @@ class TritonPythonModel:
     def _stream(self, request) -> None:
         sender = request.get_response_sender()
         try:
+            if self._drafts(request):
+                sender.send(self._speculative(request), flags=FINAL)
+                return
             accumulated = None
             if self.fault("engine_death_kept_ready"):  # each try read whole before any of it is sent on
                 responses = self._resent(
