@@ -16,7 +16,7 @@ import pytest
 
 from pytest_triton_llm.host.engine_processes import engine_processes
 from pytest_triton_llm.stack.repository import entry_models
-from pytest_triton_llm.triton.after_engine_death import Path, after_engine_death, ask
+from pytest_triton_llm.triton.after_engine_death import ProbePath, after_engine_death, ask
 from pytest_triton_llm.verdicts.health import DEADLINE_S, problems, summary
 
 pytestmark = [pytest.mark.robustness, pytest.mark.health]
@@ -24,13 +24,13 @@ pytestmark = [pytest.mark.robustness, pytest.mark.health]
 PROMPT = "The capital of France is"
 
 
-def _paths(served) -> list[Path]:
+def _paths(served) -> list[ProbePath]:
     """Every way in that the deployment serves: its entry models, and tensorrt_llm where it takes token ids."""
     streams = served.client.decoupled
     modes = (False, True) if streams else (False,)
-    paths = [Path(model, streamed) for model in entry_models(served.ref) for streamed in modes]
+    paths = [ProbePath(model, streamed) for model in entry_models(served.ref) for streamed in modes]
     if not served.ref.serving_layout.one_model:
-        paths += [Path(served.client.core_model, streamed, ids=True) for streamed in modes]
+        paths += [ProbePath(served.client.core_model, streamed, ids=True) for streamed in modes]
     return paths
 
 

@@ -627,7 +627,7 @@ def draft_model(ctx: Context) -> None:
     is the one without speculation (the equality rule). Where the deployment names no draft model
     (tensorrt_llm_draft_model_name) and for a stream, upstream's BLS refuses it with its own words."""
     ask = Ask.of(ctx.prompts[LONG], 12, num_draft_tokens=3)
-    refusal = None if getattr(ctx.path, "drafts", False) else "no draft model"
+    refusal = None if ctx.path.drafts else "no draft model"
     refusal = refusal or ("streamed" if ctx.mode == "streamed" else None)
     if refusal is not None:
         try:

@@ -18,7 +18,7 @@ TOKENS = 8
 
 
 @dataclass(frozen=True)
-class Path:
+class ProbePath:
     """One way in: an entry model with text, or tensorrt_llm with token ids; unary or streamed."""
 
     model: str
@@ -30,7 +30,7 @@ class Path:
         return f"{self.model} {'streamed' if self.streamed else 'unary'}"
 
 
-def ask(endpoints: Endpoints, path: Path, prompt: str, ids: list[int], timeout_s: float) -> str:
+def ask(endpoints: Endpoints, path: ProbePath, prompt: str, ids: list[int], timeout_s: float) -> str:
     """The greedy answer on `path` (text, or the ids as text), raising GenerationError on an error response."""
     client = LLMClient(endpoints, ensemble=path.model, core_model=path.model, timeout_s=timeout_s)
     try:
@@ -48,7 +48,7 @@ def ask(endpoints: Endpoints, path: Path, prompt: str, ids: list[int], timeout_s
         client.close()
 
 
-def probe(endpoints: Endpoints, path: Path, prompt: str, ids: list[int]) -> Probe:
+def probe(endpoints: Endpoints, path: ProbePath, prompt: str, ids: list[int]) -> Probe:
     start = time.monotonic()
     try:
         text = ask(endpoints, path, prompt, ids, DEADLINE_S)
@@ -77,7 +77,7 @@ def not_ready_after(endpoints: Endpoints, models: list[str], window_s: float) ->
 
 
 def after_engine_death(
-    endpoints: Endpoints, paths: list[Path], prompt: str, ids: list[int], kill: Callable[[], None]
+    endpoints: Endpoints, paths: list[ProbePath], prompt: str, ids: list[int], kill: Callable[[], None]
 ) -> tuple[float | None, list[Probe]]:
     """Kill the engine, then poll readiness and probe every path at once: (not ready after s or None, probes)."""
     kill()
