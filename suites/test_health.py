@@ -9,12 +9,9 @@ still taking requests). Triton 2.51's python backend keeps the model ready and f
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 
-from pytest_triton_llm.host.engine_processes import engine_processes
+from pytest_triton_llm.host.engine_processes import engine_processes, kill_engine
 from pytest_triton_llm.stack.repository import entry_models
 from pytest_triton_llm.triton.after_engine_death import ProbePath, after_engine_death, ask
 from pytest_triton_llm.verdicts.health import DEADLINE_S, problems, summary
@@ -40,18 +37,17 @@ def test_a_dead_engine_is_not_served_as_healthy(triton_llm, triton_llm_own_serve
         pytest.skip("the server runs in a container: its engine's processes are not this machine's to kill")
     served = triton_llm_own_server(triton_llm)
     core = served.client.core_model
-    victims = engine_processes(served.server.process.pid, core)
-    if not victims:
+    if not engine_processes(served.server.process.pid, core):
         pytest.skip(f"{core}'s engine runs inside tritonserver (the C++ backend in leader mode): killing it stops the server")
     paths, ids = _paths(served), served.encode(PROMPT)
     endpoints = served.server.endpoints
     before = {p.name: ask(endpoints, p, PROMPT, ids, timeout_s=120) for p in paths}
 
-    def kill() -> None:
-        for victim in victims:
-            os.kill(victim.pid, signal.SIGKILL)
-
-    not_ready_s, probes = after_engine_death(endpoints, paths, PROMPT, ids, kill)
+    victims: list = []  # found again at the kill (the first look only decided there is an engine apart to kill)
+    not_ready_s, probes = after_engine_death(
+        endpoints, paths, PROMPT, ids, lambda: victims.extend(kill_engine(served.server.process.pid, core))
+    )
+    assert victims, f"{core}'s engine processes were gone before the kill"
     killed = ", ".join(f"{v.role} (pid {v.pid})" for v in victims)
     triton_llm_report.record(triton_llm.id, "after_engine_death", {"killed": killed, "told": summary(not_ready_s, probes)})
     found = problems(not_ready_s, probes, before)
