@@ -660,8 +660,9 @@ def perf_metrics(ctx: Context) -> None:
         f"{where}: arrival, first scheduled, first and last token times of an 8-token answer must be in order (the "
         f"last after the first): {times}"
     )
-    counts = (m.get("total_draft_tokens"), m.get("total_accepted_draft_tokens"), m.get("acceptance_rate"))
-    assert counts == (0, 0, 0), f"{where}: no draft was sent, yet (drafted, accepted, rate) = {counts}"
+    # the counts only: where nothing was drafted, the rate's value is not read from upstream's code (0 or NaN)
+    counts = (m.get("total_draft_tokens"), m.get("total_accepted_draft_tokens"))
+    assert counts == (0, 0), f"{where}: no draft was sent, yet (drafted, accepted) = {counts}"
     if ctx.path.surface != TENSORRT_LLM:
         return
     greedy = ctx.reference_ids(LONG, 8)
