@@ -671,11 +671,11 @@ def perf_metrics(ctx: Context) -> None:
     wrong = [(greedy[1] + 1) % len(ctx.path.tokenizer), (greedy[2] + 7) % len(ctx.path.tokenizer)]
     for draft, agreed in ((greedy[:3], 3), ([greedy[0], *wrong], 1)):
         got = ctx.ask(Ask.of(ctx.prompts[LONG], len(draft) + 1, draft=tuple(draft), perf_metrics=True)).metrics or {}
-        counts = (got.get("total_draft_tokens"), got.get("total_accepted_draft_tokens"), got.get("acceptance_rate", -1.0))
+        drafted = (got.get("total_draft_tokens"), got.get("total_accepted_draft_tokens"), got.get("acceptance_rate", -1.0))
         expected = (len(draft), agreed, agreed / len(draft))
-        assert counts[:2] == expected[:2] and abs((counts[2] or 0.0) - expected[2]) < 1e-6, (
+        assert drafted[:2] == expected[:2] and abs((drafted[2] or 0.0) - expected[2]) < 1e-6, (
             f"{where}: draft {draft} agrees with the greedy answer {greedy} on {agreed} token(s): (drafted, accepted, "
-            f"rate) must be {expected}, got {counts}"
+            f"rate) must be {expected}, got {drafted}"
         )
 
 
