@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from speculative import agreeing, speculate
-from served_contract import PERF_METRICS
+from served_contract import PERF_METRICS, unpack_word_list
 from stand_in_faults import Faults
 from triton_io import flag, model_parameters
 
@@ -236,7 +236,8 @@ class TritonPythonModel:
                 return proposal[: agreeing(proposal, answer)] + answer
             return answer
 
-        stop_words = [w for w in self._stop_words(preprocessed) if w]
+        words = preprocessed.get("STOP_WORDS_IDS")  # [1, 2, N]: the one row's word list
+        stop_words = [w for w in unpack_word_list(None if words is None else words[0]) if w]
         done = speculate(
             lambda ids, k: generate(self.draft_llm, ids, k),
             verify,
@@ -248,16 +249,6 @@ class TritonPythonModel:
         echoed = "exclude_input_in_output" in core and not core["exclude_input_in_output"].any()
         ids = np.array([[(prompt if echoed else []) + done.tokens]], dtype=np.int32)
         return self._text({"output_ids": ids, "sequence_length": np.array([[ids.shape[2]]], dtype=np.int32)})
-
-    @staticmethod
-    def _stop_words(preprocessed: dict) -> list[list[int]]:
-        """preprocessing's STOP_WORDS_IDS of the one row, as token-id lists ([2, N]: ids, then end offsets)."""
-        words = preprocessed.get("STOP_WORDS_IDS")
-        if words is None or words.size == 0:
-            return []
-        flat, offsets = words.reshape(2, -1)[0].tolist(), words.reshape(2, -1)[1].tolist()
-        ends = [end for end in offsets if end > 0]
-        return [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)]
 
     def _resent(self, send, failed):
         """send()'s result (each call a new request to tensorrt_llm); under the fault engine_death_kept_ready a failed
