@@ -286,6 +286,19 @@ def ended_greedy(openai_target, prompts):
     return answer
 
 
+def _log_prob_positions(openai_target, prompts, endpoint: str, top_p: float | None) -> list[tuple[str, float, dict]]:
+    """(token, its log prob, {alternative: log prob}) per position of a greedy answer with 2 alternatives listed."""
+    extra = {} if top_p is None else {"top_p": top_p}
+    if endpoint == "chat":
+        body = openai_target.chat(prompts.chat_question, 12, logprobs=True, top_logprobs=2, **extra)
+        content = (openai_target.endpoint.chat(body).logprobs or {}).get("content") or []
+        return [(p["token"], p["logprob"], {t["token"]: t["logprob"] for t in p["top_logprobs"]}) for p in content]
+    body = openai_target.completion(prompts.completion["fox"], 12, logprobs=2, **extra)
+    logprobs = openai_target.endpoint.complete(body).logprobs
+    assert logprobs is not None, "logprobs=2 answered no logprobs"
+    return list(zip(logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"], strict=True))
+
+
 class TestOverV1:
     """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
 
@@ -371,6 +384,27 @@ class TestOverV1:
             assert abs(listed[position["token"]] - position["logprob"]) <= 1e-4, (position, listed)
             assert position["logprob"] >= max(listed.values()) - 1e-4, (position, listed)  # greedy: the likeliest
 
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_top_p_leaves_the_greedy_log_probs_as_they_are(self, openai_target, prompts, endpoint):
+        """At temperature 0 the answer is greedy and top_p has nothing to cut, so the log probs and their alternatives
+        are the model's, with or without it: TensorRT-LLM's sampler resolves temperature 0 to its greedy strategy
+        whatever top_p (sampling_utils.resolve_sampling_strategy), vLLM resets top_p for greedy requests, llama.cpp's
+        come from the raw logits. A server that renormalises them over the nucleus lists fewer alternatives and puts
+        the chosen token near 0 (text-generation-inference#2108)."""
+        if why := openai_target.lacks("top_p") or (openai_target.lacks("logprobs") if endpoint == "completions" else None):
+            pytest.skip(why)
+        field = openai_target.family.fields.get("top_logprobs")
+        if endpoint == "chat" and (field is None or field.supported not in ("yes", "partial")):  # partial: chat, as here
+            pytest.skip(openai_target.family.why_not("top_logprobs") if field else "no top_logprobs field")
+        by_top_p = {top_p: _log_prob_positions(openai_target, prompts, endpoint, top_p) for top_p in (None, 0.5)}
+        plain, cut = by_top_p[None], by_top_p[0.5]
+        assert [p[0] for p in cut] == [p[0] for p in plain], "top_p 0.5 changed the greedy tokens"
+        for (token, chosen, listed), (_, chosen_cut, listed_cut) in zip(plain, cut, strict=True):
+            assert len(listed_cut) == len(listed) == 2, f"{token!r}: alternatives {listed} without top_p, {listed_cut} with 0.5"
+            assert abs(chosen_cut - chosen) <= 1e-3, f"{token!r}: log prob {chosen} without top_p, {chosen_cut} with top_p 0.5"
+            for alternative, value in listed.items():
+                assert abs(listed_cut.get(alternative, 0.0) - value) <= 1e-3, (token, listed, listed_cut)
+
     def test_ignore_eos_runs_past_the_end_to_exactly_max_tokens(self, openai_target, prompts, ended_greedy):
         """A benchmark's fixed output lengths rest on it: the answer goes on past where the model would end."""
         if why := openai_target.lacks("ignore_eos"):
@@ -383,11 +417,12 @@ class TestOverV1:
         assert answer.text.startswith(ended_greedy.text), (answer.text, ended_greedy.text)
 
     def test_min_tokens_holds_the_end_back(self, openai_target, prompts, ended_greedy):
-        """At least min_tokens tokens, the greedy answer unchanged up to where it ended."""
+        """At least min_tokens tokens, the greedy answer unchanged up to where it ended. max_tokens leaves PAST_THE_END
+        more: an answer that ends early shows as well, and a model that goes on past min_tokens stops soon."""
         if why := openai_target.lacks("min_tokens"):
             pytest.skip(why)
         least = ended_greedy.usage["completion_tokens"] + PAST_THE_END
-        body = openai_target.completion(prompts.completion["fox"], least + ROOM, min_tokens=least)
+        body = openai_target.completion(prompts.completion["fox"], least + PAST_THE_END, min_tokens=least)
         answer = openai_target.endpoint.complete(body)
         assert answer.usage["completion_tokens"] >= least, (answer.finish_reason, answer.text)
         assert answer.text.startswith(ended_greedy.text), (answer.text, ended_greedy.text)
