@@ -416,13 +416,13 @@ class TestOverV1:
         reply = openai_target.endpoint.request("POST", "/completions", body)
         _answered_as_stated(openai_target, prompts, reply, error, reference_answer, served=reference_answer)
 
-    @pytest.mark.parametrize("stream", [False, True], ids=["unary", "streamed"])
+    @pytest.mark.parametrize("mode", ["unary", "streamed", "batched"])
     def test_an_image_part_to_a_text_model_gets_the_contracts_error_and_the_server_serves_on(
-        self, openai_target, prompts, reference_answer, stream
+        self, openai_target, prompts, reference_answer, mode
     ):
         """A chat message with an image part, to a model that reads no images: a family whose contract states the
         refusal answers its 4xx, with its words; never a 200 that answers as if the image had not been sent
-        (ai-dynamo/dynamo#7064)."""
+        (ai-dynamo/dynamo#7064). Batched: sent among three plain requests in flight, which answer as alone."""
         error = openai_target.error_case("media_part_to_a_text_model")
         if error is None or not error.status.isdigit():
             pytest.skip(f"{openai_target.family.title}: the contract does not say what an image part to a text model gets")
@@ -435,8 +435,16 @@ class TestOverV1:
         body = {
             **openai_target.chat(prompts.chat_question, 8),
             "messages": [{"role": "user", "content": parts}],
-            "stream": stream,
+            "stream": mode == "streamed",
         }
-        reply = openai_target.endpoint.request("POST", "/chat/completions", body)
+        if mode == "batched":
+            plain_body = openai_target.completion(prompts.completion["fox"], 8)
+            with ThreadPoolExecutor(4) as pool:
+                plain = [pool.submit(openai_target.endpoint.complete, plain_body) for _ in range(3)]
+                reply = openai_target.endpoint.request("POST", "/chat/completions", body)
+                texts = [each.result().text for each in plain]
+            assert texts == [reference_answer] * 3, f"the plain requests beside the image answered {texts}"
+        else:
+            reply = openai_target.endpoint.request("POST", "/chat/completions", body)
         _answered_as_stated(openai_target, prompts, reply, error, reference_answer)
         assert error.message in _message(reply.body), f"{error.case}: the message must say {error.message!r}: {reply.body!r}"
