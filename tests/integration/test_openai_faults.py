@@ -92,15 +92,14 @@ def _options(row: dict, up: Upstream) -> list[str]:
     return [o.replace("{upstream}", up.url) for o in row.get("options", ())]
 
 
-def _sessions(up: Upstream, server: str, timed: bool | None) -> list[tuple[dict[str, str], list[str]]]:
-    """The server's rows with /v1 tests (only the timed ones, or only the others, unless `timed` is None), as few
-    sessions as their options allow: (options, fault names) each. Rows whose options agree share a session (an option a
-    row does not give leaves its checks as they are: the engine's budgets, the dataset's articles); a row that gives an
-    option another value needs a session of its own."""
+def _sessions(up: Upstream, server: str, timed: bool | None, part: tuple[int, int]) -> list[tuple[dict[str, str], list[str]]]:
+    """The server's rows with /v1 tests (only the timed ones, or only the others, unless `timed` is None; of those, the
+    k-th of every n for `part` (k, n)), as few sessions as their options allow: (options, fault names) each. Rows whose
+    options agree share a session (an option a row does not give leaves its checks as they are: the engine's budgets,
+    the dataset's articles); a row that gives an option another value needs a session of its own."""
     sessions: list[tuple[dict[str, str], list[str]]] = []
-    for name, row in FAULTS.items():
-        if row.get("server", LLAMA) != server or not _v1_nodes(row) or timed not in (None, _timed(row)):
-            continue
+    rows = [(n, r) for n, r in FAULTS.items() if r.get("server", LLAMA) == server and _v1_nodes(r) and timed in (None, _timed(r))]
+    for name, row in rows[part[0] :: part[1]]:
         given = _options(row, up)
         options = dict(zip(given[::2], given[1::2], strict=True))  # each option with its value
         agree = (s for s in sessions if all(s[0].get(k, v) == v for k, v in options.items()))
@@ -134,15 +133,20 @@ def _one_session(up: Upstream, options: dict[str, str], faults: list[str], tmp_p
     return outcomes, json.loads(report.read_text()), done
 
 
+# The stand-in's rows in two halves, which xdist runs on two workers: in one they were Quickstart 2's longest test
+# (447 s on 2 cores, 2026-12-02; the stand-in decodes about 15 tokens/s there, its float32 weights read per token).
 SESSIONS = [
-    pytest.param(LLAMA, False, id=LLAMA),
-    pytest.param(LLAMA, True, id=f"{LLAMA}-timed"),
-    pytest.param(STAND_IN, None, marks=pytest.mark.trtllm_stand_in, id=STAND_IN),  # no budget judges the stand-in
+    pytest.param(LLAMA, False, (0, 1), id=LLAMA),
+    pytest.param(LLAMA, True, (0, 1), id=f"{LLAMA}-timed"),
+    *(
+        pytest.param(STAND_IN, None, (k, 2), marks=pytest.mark.trtllm_stand_in, id=f"{STAND_IN}-{k + 1}-of-2")
+        for k in range(2)  # no budget judges the stand-in
+    ),
 ]
 
 
-@pytest.mark.parametrize("server, timed", SESSIONS)
-def test_each_fault_fails_the_tests_that_catch_it_and_they_pass_without_it(request, server, timed, tmp_path):
+@pytest.mark.parametrize("server, timed, part", SESSIONS)
+def test_each_fault_fails_the_tests_that_catch_it_and_they_pass_without_it(request, server, timed, part, tmp_path):
     """The server's rows (but the migration gate's tests, which need a Triton deployment: triton_side below) in as
     few pytest sessions as their options allow, usually one: each catching test runs under each fault whose row names
     it, then without a fault (the clean run: it must pass, not skip). On llama-cpp-python the rows caught by the /v1
@@ -151,7 +155,7 @@ def test_each_fault_fails_the_tests_that_catch_it_and_they_pass_without_it(reque
     lengths held by ignore_eos, tokens counted by the streamed usage."""
     up = _upstream(request, server)
     problems = []
-    for i, (options, faults) in enumerate(_sessions(up, server, timed)):
+    for i, (options, faults) in enumerate(_sessions(up, server, timed, part)):
         outcomes, report, done = _one_session(up, options, faults, tmp_path / str(i))
         for o in outcomes:  # under a fault a run must fail; without one it must pass
             if o["outcome"] != ("failed" if o["fault"] else "passed"):

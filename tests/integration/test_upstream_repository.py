@@ -28,6 +28,8 @@ pytestmark = [
 
 
 BLS_LOADS = sys.version_info < (3, 11)  # the stub runs this interpreter's Python
+# passed tests per entry model, the old bound of both together (40) split as they pass (22 and 38, 2026-12-02)
+MIN_PASSED = {"upstream-v1": 15, "upstream-inflight": 25}
 ENTRIES = ("ensemble", "tensorrt_llm_bls") if BLS_LOADS else ("ensemble",)
 MODELS_SERVED = "" if BLS_LOADS else 'models = ["preprocessing", "tensorrt_llm", "postprocessing", "ensemble"]'
 
@@ -52,7 +54,10 @@ repository = "{MODELS}"
     return lock
 
 
-def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp_path):
+# Each deployment in a session of its own: under xdist the two run on two workers instead of one after the other
+# (together they were Quickstart 2's longest test, 415 s on a 2-core machine, 2026-12-02).
+@pytest.mark.parametrize("deployment", ["upstream-v1", "upstream-inflight"])
+def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp_path, deployment):
     report = tmp_path / "report.json"
     argv = [
         sys.executable,
@@ -63,6 +68,8 @@ def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp
         "(functional or streaming or early_stop) and not properties",
         "--engines-lock",
         str(upstream_lock(tmp_path)),
+        "--deployment",
+        f"smollm2-135m:{deployment}",
         "--triton-llm-report",
         str(report),
         "-p",
@@ -75,9 +82,8 @@ def test_upstreams_own_repository_passes_the_suites_through_its_entry_models(tmp
     tests = json.loads(report.read_text())["tests"]
     outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in tests}
     assert "failed" not in outcomes.values() and "error" not in outcomes.values()
-    for deployment in ("upstream-v1", "upstream-inflight"):
-        for entry in ENTRIES:
-            ran = [n for n, o in outcomes.items() if f"smollm2-135m:{deployment}-{entry}]" in n and o == "passed"]
-            assert len(ran) >= 10, f"{deployment} through {entry}: {ran}"
-    assert sum(o == "passed" for o in outcomes.values()) >= 40 * len(ENTRIES)
+    for entry in ENTRIES:
+        ran = [n for n, o in outcomes.items() if f"smollm2-135m:{deployment}-{entry}]" in n and o == "passed"]
+        assert len(ran) >= 10, f"{deployment} through {entry}: {ran}"
+    assert sum(o == "passed" for o in outcomes.values()) >= MIN_PASSED[deployment] * len(ENTRIES), outcomes
     assert BLS_LOADS or not [n for n, o in outcomes.items() if "tensorrt_llm_bls" in n and o == "passed"]
