@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..verdicts.equality import HALF, assert_agree
+from ..verdicts import logits as logits_verdict
 from ..verdicts.guided import JudgeUnavailable, problems
 from .guides import load_guides
 from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
@@ -679,6 +680,34 @@ def perf_metrics(ctx: Context) -> None:
         )
 
 
+def logits(ctx: Context) -> None:
+    """Gathered logits describe the greedy answer they came with (verdicts/logits.py): on an answer max_tokens cut and
+    on one its end token ended, where TensorRT-LLM 0.10 dropped a step and every later row came one early
+    (NVIDIA/TensorRT-LLM#1569)."""
+    if ctx.mode == "streamed":
+        raise Unanswerable(
+            "what TensorRT-LLM's executor streams as logits was not read (NVIDIA/TensorRT-LLM#2090: a buffer of every "
+            "step's rows with each response); unary and batched answers carry them whole"
+        )
+    engine = ctx.path.served.ref.engine
+    if not (engine.gather_context_logits and engine.gather_generation_logits):
+        raise Unanswerable(
+            f"{ctx.path.served.id}: its engine gathers no logits (engines.lock gather_context_logits and "
+            "gather_generation_logits, trtllm-build's flags): TensorRT-LLM refuses the request"
+        )
+    ended, _, count = _ended(ctx)
+    encode = ctx.path.served.encode
+    for prompt, max_tokens in ((ctx.prompts[LONG], 8), (ended, count + 8)):
+        answer = ctx.ask(Ask.of(prompt, max_tokens, logits=True))
+        tokens = answer.token_ids
+        if tokens is None:  # an entry model's text: the ids of tensorrt_llm behind it, greedy alike
+            if ctx.core is None:
+                raise Unanswerable(f"{ctx.path.name} returns text only and serves no tensorrt_llm beside it")
+            tokens = ctx.unary(Ask.of(prompt, max_tokens), ctx.core).token_ids or []
+        found = logits_verdict.problems(tokens, len(encode(prompt)), answer.context_logits, answer.generation_logits)
+        assert not found, f"{ctx.path.name} ({ctx.mode}), {len(tokens)} tokens of {prompt[:40]!r}: " + "; ".join(found)
+
+
 def beam_settings_at_width_1(ctx: Context) -> None:
     expected = ctx.greedy(LONG, 12).text
     ctx.same(
@@ -734,6 +763,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         draft_tokens,
         draft_model,
         perf_metrics,
+        logits,
         generation_prompt,
         continue_final_message,
         beam_settings_at_width_1,

@@ -14,7 +14,8 @@ class Ask:
     """What to ask: `options` maps a canonical option to its value. Options: temperature, top_k, top_p, seed,
     min_tokens, repetition_penalty, presence_penalty, frequency_penalty (numbers); stop, bad_words (words); end_id,
     pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
-    width 1: True); perf_metrics (return_perf_metrics: True)."""
+    width 1: True); perf_metrics (return_perf_metrics: True); logits (return_context_logits and
+    return_generation_logits: True)."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)
@@ -41,6 +42,8 @@ class Answer:
     cum_log_prob: float | None = None
     prompt_tokens: int | None = None  # the prompt's token count, where the path reports it (/v1 usage)
     metrics: dict[str, float] | None = None  # return_perf_metrics' outputs of the last response, where it came
+    context_logits: Any = None  # numpy [prompt tokens, vocab], where asked for and sent
+    generation_logits: Any = None  # numpy [steps, vocab] (beam 0), where asked for and sent
 
 
 class Unanswerable(Exception):

@@ -129,6 +129,7 @@ class TritonPath:
             self._guide(inputs, options["guide"])
         if options.get("perf_metrics"):
             self.extra(inputs, "return_perf_metrics", True)
+        self._logits(inputs, options)
         if "num_draft_tokens" in options:  # the BLS's speculative decoding through its draft model
             self.extra(inputs, "num_draft_tokens", options["num_draft_tokens"])
         return inputs
@@ -212,7 +213,12 @@ class TritonPath:
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
         if options.get("perf_metrics"):
             self.extra(inputs, "return_perf_metrics", True)
+        self._logits(inputs, options)
         return inputs
+
+    def _logits(self, inputs: dict, options: dict) -> None:
+        for name in ("return_context_logits", "return_generation_logits") if options.get("logits") else ():
+            self.extra(inputs, name, True)
 
     # -- reading the answer -----------------------------------------------------------------------------------------
     def read(self, responses: list[dict], ask: Ask, cumulative: bool = False) -> Answer:
@@ -221,18 +227,22 @@ class TritonPath:
         last = responses[-1]
         cum, per_token = log_probs_of(last)
         metrics = {name: float(last[name].reshape(-1)[0]) for name in PERF_METRICS if name in last} or None
+        logits = {
+            "context_logits": last["context_logits"][0] if "context_logits" in last else None,
+            "generation_logits": last["generation_logits"][0, 0] if "generation_logits" in last else None,
+        }
         if self.surface == TENSORRT_LLM:
             ids = [t for r in responses for t in returned_ids(r)]
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []] if per_token is not None else None
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, metrics=metrics)
+            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, metrics=metrics, **logits)
         texts = [output_text(r, "text_output") or "" for r in responses]
         text = texts[-1] if cumulative else "".join(texts)
         if self._echoes and ask.asked.get("exclude_input", True):
             text = text.removeprefix(ask.prompt)
         if len(responses) > 1 and per_token is not None:
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []]
-        return Answer(text, None, None, per_token, cum, metrics=metrics)
+        return Answer(text, None, None, per_token, cum, metrics=metrics, **logits)
 
 
 def entry_surface(served) -> str:

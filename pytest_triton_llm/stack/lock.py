@@ -323,6 +323,10 @@ class Engine:
     # draft tokens a request may bring for the engine to verify (trtllm-build --speculative_decoding_mode
     # draft_tokens_external --max_draft_len): speculative decoding with a draft model; 0, none
     max_draft_len: int = 0
+    # the logits of every prompt position and of every generated token, returned on request (return_context_logits,
+    # return_generation_logits): trtllm-build --gather_context_logits / --gather_generation_logits
+    gather_context_logits: bool = False
+    gather_generation_logits: bool = False
     accuracy: Accuracy | None = None
     # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
     equality: Equality | None = None
@@ -367,6 +371,8 @@ class Engine:
             "architecture": "llama",
             "max_prompt_embedding_table_size": 0,
             "max_draft_len": 0,
+            "gather_context_logits": False,
+            "gather_generation_logits": False,
         }
         for key, default in later.items():
             if data[key] == default:  # fields added later: their defaults keep existing cache keys

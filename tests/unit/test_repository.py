@@ -128,6 +128,8 @@ def test_lora_section_renders_into_trtllm_build_options_and_cache_parameters(tmp
         "draft_tokens_external",
         "--max_draft_len",
         "4",
+        "--gather_context_logits",  # engines.lock's, for the logits checks
+        "--gather_generation_logits",
     ]
     assert options[: options.index("--gpt_attention_plugin")] == [
         "--max_batch_size",

@@ -100,6 +100,9 @@ class ReferenceBuilder:
             build_config["max_prompt_embedding_table_size"] = engine.max_prompt_embedding_table_size
         if engine.max_draft_len:
             build_config["max_draft_len"] = engine.max_draft_len
+        for gather in ("gather_context_logits", "gather_generation_logits"):  # named as in an engine's build_config
+            if getattr(engine, gather):
+                build_config[gather] = True
         if engine.lora is not None:  # named as in a TensorRT-LLM engine's build_config
             build_config["lora_config"] = {
                 "max_lora_rank": engine.lora.max_rank,

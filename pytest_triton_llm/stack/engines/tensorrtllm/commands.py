@@ -24,6 +24,7 @@ from ....common.schema import build as build_table
 from .dummy import MODEL_CONFIG
 
 ARCHITECTURES_FILE = Path(str(resources.files(__package__) / "architectures.toml"))
+LOGITS_GATHERING = ("gather_context_logits", "gather_generation_logits")  # trtllm-build flags of the same names
 
 
 class UnsupportedRecipe(ValueError):
@@ -128,6 +129,7 @@ def trtllm_build_options(engine: Engine, entry: ImageEntry) -> list[str]:
         options += ["--max_prompt_embedding_table_size", str(engine.max_prompt_embedding_table_size)]
     if engine.max_draft_len:  # a trtllm-build without the mode refuses it in its own words
         options += ["--speculative_decoding_mode", "draft_tokens_external", "--max_draft_len", str(engine.max_draft_len)]
+    options += [f"--{gather}" for gather in LOGITS_GATHERING if getattr(engine, gather)]
     return options
 
 
@@ -137,6 +139,11 @@ def _refuse_on_legacy_build(engine: Engine, entry: ImageEntry, folder: str) -> N
         raise UnsupportedRecipe(
             f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) builds with examples/{folder}/build.py here; prompt "
             "tables (max_prompt_embedding_table_size) are built with trtllm-build, from TensorRT-LLM 0.8 (image 24.02)"
+        )
+    if any(getattr(engine, gather) for gather in LOGITS_GATHERING):
+        raise UnsupportedRecipe(
+            f"TensorRT-LLM {entry.tensorrt_llm} (image {entry.tag}) builds with examples/{folder}/build.py here; "
+            "gathered logits (gather_context_logits, gather_generation_logits) are built with trtllm-build here"
         )
     if engine.max_draft_len:
         raise UnsupportedRecipe(

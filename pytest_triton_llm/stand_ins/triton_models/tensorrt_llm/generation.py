@@ -44,6 +44,22 @@ LONG_PROMPT_SHARE = 0.5
 VOCAB_SHORT_BY = 100
 
 
+# (request field, the engine's build_config flag, the executor's words when the engine was built without it)
+GATHERED_LOGITS = (
+    (
+        "return_context_logits",
+        "gather_context_logits",
+        "[TensorRT-LLM][ERROR] Assertion failed: Return context logit need to build engine with gather_context_logits",
+    ),
+    (
+        "return_generation_logits",
+        "gather_generation_logits",
+        "[TensorRT-LLM][ERROR] Assertion failed: To return generation logits, gather_generation_logits must be enabled "
+        "in ExecutorConfig",
+    ),
+)
+
+
 def no_fault(name: str) -> bool:
     """A clean engine: it reproduces no fault."""
     return False
@@ -89,6 +105,9 @@ class GenerationRequest:
     # adds its own token at the first that it does not (or after the last), and the request ends there
     draft_tokens: list[int] | None = None
     return_perf_metrics: bool = False  # the executor's RequestPerfMetrics with each response (outputs.perf_metrics)
+    # the model's raw logits: of every prompt position, and of every step (engines built with gather_*_logits)
+    return_context_logits: bool = False
+    return_generation_logits: bool = False
     arrival_ns: int = field(default_factory=time.monotonic_ns)  # steady clock, as the executor's time points
 
 
@@ -103,6 +122,8 @@ class Sequence:
     finish_reason: str | None = None  # length | end_id | stop_words | cancelled
     generator: torch.Generator | None = None
     guide: object | None = None  # a guided.Guide, started at the first step of a guided request
+    context_logits: torch.Tensor | None = None  # [prompt tokens, vocab], where the request asked for them
+    generation_logits: list[torch.Tensor] = field(default_factory=list)  # a [vocab] row per step, where asked for
     scheduled_ns: int = field(default_factory=time.monotonic_ns)  # its first step (the in-flight loop sets it again)
     first_token_ns: int = 0
     last_token_ns: int = 0
@@ -228,6 +249,9 @@ class ReferenceEngine:
             raise RequestError(f"embedding_bias must have {self.vocab_size} entries, got {request.embedding_bias.size}")
         if request.guide is not None:
             self._validate_guide(request.guide)
+        for asked, gathered, words in GATHERED_LOGITS:
+            if getattr(request, asked) and not bc.get(gathered):
+                raise ExecutorError(f"Encountered an error when fetching new request: {words}")
         draft, most = request.draft_tokens or [], bc.get("max_draft_len", 0)
         if len(draft) > most:  # the executor's check (a request's draft against the engine's max_draft_len)
             raise ExecutorError(
@@ -290,6 +314,7 @@ class ReferenceEngine:
             long = [i for i, s in enumerate(sequences) if len(s.request.input_ids) > self._long_prompt]
             noise = torch.randn((len(long), logits.shape[1]), generator=torch.Generator().manual_seed(1830))
             logits[long] = logits[long] + GARBAGE * noise.to(logits.device)
+        self._gather(sequences, logits)
         simple = [
             i for i, s in enumerate(sequences) if not s.finished and s.request.sampling.greedy and not self._needs_processing(s)
         ]
@@ -312,6 +337,21 @@ class ReferenceEngine:
             token = self._sample(seq, row, slot=i)
             log_probs = torch.log_softmax(row, dim=-1)
             self._append(seq, token, float(log_probs[token]), _top(log_probs, seq.request.top_logprobs))
+
+    @torch.inference_mode()
+    def _gather(self, sequences: list[Sequence], logits: torch.Tensor) -> None:
+        """Keep the logits a request asked for: each step's row as the model gave it (before biases, penalties and
+        sampling), and at its first step, its context phase's logits of every prompt position (a forward of its prompt
+        alone: on the CPU in float32 the same values as its row of the batch's prefill)."""
+        for i, seq in enumerate(sequences):
+            r = seq.request
+            if seq.finished:
+                continue
+            if r.return_context_logits and not seq.tokens and seq.context_logits is None:
+                out = self.forward([r.lora], **self.context_inputs([r], torch.tensor([r.input_ids])), use_cache=False)
+                seq.context_logits = out.logits[0].float().cpu()
+            if r.return_generation_logits:
+                seq.generation_logits.append(logits[i].to("cpu", copy=True))
 
     def _needs_processing(self, seq: Sequence) -> bool:
         r = seq.request

@@ -17,6 +17,7 @@ def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None
     ids = seq.tokens if exclude_input else seq.request.input_ids + seq.tokens
     log_probs = seq.log_probs if seq.request.return_log_probs else None
     outputs = output_tensors(ids, log_probs, seq.cum_log_prob, batch_index) | perf_metrics(seq, fault)
+    outputs |= gathered_logits(seq, len(seq.generation_logits), first=True, fault=fault)
     return distort_length(fault, distort_log_probs(fault, outputs), seq, exclude_input)
 
 
@@ -25,7 +26,27 @@ def streamed_outputs(
 ) -> dict[str, np.ndarray]:
     """A streaming step: only the new tokens (never the prompt), as TensorRT-LLM streams them."""
     outputs = output_tensors(tokens, log_probs if seq.request.return_log_probs else None, seq.cum_log_prob, batch_index)
+    # the stand-in's choice: each response the rows of its own steps, the context logits with the first (what
+    # TensorRT-LLM's executor streams was not read; NVIDIA/TensorRT-LLM#2090 describes a full-length buffer)
+    new_rows = len(seq.generation_logits) - (len(seq.tokens) - len(tokens))
+    outputs |= gathered_logits(seq, new_rows, first=len(seq.tokens) == len(tokens), fault=fault)
     return distort_log_probs(fault, outputs | perf_metrics(seq, fault))
+
+
+def gathered_logits(seq: Sequence, rows: int, first: bool, fault=no_fault) -> dict[str, np.ndarray]:
+    """context_logits [1, prompt tokens, vocab] (with the `first` response) and the last `rows` rows of
+    generation_logits [1, 1, rows, vocab], where the request asked for them, as the backend sends the executor's."""
+    r, outputs = seq.request, {}
+    if r.return_context_logits and first and seq.context_logits is not None:
+        outputs["context_logits"] = seq.context_logits.numpy().astype(np.float32)[np.newaxis]
+    if r.return_generation_logits:
+        kept = seq.generation_logits[len(seq.generation_logits) - rows :] if rows > 0 else []
+        if seq.finish_reason == "end_id" and fault("generation_logits_step_dropped_at_the_end_token"):
+            kept = kept[1:] + kept[-1:]  # one step missing, every later row one early (NVIDIA/TensorRT-LLM#1569)
+        vocab = seq.context_logits.shape[-1] if seq.context_logits is not None else (kept[0].numel() if kept else 0)
+        stacked = np.stack([row.numpy() for row in kept]) if kept else np.zeros((0, vocab))
+        outputs["generation_logits"] = stacked.astype(np.float32)[np.newaxis, np.newaxis]
+    return outputs
 
 
 TOKENS_PER_BLOCK = 64  # trtllm-build's default
