@@ -704,7 +704,8 @@ def logits(ctx: Context) -> None:
             if ctx.core is None:
                 raise Unanswerable(f"{ctx.path.name} returns text only and serves no tensorrt_llm beside it")
             tokens = ctx.unary(Ask.of(prompt, max_tokens), ctx.core).token_ids or []
-        found = logits_verdict.problems(tokens, len(encode(prompt)), answer.context_logits, answer.generation_logits)
+        cut = len(tokens) == max_tokens
+        found = logits_verdict.problems(tokens, len(encode(prompt)), answer.context_logits, answer.generation_logits, cut)
         assert not found, f"{ctx.path.name} ({ctx.mode}), {len(tokens)} tokens of {prompt[:40]!r}: " + "; ".join(found)
 
 

@@ -299,6 +299,10 @@ class Accuracy:
                 raise ValueError("field 'tier': give the reference scores it applies to (reference_rouge1/2/Lsum)")
 
 
+# the Engine fields that gather logits, each trtllm-build's flag of the same name and an engine build_config key
+LOGITS_GATHERING = ("gather_context_logits", "gather_generation_logits")
+
+
 @dataclass(frozen=True)
 class Engine:
     """A build recipe: identical recipes share one cached engine."""

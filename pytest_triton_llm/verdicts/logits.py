@@ -13,17 +13,19 @@ TIE = 1e-4  # of the row's largest magnitude: a chosen token's logit this close 
 SAME_ROW = 1e-3  # of the row's largest magnitude: the context phase's last row and the first step's row are one row
 
 
-def problems(tokens: list[int], prompt_tokens: int, context, generation) -> list[str]:
+def problems(tokens: list[int], prompt_tokens: int, context, generation, cut: bool) -> list[str]:
     """What is wrong with `context` [prompt, vocab] and `generation` [steps, vocab] for the greedy `tokens` of a prompt of
-    `prompt_tokens` tokens ([] if nothing). An answer its end token ended may carry a row for that last step."""
+    `prompt_tokens` tokens ([] if nothing). An answer max_tokens `cut` has a row per token (the README's 20 for 20); one
+    its end token ended may carry a row for that last step."""
     if context is None or generation is None:
         return [f"asked for both, got context_logits {_shape(context)} and generation_logits {_shape(generation)}"]
     context, generation = np.asarray(context, dtype=np.float64), np.asarray(generation, dtype=np.float64)
     found = []
     if context.ndim != 2 or context.shape[0] != prompt_tokens:
         found.append(f"context_logits {context.shape}: not a row per prompt token ({prompt_tokens})")
-    if generation.ndim != 2 or generation.shape[0] < len(tokens):
-        return [*found, f"generation_logits {generation.shape}: fewer rows than the {len(tokens)} generated tokens"]
+    if generation.ndim != 2 or generation.shape[0] < len(tokens) or (cut and generation.shape[0] != len(tokens)):
+        rows = "fewer rows than" if generation.ndim != 2 or generation.shape[0] < len(tokens) else "not a row per token of"
+        return [*found, f"generation_logits {generation.shape}: {rows} the {len(tokens)} generated tokens"]
     for step, token in enumerate(tokens):
         row = generation[step]
         if row[token] < row.max() - TIE * np.abs(row).max():

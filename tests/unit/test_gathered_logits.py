@@ -29,7 +29,8 @@ def rows(tokens: list[int]) -> np.ndarray:
 def test_rows_that_line_up_with_the_answer_pass():
     generation = rows(GREEDY)
     context = np.vstack([np.ones((3, VOCAB)), generation[:1]])
-    assert problems(GREEDY, 4, context, generation) == []
+    assert problems(GREEDY, 4, context, generation, cut=True) == []
+    assert problems(GREEDY, 4, context, np.vstack([generation, rows([END])]), cut=False) == []  # the end token's step
 
 
 @pytest.mark.parametrize(
@@ -38,16 +39,17 @@ def test_rows_that_line_up_with_the_answer_pass():
         (3, rows([5, 6, 6]), "not the likeliest"),  # one step early: NVIDIA/TensorRT-LLM#1569
         (3, rows([4, 5]), "fewer rows"),
         (2, rows(GREEDY), "a row per prompt token"),
+        (3, rows([*GREEDY, 7]), "not a row per token"),  # max_tokens cut it: no row past the last token
     ],
 )
 def test_rows_that_do_not_line_up_are_named(context_rows, generation, words):
     context = np.vstack([np.ones((context_rows, VOCAB)), rows(GREEDY[:1])])
-    found = problems(GREEDY, 4, context, generation)
+    found = problems(GREEDY, 4, context, generation, cut=True)
     assert found and words in found[0], found
 
 
 def test_a_first_step_that_is_not_the_context_phases_last_row_is_named():
-    assert "differ" in problems(GREEDY, 2, np.vstack([np.ones(VOCAB), rows([3])]), rows(GREEDY))[0]
+    assert "differ" in problems(GREEDY, 2, np.vstack([np.ones(VOCAB), rows([3])]), rows(GREEDY), cut=True)[0]
 
 
 def engine(fault: str | None = None, gather: bool = True) -> ReferenceEngine:

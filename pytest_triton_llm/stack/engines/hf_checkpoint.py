@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from ..lock import DUMMY, Engine
+from ..lock import DUMMY, LOGITS_GATHERING, Engine
 from ...common.progress import Progress
 from .base import BuildError
 from .sources import fetch_dummy_tokenizer, fetch_source
@@ -100,9 +100,7 @@ class ReferenceBuilder:
             build_config["max_prompt_embedding_table_size"] = engine.max_prompt_embedding_table_size
         if engine.max_draft_len:
             build_config["max_draft_len"] = engine.max_draft_len
-        for gather in ("gather_context_logits", "gather_generation_logits"):  # named as in an engine's build_config
-            if getattr(engine, gather):
-                build_config[gather] = True
+        build_config |= {gather: True for gather in LOGITS_GATHERING if getattr(engine, gather)}
         if engine.lora is not None:  # named as in a TensorRT-LLM engine's build_config
             build_config["lora_config"] = {
                 "max_lora_rank": engine.lora.max_rank,

@@ -18,13 +18,12 @@ from importlib import resources
 from pathlib import Path
 
 from ...compat import ImageEntry, load_compat
-from ...lock import Engine
+from ...lock import LOGITS_GATHERING, Engine
 from ....common.schema import SchemaError, load_toml
 from ....common.schema import build as build_table
 from .dummy import MODEL_CONFIG
 
 ARCHITECTURES_FILE = Path(str(resources.files(__package__) / "architectures.toml"))
-LOGITS_GATHERING = ("gather_context_logits", "gather_generation_logits")  # trtllm-build flags of the same names
 
 
 class UnsupportedRecipe(ValueError):
