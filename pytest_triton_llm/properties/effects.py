@@ -617,6 +617,37 @@ def draft_tokens(ctx: Context) -> None:
         )
 
 
+# top-p decay: a floor far below any likeliest token's probability turns decoding greedy after the first token
+DECAY, FLOOR = 1e-3, 1e-6
+WIDE = {"temperature": 1.0, "top_p": 0.95, "top_k": 0}  # top_k 0: TensorRT-LLM decays top-p in its top-p layer only
+
+
+def top_p_decay(ctx: Context) -> None:
+    """Top-p decay on tensorrt_llm (computeToppDecay; TensorRT-LLM#16184 dropped it on the PyTorch backend): after each
+    sampled token top_p becomes max(top_p * decay, top_p_min). From 0.95 with decay 1e-3 and floor 1e-6 only the
+    likeliest token is left after the first: the answer is the undecayed answer's first token (the same seed draws it)
+    and then the greedy continuation of prompt + that token. With the floor at 0.95 nothing decays: the answer is the
+    undecayed one. top_p_reset_ids is not sent: which output slot the C++ kernel compares with it was not pinned down."""
+    if ctx.path.surface != TENSORRT_LLM:
+        raise Unanswerable(f"{ctx.path.name}: top-p decay is tensorrt_llm's input only")
+    prompt, moved = ctx.prompts[SAMPLE], False
+    for seed in SEEDS:
+        undecayed = ctx.unary(Ask.of(prompt, SAMPLED, **WIDE, seed=seed)).token_ids or []
+        floored = ctx.ask(Ask.of(prompt, SAMPLED, **WIDE, seed=seed, decay=(DECAY, WIDE["top_p"])))
+        ctx.same(ctx.decode(undecayed), floored.text, f"top_p_min {WIDE['top_p']} leaves top_p as sent (seed {seed})")
+        first = undecayed[:1]
+        rest = ctx.unary(Ask.of(prompt, SAMPLED - 1, after=tuple(first))).token_ids or []
+        decayed = ctx.ask(Ask.of(prompt, SAMPLED, **WIDE, seed=seed, decay=(DECAY, FLOOR)))
+        ctx.same(
+            ctx.decode(first + rest),
+            decayed.text,
+            f"top-p decay {DECAY} (floor {FLOOR}, seed {seed}): the sampled first token {first}, then greedy from there",
+        )
+        moved = moved or undecayed[1:] != rest
+    # without a sampled answer that leaves the greedy path after its first token, a dropped decay would pass
+    assert moved, f"{ctx.path.name} ({ctx.mode}): top_p 0.95 sampled the greedy continuation with seeds {SEEDS}"
+
+
 SPECULATIVE_REFUSALS = {  # upstream's tensorrt_llm_bls (model.py and lib/decode.py Request.validate), word for word
     "no draft model": "cannot perform speculative decoding without draft model",
     "streamed": "streaming is not supported with speculative decoding",
@@ -750,6 +781,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         temperature,
         top_k,
         top_p,
+        top_p_decay,
         seed,
         stop,
         bad_words,

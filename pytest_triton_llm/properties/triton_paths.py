@@ -180,7 +180,7 @@ class TritonPath:
         words = {
             k: [encode(w) if isinstance(w, str) else list(w) for w in options[k]] for k in ("stop", "bad_words") if k in options
         }
-        ids = encode(ask.prompt)
+        ids = encode(ask.prompt) + list(options.get("after", ()))  # "after": token ids that follow the prompt's
         inputs = self.client.core_inputs(
             ids,
             ask.max_tokens,
@@ -209,6 +209,10 @@ class TritonPath:
                 self.extra(inputs, "prompt_table_extra_ids", [int(t >= vocab_size) for t in tabled])
         if "guide" in options:
             self._guide(inputs, options["guide"])
+        if "decay" in options:  # top-p decay: (runtime_top_p_decay, runtime_top_p_min)
+            decay, floor = options["decay"]
+            self.extra(inputs, "runtime_top_p_decay", decay)
+            self.extra(inputs, "runtime_top_p_min", floor)
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
         if options.get("perf_metrics"):

@@ -1,6 +1,7 @@
 """TensorRT-LLM request semantics of the reference model, on hand-made logits (no model loaded)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -221,3 +222,35 @@ def test_prompt_table_rows_stand_for_the_tokens_whose_embeddings_they_are_in_eve
 def test_a_prompt_table_of_the_wrong_shape_or_an_id_past_it_is_refused(tmp_path, table, ids, message):
     with pytest.raises(RequestError, match=message):
         tiny_engine(tmp_path).validate(GenerationRequest(ids, 2, 9, prompt_table=torch.zeros(table)))
+
+
+def test_top_p_decays_after_each_sampled_token_down_to_its_floor():
+    # token 0 holds 0.6 of the mass, 1..9 share the rest: top_p 0.95 samples widely, 0.95 * 0.5 ** k < 0.6 keeps 0 only
+    row = torch.full((1, VOCAB), 0.0)
+    row[0, 0] = float(np.log(0.6 * (VOCAB - 1) / 0.4))
+
+    def draw(decay: float, floor: float, top_k: int = 0) -> list[int]:
+        sampling = Sampling(top_k=top_k, top_p=0.95, seed=11, top_p_decay=decay, top_p_min=floor)
+        seq = Sequence(GenerationRequest([1], max_new_tokens=12, end_id=-1, sampling=sampling))
+        while not seq.finished:
+            engine().select([seq], row)
+        return seq.tokens
+
+    undecayed, decayed = draw(1.0, 1e-6), draw(0.5, 1e-6)
+    assert decayed[0] == undecayed[0] and decayed[1:] == [0] * 11 != undecayed[1:]
+    assert draw(0.5, 0.95) == undecayed  # the floor keeps top_p where it started
+    assert draw(0.5, 1e-6, top_k=50) == draw(1.0, 1e-6, top_k=50)  # TensorRT-LLM decays in its top-p layer only
+
+
+@pytest.mark.parametrize(
+    ("sampling", "check"),
+    [
+        (Sampling(top_p_decay=0.0), "topPDecay.value() > 0.f"),
+        (Sampling(top_p_decay=1.5), "topPDecay.value() <= 1.f"),
+        (Sampling(top_p_min=-0.1), "topPMin.value() >= 0.f"),
+        (Sampling(top_p_reset_id=-1), "topPResetIds.value() >= 0"),
+    ],
+)
+def test_top_p_decay_settings_out_of_range_fail_as_tensorrt_llms_checks_do(sampling, check):
+    with pytest.raises(Exception, match=re.escape(check)):
+        engine().validate(GenerationRequest([1], 2, 9, sampling=sampling))

@@ -6,6 +6,8 @@ into the model repository and runs inside the Triton python backend stub.
 Semantics follow TensorRT-LLM's executor:
 - greedy when top_k == 1, or top_k == 0 and top_p == 0; else top-k/top-p sampling
   seeded by random_seed (default 0, so sampling is reproducible);
+- top-p decay where top_k == 0 (TensorRT-LLM's top-p layer, computeToppDecay): after each sampled token the request's
+  top-p becomes max(top_p * top_p_decay, top_p_min), or its initial top_p again after top_p_reset_ids;
 - generation ends at max_new_tokens, at end_id (not returned), or after a stop word
   sequence (returned); bad word sequences are never completed;
 - min_length keeps end_id from being chosen before that many tokens.
@@ -75,6 +77,9 @@ class Sampling:
     frequency_penalty: float = 0.0
     min_length: int = 0
     seed: int = 0
+    top_p_decay: float = 1.0
+    top_p_min: float = 1e-6  # TensorRT-LLM's default (DefaultDecodingParams::getTopPMin)
+    top_p_reset_id: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -121,6 +126,7 @@ class Sequence:
     top_log_probs: list[dict[int, float]] = field(default_factory=list)  # per token, when request.top_logprobs > 0
     finish_reason: str | None = None  # length | end_id | stop_words | cancelled
     generator: torch.Generator | None = None
+    top_p: float | None = None  # the runtime top-p, once top-p decay has moved it from the request's
     guide: object | None = None  # a guided.Guide, started at the first step of a guided request
     context_logits: torch.Tensor | None = None  # [prompt tokens, vocab], where the request asked for them
     generation_logits: list[torch.Tensor] = field(default_factory=list)  # a [vocab] row per step, where asked for
@@ -222,6 +228,11 @@ class ReferenceEngine:
             (s.temperature >= 0.0, "temperature.value() >= 0.f"),
             (s.repetition_penalty > 0.0, "repetitionpenalty.value() > 0.f"),
             (s.min_length >= 0, "minTokens.value() >= 0"),
+            (s.top_p_decay > 0.0, "topPDecay.value() > 0.f"),
+            (s.top_p_decay <= 1.0, "topPDecay.value() <= 1.f"),
+            (s.top_p_min >= 0.0, "topPMin.value() >= 0.f"),
+            (s.top_p_min <= 1.0, "topPMin.value() <= 1.f"),
+            (s.top_p_reset_id is None or s.top_p_reset_id >= 0, "topPResetIds.value() >= 0"),
         ):
             if not ok:
                 raise assertion(expression)
@@ -401,17 +412,23 @@ class ReferenceEngine:
         if s.top_k > 0:
             kth = torch.topk(row, min(s.top_k, row.numel())).values[-1]
             row = row.masked_fill(row < kth, NEG_INF)
-        if 0.0 < s.top_p < 1.0:  # top_p <= 0: none (tensorrtllm_backend drops it)
+        top_p = s.top_p if seq.top_p is None else seq.top_p
+        if 0.0 < top_p < 1.0:  # top_p <= 0: none (tensorrtllm_backend drops it)
             sorted_logits, order = torch.sort(row, descending=True)
             cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-            drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= s.top_p  # keep the token that crosses top_p
+            drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # keep the token that crosses top_p
             row = row.clone()
             row[order[drop]] = NEG_INF
         if seq.generator is None:
             # seed_follows_batch_slot: a seed read by the row's batch slot, not by the request's own index
             seed = s.seed + slot if self.fault("seed_follows_batch_slot") else s.seed
             seq.generator = torch.Generator().manual_seed(seed)
-        return int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
+        token = int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
+        # top-p decay lives in the top-p layer, which TensorRT-LLM skips where top_k > 0 (setTopPRuntimeArgs);
+        # top_p_decay_dropped: the three fields never reach the sampler (TensorRT-LLM#16184's PyTorch backend)
+        if s.top_k == 0 and not self.fault("top_p_decay_dropped"):
+            seq.top_p = s.top_p if token == s.top_p_reset_id else max(top_p * s.top_p_decay, s.top_p_min)
+        return token
 
     @property
     def _long_prompt(self) -> int:

@@ -41,7 +41,9 @@ HONOURED = frozenset(
         "num_return_sequences",
         "return_context_logits",
         "return_generation_logits",
-        "runtime_top_p_min",  # bounds the top-p decay only, which the stand-in refuses
+        "runtime_top_p_decay",  # top-p decay, as TensorRT-LLM's top-p layer (generation.py _sample)
+        "runtime_top_p_min",
+        "runtime_top_p_reset_ids",
         "prompt_embedding_table",  # rows for prompt ids >= vocab_size (generation.py context_inputs)
         "guided_decoding_guide_type",  # guided decoding with xgrammar (guided.py), where guided_decoding_backend is set
         "guided_decoding_guide",
@@ -64,8 +66,6 @@ IGNORED_AS_TENSORRT_LLM = frozenset(
 )
 # input -> the neutral value a client may send (None: any value is refused)
 REFUSED = {
-    "runtime_top_p_decay": 1.0,
-    "runtime_top_p_reset_ids": -1,
     "return_kv_cache_reuse_stats": False,
     "return_num_input_tokens": False,
     "return_num_output_tokens": False,

@@ -77,6 +77,7 @@ ENGINE_FAULTS = (
     "draft_tokens_accepted_unverified",
     "draft_acceptance_not_reported",
     "generation_logits_step_dropped_at_the_end_token",
+    "top_p_decay_dropped",
     # the tracker catalog's (fixtures/tracker_faults.toml)
     "generates_one_token_repeated",
     "long_prompt_garbage",
@@ -276,6 +277,9 @@ class TritonPythonModel:
             frequency_penalty=_scalar(tensors, "frequency_penalty", row, 0.0, float),
             min_length=_renamed(tensors, "min_length", row, 0, int),
             seed=_renamed(tensors, "random_seed", row, 0, int),
+            top_p_decay=_scalar(tensors, "runtime_top_p_decay", row, 1.0, float),
+            top_p_min=_scalar(tensors, "runtime_top_p_min", row, 1e-6, float),
+            top_p_reset_id=_scalar(tensors, "runtime_top_p_reset_ids", row, None, int),
         )
         if self.fault("top_k_top_p_ignored"):  # neither reaches the sampler: greedy
             sampling.top_k, sampling.top_p = 0, 0.0
