@@ -169,7 +169,7 @@ def test_load_point(
             stacklevel=1,
         )
     if reference is not None:
-        problems += judge_against(result, options.fail_rules, reference_runs, runs, reference.id, point_name)
+        problems += judge_against(result, options.fail_rules, reference_runs, runs, reference.id, point_name, options)
     if options.compare:
         before = options.baseline_point(triton_llm.id, point_name)
         refused, differs = comparable(before, result) if before is not None else (None, [])
@@ -334,7 +334,9 @@ class TestOverV1:
         problems = judge_budget(*perf_budgets, identity, result, runs, options, who, compared=reference is not None)
         reference_runs = against[0].runs if against else []
         if reference is not None:
-            problems += judge_against(result, options.fail_rules, reference_runs, runs, reference.options.url, point_name)
+            problems += judge_against(
+                result, options.fail_rules, reference_runs, runs, reference.options.url, point_name, options
+            )
         # recorded before the asserts, so that a failed load point still says what was measured and what judged it
         triton_llm_report.record_run_entry(V1_PERF, point_name, result)
         for key in ("throughput_rps", "output_tokens_per_s"):

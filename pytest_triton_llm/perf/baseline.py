@@ -117,7 +117,11 @@ class FailRule:
         def pct(log_worse: float) -> float:
             return 100 * (1 - math.exp(-log_worse)) if higher_better else 100 * (math.exp(log_worse) - 1)
 
+        # decided: the interval is wholly past the tolerance (fail) or wholly within it (pass); else more rounds
+        # could still tell (--perf-repeats-max)
+        undecided = drift.verdict == "pass" and drift.ci_high > tolerance
         record.update(
+            undecided=undecided,
             worse_pct=round(pct(drift.mean_drop), 2),
             p_value=round(drift.p_value, 4),
             detectable_pct=round(pct(drift.detectable_drop), 2),

@@ -82,23 +82,32 @@ def judge_budget(
 
 
 def judge_against(
-    result: dict, rules, reference_runs: list[dict], runs: list[dict], reference: str, point_name: str
+    result: dict, rules, reference_runs: list[dict], runs: list[dict], reference: str, point_name: str, options
 ) -> list[str]:
     """The load point's `runs` against `reference_runs`, measured in the same interleaved rounds (--perf-against,
-    --perf-against-url): each --perf-compare-fail rule by a paired test on the rounds' ratios, recorded on `result`
-    (`compared`, `regressions`); -> what fails the load point."""
-    judged = [rule.paired(reference_runs, runs) for rule in rules]
+    --perf-against-url): each --perf-compare-fail rule by a paired test on the rounds' ratios, at each look's share of
+    the 5% (budget_confidence), recorded on `result` (`compared`, `regressions`); -> what fails the load point."""
+    alpha = 1 - budget_confidence(options)
+    judged = [rule.paired(reference_runs, runs, alpha) for rule in rules]
     regressions = [r["regression"] for r in judged if r["regression"]]
     result["compared"] = {
         "against": reference,
         "rounds": len(runs),
+        "alpha": round(alpha, 4),
         "rules": judged,
         "regressions": regressions,
         "power": [r.get("power") for r in judged],
         "reference": median_run(reference_runs),
     }
     result["regressions"] = regressions
-    return [f"regression at {point_name} against {reference}: {r}" for r in regressions]
+    problems = [f"regression at {point_name} against {reference}: {r}" for r in regressions]
+    if unsure := [r["metric"] for r in judged if r.get("undecided")]:  # passed, but not shown within the allowance
+        said = f"{len(runs)} rounds against {reference} cannot tell {', '.join(unsure)} from its allowance"
+        if options.strict:  # --perf-strict: every verdict is pass or fail
+            problems.append(f"inconclusive under --perf-strict ({said})")
+        else:
+            warnings.warn(PerfNoisy(f"{point_name}: {said}"), stacklevel=2)
+    return problems
 
 
 def reference_failures(reference_runs: list[dict], reference: str) -> str | None:
@@ -117,16 +126,27 @@ def budget_confidence(options) -> float:
     return sequential_confidence(0.95, max(1, cap - repeats + 1))
 
 
-def undecided_by(budgets: list, identity: dict, options) -> Callable[[list[dict]], bool] | None:
-    """--perf-repeats-max: whether the budget that will judge `identity` cannot yet tell its verdict from the runs so
-    far (an interval straddles a limit); None where no budget judges or the repeats are not adaptive."""
+def undecided_by(budgets: list, identity: dict, options) -> Callable[[list[dict], list[dict]], bool] | None:
+    """--perf-repeats-max: whether the verdicts that will judge `identity` cannot yet be told from the runs so far and
+    the reference's in the same rounds: a budget's interval straddles a limit, or a --perf-compare-fail rule's paired
+    interval straddles its allowed percent (one noisy round among few must not decide either way). None where nothing
+    judges or the repeats are not adaptive."""
     if not getattr(options, "repeats_max", None) or options.calibrate:
         return None
     budget = find_budget(budgets, **identity)
-    if budget is None:
+    rules = getattr(options, "fail_rules", ())
+    if budget is None and not rules:
         return None
     confidence = budget_confidence(options)
-    return lambda runs: len(runs) >= 2 and any(row[3] == "inconclusive" for row in budget.check({}, runs, confidence))
+
+    def undecided(runs: list[dict], reference_runs: list[dict]) -> bool:
+        if len(runs) < 2:
+            return False
+        if budget is not None and any(row[3] == "inconclusive" for row in budget.check({}, runs, confidence)):
+            return True
+        return bool(reference_runs) and any(r.paired(reference_runs, runs, 1 - confidence).get("undecided") for r in rules)
+
+    return undecided
 
 
 def client_problems(runs: list[dict], workers: int, options, who: str) -> list[str]:

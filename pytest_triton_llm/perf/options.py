@@ -51,9 +51,11 @@ def _reference_options(group) -> None:
         "--perf-repeats-max",
         type=int,
         metavar="M",
-        help="adaptive repeats: after --perf-repeats runs, a load point whose budget verdict is still inconclusive (the "
-        "runs' interval straddles a limit) runs again, one run at a time, up to M runs; the report says how many it "
-        "took and the smallest change its interval can tell (default: --perf-repeats, no more)",
+        help="adaptive repeats: after --perf-repeats runs, a load point whose verdict is still inconclusive (the runs' "
+        "interval straddles a budget's limit, or with --perf-against(-url) the rounds' paired interval straddles a "
+        "--perf-compare-fail percent) runs again, one round at a time, up to M; each look gets its share of the 5%% "
+        "error; the report says how many it took and the smallest change its interval can tell (default: "
+        "--perf-repeats, no more)",
     )
     group.addoption(
         "--perf-migration-floor",
@@ -169,8 +171,8 @@ def _judging_options(group) -> None:
         "--perf-strict",
         action="store_true",
         help="fail a load point whose runs cannot tell a limit from its budget (an 'inconclusive' verdict, whose "
-        "interval straddles the limit) instead of warning: every verdict is then pass or fail; add repeats to keep "
-        "a clean run clear of its limits",
+        "interval straddles the limit), or against a reference a --perf-compare-fail percent, instead of warning: "
+        "every verdict is then pass or fail; add repeats to keep a clean run clear of its limits",
     )
     group.addoption(
         "--perf-compare-fail",
@@ -247,7 +249,7 @@ class PerfOptions:
     history: str | None = None  # --perf-history: the SQLite file this run's load points are appended to
     calibrate: int | None = None  # --perf-calibrate N: each load point N times, budgets appended to budgets_file
     migration_floor: float = MIGRATION_FLOOR  # --perf-migration-floor: the gates' default new/old throughput floor
-    repeats_max: int | None = None  # --perf-repeats-max: runs while a budget verdict is inconclusive, up to this
+    repeats_max: int | None = None  # --perf-repeats-max: runs while a verdict is inconclusive, up to this
     against_url: str | None = None  # --perf-against-url: the /v1 endpoint measured beside each /v1 load point
 
     @classmethod

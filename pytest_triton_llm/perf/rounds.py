@@ -49,11 +49,12 @@ def measure_rounds(
     seed: int,
     options,
     progress,
-    undecided: Callable[[list[dict]], bool] | None = None,
+    undecided: Callable[[list[dict], list[dict]], bool] | None = None,
 ):
     """`options.repeats` rounds of every side at load point `point` (concurrency or rate): a Measured per side, in
-    the order given. Then, while `undecided(the first side's runs)` says its verdict cannot be told yet, one more round
-    at a time, up to `options.repeats_max` (--perf-repeats-max: adaptive repeats)."""
+    the order given. Then, while `undecided(the first side's runs, the second's)` says its verdicts cannot be told yet
+    (a budget's, a paired comparison's), one more round at a time, up to `options.repeats_max` (--perf-repeats-max:
+    adaptive repeats)."""
     measured = [Measured() for _ in sides]
     rounds = list(zip(sides, measured, strict=True))
     if len(sides) > 1:  # paired: a first round, not judged, in which every side has run before any is measured
@@ -63,7 +64,8 @@ def measure_rounds(
                 run_load(side.target, side.requests, side.warmup, seed=seed, workers=side.workers, **point)
     cap = max(options.repeats, getattr(options, "repeats_max", None) or options.repeats)
     repeat = 0
-    while repeat < options.repeats or (undecided is not None and repeat < cap and undecided(measured[0].runs)):
+    reference = measured[1].runs if len(measured) > 1 else []  # the second side's runs, paired round by round
+    while repeat < options.repeats or (undecided is not None and repeat < cap and undecided(measured[0].runs, reference)):
         repeat += 1
         label = f" run {repeat}/{options.repeats if repeat <= options.repeats else cap}" if cap > 1 else ""
         for side, into in rounds if repeat % 2 else rounds[::-1]:

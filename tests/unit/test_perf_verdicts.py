@@ -107,3 +107,43 @@ def test_one_look_keeps_95_percent_and_adaptive_looks_share_its_5_percent():
     told_at_95 = _runs(22.0, 23.0, 22.5)  # [21.3, 23.7] at 95%, [19.3, 25.7] at 99.2%
     assert Budget(engine="e", min_output_tokens_per_s=20.0).check({}, told_at_95)[0][3] == "ok"
     assert Budget(engine="e", min_output_tokens_per_s=20.0).check({}, told_at_95, 1 - 0.05 / 6)[0][3] == "inconclusive"
+
+
+def test_adaptive_rounds_run_while_a_paired_comparison_cannot_tell_a_slowdown_from_its_allowance(monkeypatch):
+    """CI's stream_slowed_down miss (2026-12-02): 4 rounds in which a neighbour slowed one round's reference cannot
+    fail a fault that halves tokens/s; with --perf-repeats-max the rounds go on until the paired interval decides."""
+    from pytest_triton_llm.perf import rounds
+    from pytest_triton_llm.perf.baseline import FailRule
+    from pytest_triton_llm.perf.judge import judge_against, undecided_by
+
+    rule = FailRule.parse("output_tokens_per_s:20")
+
+    # rounds alternate which side runs first; here each call is one side's run, the measured side's then the
+    # reference's in round 1, the reverse in round 2 (measure_rounds' order)
+    def measured_runs(pairs, repeats_max):
+        given = iter(x for i, (a, b) in enumerate(pairs) for x in ((a, b) if i % 2 == 0 else (b, a)))
+        monkeypatch.setattr(rounds, "_run_side", lambda side, into, *args: into.runs.append({"output_tokens_per_s": next(given)}))
+        monkeypatch.setattr(rounds, "run_load", lambda *a, **k: None)  # the warm-up round
+        options = SimpleNamespace(
+            repeats=4, repeats_max=repeats_max, calibrate=None, records=None, fail_rules=(rule,), strict=False
+        )
+        undecided = undecided_by([], IDENTITY, options)
+        side = SimpleNamespace(label="s", requests=[], target=None, warmup=[], workers=1)
+        measured, reference = rounds.measure_rounds([side, side], "c=1", {}, "w", 1, options, _Progress(), undecided)
+        result = {}
+        return len(measured.runs), judge_against(result, (rule,), reference.runs, measured.runs, "ref", "c=1", options)
+
+    halved = [(20.0, 40.0), (21.0, 41.0), (36.0, 38.0), (20.5, 40.5)] + [(20.0, 40.0 + i) for i in range(6)]
+    with pytest.warns(PerfNoisy, match=r"^c=1: 4 rounds against ref cannot tell output_tokens_per_s from its allowance$"):
+        assert measured_runs(halved[:4], None) == (4, [])  # the miss: 4 rounds, one of them noisy, pass the fault
+    taken, problems = measured_runs(halved, 10)
+    assert taken < 10 and problems and "dropped" in problems[0]
+    clean = [(40.0 + (i % 3), 40.0 + ((i + 1) % 3)) for i in range(10)]
+    assert measured_runs(clean, 10) == (4, [])  # an A/A run is told within the allowance at once
+
+
+class _Progress:
+    def step(self, what):
+        from contextlib import nullcontext
+
+        return nullcontext()
