@@ -15,8 +15,8 @@ class Ask:
     min_tokens, repetition_penalty, presence_penalty, frequency_penalty (numbers); stop, bad_words (words); end_id,
     pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
     width 1: True); perf_metrics (return_perf_metrics: True); logits (return_context_logits and
-    return_generation_logits: True); on tensorrt_llm only: after (token ids sent after the prompt's), decay (top-p
-    decay and its floor)."""
+    return_generation_logits: True); sequences (num_return_sequences, read by the path's `sequences`); on
+    tensorrt_llm only: after (token ids sent after the prompt's), decay (top-p decay and its floor)."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)

@@ -80,13 +80,41 @@ class TritonPath:
 
     def batch(self, asks: list[Ask]) -> list[Answer]:
         """`asks` sent at once, each unary; their answers in order."""
+        return [self.read(responses, ask) for responses, ask in zip(self._batched_responses(asks), asks, strict=True)]
+
+    def _batched_responses(self, asks: list[Ask]) -> list[list[dict]]:
+        """`asks` sent at once, each unary: each one's responses, in order."""
         target = Target(self.client.endpoints, self.model, request_timeout_s=self.client.timeout_s)
         records, _ = run_load(target, [self.inputs(a, streamed=False) for a in asks], concurrency=len(asks), keep_outputs=True)
         by_index = {r.index: r for r in records}
         for index, ask in enumerate(asks):
             if by_index[index].error:
                 raise AssertionError(f"{self.name} (batched) refused {dict(ask.options)}: {by_index[index].error}")
-        return [self.read(list(by_index[i].responses), ask) for i, ask in enumerate(asks)]
+        return [list(by_index[i].responses) for i in range(len(asks))]
+
+    def sequences(self, ask: Ask, mode: str) -> dict[int, Answer]:
+        """num_return_sequences (Ask option `sequences`): each sequence's answer by its sequence_index, read from all
+        the responses of the one request (TensorRT-LLM's backend answers each sequence on its own, the final flag with
+        the last to end: a decoupled model's way); in a batch, the request is the first of four."""
+        if not self.client.decoupled:
+            raise Unanswerable(
+                f"{self.served.id} is not decoupled: num_return_sequences > 1 answers one response per sequence, "
+                "which only a decoupled model can send"
+            )
+        if mode in ("unary", "streamed"):
+            inputs = self.inputs(ask, streamed=mode == "streamed")
+            try:
+                responses = [e.outputs for e in self.client.stream_inputs(self.model, inputs).content_events]
+            except GenerationError as exc:
+                raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
+        else:
+            responses = self._batched_responses([ask, *(Ask.of(p, ask.max_tokens) for p in FILLERS)])[0]
+        by_index: dict[int, list[dict]] = {}
+        for response in responses:
+            if "sequence_index" not in response:
+                raise AssertionError(f"{self.name} ({mode}): a response to num_return_sequences without sequence_index")
+            by_index.setdefault(int(response["sequence_index"].reshape(-1)[0]), []).append(response)
+        return {index: self.read(got, ask) for index, got in sorted(by_index.items())}
 
     def extra(self, inputs: dict, name: str, value) -> None:
         """Add input `name` with the datatype the served model declares (no batch dimension where it takes none)."""
@@ -129,6 +157,8 @@ class TritonPath:
             self._guide(inputs, options["guide"])
         if options.get("perf_metrics"):
             self.extra(inputs, "return_perf_metrics", True)
+        if "sequences" in options:
+            self.extra(inputs, "num_return_sequences", options["sequences"])
         self._logits(inputs, options)
         if "num_draft_tokens" in options:  # the BLS's speculative decoding through its draft model
             self.extra(inputs, "num_draft_tokens", options["num_draft_tokens"])
@@ -217,6 +247,8 @@ class TritonPath:
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
         if options.get("perf_metrics"):
             self.extra(inputs, "return_perf_metrics", True)
+        if "sequences" in options:
+            self.extra(inputs, "num_return_sequences", options["sequences"])
         self._logits(inputs, options)
         return inputs
 

@@ -254,3 +254,18 @@ def test_top_p_decays_after_each_sampled_token_down_to_its_floor():
 def test_top_p_decay_settings_out_of_range_fail_as_tensorrt_llms_checks_do(sampling, check):
     with pytest.raises(Exception, match=re.escape(check)):
         engine().validate(GenerationRequest([1], 2, 9, sampling=sampling))
+
+
+def test_each_further_sequence_is_a_child_request_whose_seed_is_raised_by_its_index():
+    request = GenerationRequest([1, 2], 4, 9, sampling=Sampling(top_k=0, top_p=0.9, seed=5), num_return_sequences=3)
+    children = request.children()
+    assert children[0] is request  # the parent keeps its seed (LlmRequest::createChildRequest)
+    assert [c.sampling.seed for c in children] == [5, 6, 7]
+    assert {(tuple(c.input_ids), c.max_new_tokens, c.sampling.top_p) for c in children} == {((1, 2), 4, 0.9)}
+    alone = GenerationRequest([1], 2, 9)
+    assert alone.children() == [alone]
+
+
+def test_num_return_sequences_below_one_fails_as_tensorrt_llms_check_does():
+    with pytest.raises(Exception, match=re.escape("numReturnSequences.value() > 0")):
+        engine().validate(GenerationRequest([1], 2, 9, num_return_sequences=0))

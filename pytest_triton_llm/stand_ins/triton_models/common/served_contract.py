@@ -53,16 +53,20 @@ PERF_METRICS = (
 
 # -- tensorrt_llm outputs, as TensorRT-LLM's backend answers one request (beam width 1) --------------------
 def output_tensors(
-    ids: list[int], log_probs: list[float] | None = None, cum_log_prob: float = 0.0, batch_index: int | None = None
+    ids: list[int],
+    log_probs: list[float] | None = None,
+    cum_log_prob: float = 0.0,
+    batch_index: int | None = None,
+    sequence_index: int = 0,
 ) -> dict[str, np.ndarray]:
-    """output_ids [1, 1, len] and sequence_length [1, 1], sequence_index [1, 1] (always 0 at one sequence per
-    request); cum_log_probs [1, 1] (so far) and output_log_probs [1, 1, n] (of this response's new tokens) only
-    when the request asked for log probs (`log_probs` not None); batch_index [1, 1] only for a row of a request of
-    batch > 1."""
+    """output_ids [1, 1, len] and sequence_length [1, 1], sequence_index [1, 1] (which of num_return_sequences this
+    response's sequence is; the C++ backend sends it whenever it is asked for); cum_log_probs [1, 1] (so far) and
+    output_log_probs [1, 1, n] (of this response's new tokens) only when the request asked for log probs (`log_probs`
+    not None); batch_index [1, 1] only for a row of a request of batch > 1."""
     outputs: dict[str, np.ndarray] = {
         "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, -1),
         "sequence_length": np.array([[len(ids)]], dtype=np.int32),
-        "sequence_index": np.zeros((1, 1), dtype=np.int32),
+        "sequence_index": np.array([[sequence_index]], dtype=np.int32),
     }
     if log_probs is not None:
         outputs["cum_log_probs"] = np.array([[cum_log_prob]], dtype=np.float32)

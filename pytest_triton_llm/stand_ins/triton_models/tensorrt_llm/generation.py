@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +114,16 @@ class GenerationRequest:
     return_context_logits: bool = False
     return_generation_logits: bool = False
     arrival_ns: int = field(default_factory=time.monotonic_ns)  # steady clock, as the executor's time points
+    # several sequences per request: the executor's child requests (LlmRequest::createChildRequest), sequence k drawn
+    # with the request's seed + k, each answered on its own (sequence_index k)
+    num_return_sequences: int = 1
+
+    def children(self) -> list[GenerationRequest]:
+        """The request's sequences: itself, then a copy per further sequence, its seed raised by its index."""
+        return [self] + [
+            replace(self, sampling=replace(self.sampling, seed=self.sampling.seed + k))
+            for k in range(1, self.num_return_sequences)
+        ]
 
 
 @dataclass
@@ -233,6 +243,7 @@ class ReferenceEngine:
             (s.top_p_min >= 0.0, "topPMin.value() >= 0.f"),
             (s.top_p_min <= 1.0, "topPMin.value() <= 1.f"),
             (s.top_p_reset_id is None or s.top_p_reset_id >= 0, "topPResetIds.value() >= 0"),
+            (request.num_return_sequences > 0, "numReturnSequences.value() > 0"),
         ):
             if not ok:
                 raise assertion(expression)

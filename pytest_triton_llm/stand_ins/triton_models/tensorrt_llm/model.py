@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import threading
+from dataclasses import replace
 from functools import cache, partial
 
 import numpy as np
@@ -88,6 +89,7 @@ ENGINE_FAULTS = (
     "sampling_setup_crashes_under_load",
 )
 LEAK_BYTES = 1 << 20  # rss_grows_with_stop_words: what each request with stop words leaves behind
+END_AT_ONCE_BIAS = 1e4  # extra_sequences_end_at_once: the end token's bias, far above any logit gap
 
 
 def _scalar(tensors: dict, name: str, row: int, default, cast):
@@ -250,8 +252,8 @@ class TritonPythonModel:
         beam_width = _scalar(tensors, "beam_width", 0, 1, int)
         if beam_width != 1:
             raise RequestError(f"Requested beam width {beam_width} is larger than configured max beam width 1")
-        if _scalar(tensors, "num_return_sequences", 0, 1, int) != 1:
-            raise RequestError("num_return_sequences > 1 is not supported by the reference backend (beam width 1)")
+        if _scalar(tensors, "num_return_sequences", 0, 1, int) > 1 and not self.decoupled:  # the stand-in's words
+            raise RequestError("num_return_sequences > 1 answers a response per sequence: it needs decoupled mode")
         exclude = _scalar(tensors, "exclude_input_in_output", 0, self.exclude_input_default, bool)
         if self.fault("prompt_echoed_despite_exclude"):
             exclude = False
@@ -300,6 +302,7 @@ class TritonPythonModel:
             return_perf_metrics=_scalar(tensors, "return_perf_metrics", row, False, bool),
             return_context_logits=_scalar(tensors, "return_context_logits", row, False, bool),
             return_generation_logits=_scalar(tensors, "return_generation_logits", row, False, bool),
+            num_return_sequences=_scalar(tensors, "num_return_sequences", row, 1, int),
             lora=self._adapter(
                 _scalar(tensors, "lora_task_id", row, None, int),
                 _row(tensors.get("lora_weights"), row),
@@ -357,26 +360,39 @@ class TritonPythonModel:
         except RequestError as exc:
             sender.send(_error(self._message(exc)), flags=FINAL)
             return
-        group = _Rows(len(rows))
-        for index, row in enumerate(rows):
-            emit = partial(self._emit, sender, exclude, group, index if len(rows) > 1 else None)
+        # a job per row and sequence; the final flag comes with the last of them to end (isFinal: all sequences final)
+        jobs = [(index, k, self._child(child, k)) for index, row in enumerate(rows) for k, child in enumerate(row.children())]
+        group = _Rows(len(jobs))
+        for index, k, child in jobs:
+            emit = partial(self._emit, sender, exclude, group, (index if len(rows) > 1 else None, k))
             self.scheduler.submit(
-                Job(Sequence(row), request.request_id(), emit, streaming=streaming, is_cancelled=request.is_cancelled)
+                Job(Sequence(child), request.request_id(), emit, streaming=streaming, is_cancelled=request.is_cancelled)
             )
 
+    def _child(self, request: GenerationRequest, k: int) -> GenerationRequest:
+        """Sequence k of a request; under extra_sequences_end_at_once (NVIDIA/TensorRT-LLM#3311: 'one normal sequence
+        and the rest are filled with eos token') every sequence but the first draws its end token at once."""
+        if k == 0 or request.end_id < 0 or not self.fault("extra_sequences_end_at_once"):
+            return request
+        bias = np.zeros(self.engine.vocab_size, dtype=np.float32)
+        bias[request.end_id] = END_AT_ONCE_BIAS
+        return replace(request, embedding_bias=bias)
+
     def _emit(
-        self, sender, exclude: bool, group: _Rows, batch_index, job: Job, tokens, log_probs, final: bool, error: str | None = None
+        self, sender, exclude: bool, group: _Rows, where, job: Job, tokens, log_probs, final: bool, error: str | None = None
     ) -> None:
+        """One delivery of a job; `where` is (its batch_index, or None for a request of one row; its sequence_index)."""
         flags = FINAL if final and group.finish() else 0
+        batch_index, sequence_index = where
         try:
             if error is not None:
                 sender.send(_error(error), flags=flags)
             elif not job.streaming:
                 if final:
-                    outputs = complete_outputs(job.sequence, exclude, batch_index, self.engine_fault)
+                    outputs = complete_outputs(job.sequence, exclude, batch_index, self.engine_fault, sequence_index)
                     sender.send(_response(outputs), flags=flags)
             elif tokens:
-                outputs = streamed_outputs(job.sequence, tokens, log_probs, batch_index, self.engine_fault)
+                outputs = streamed_outputs(job.sequence, tokens, log_probs, batch_index, self.engine_fault, sequence_index)
                 sender.send(_response(outputs), flags=flags)
             elif flags:
                 sender.send(flags=flags)

@@ -12,20 +12,28 @@ from output_faults import distort_length, distort_log_probs
 from served_contract import PERF_METRICS, output_tensors
 
 
-def complete_outputs(seq: Sequence, exclude_input: bool, batch_index: int | None = None, fault=no_fault) -> dict[str, np.ndarray]:
+def complete_outputs(
+    seq: Sequence, exclude_input: bool, batch_index: int | None = None, fault=no_fault, sequence_index: int = 0
+) -> dict[str, np.ndarray]:
     """Everything the sequence generated, after its prompt unless `exclude_input`."""
     ids = seq.tokens if exclude_input else seq.request.input_ids + seq.tokens
     log_probs = seq.log_probs if seq.request.return_log_probs else None
-    outputs = output_tensors(ids, log_probs, seq.cum_log_prob, batch_index) | perf_metrics(seq, fault)
+    outputs = output_tensors(ids, log_probs, seq.cum_log_prob, batch_index, sequence_index) | perf_metrics(seq, fault)
     outputs |= gathered_logits(seq, len(seq.generation_logits), first=True, fault=fault)
     return distort_length(fault, distort_log_probs(fault, outputs), seq, exclude_input)
 
 
 def streamed_outputs(
-    seq: Sequence, tokens: list[int], log_probs: list[float], batch_index: int | None = None, fault=no_fault
+    seq: Sequence,
+    tokens: list[int],
+    log_probs: list[float],
+    batch_index: int | None = None,
+    fault=no_fault,
+    sequence_index: int = 0,
 ) -> dict[str, np.ndarray]:
     """A streaming step: only the new tokens (never the prompt), as TensorRT-LLM streams them."""
-    outputs = output_tensors(tokens, log_probs if seq.request.return_log_probs else None, seq.cum_log_prob, batch_index)
+    log_probs_or_none = log_probs if seq.request.return_log_probs else None
+    outputs = output_tensors(tokens, log_probs_or_none, seq.cum_log_prob, batch_index, sequence_index)
     # the stand-in's choice: each response the rows of its own steps, the context logits with the first (what
     # TensorRT-LLM's executor streams was not read; NVIDIA/TensorRT-LLM#2090 describes a full-length buffer)
     new_rows = len(seq.generation_logits) - (len(seq.tokens) - len(tokens))
