@@ -680,6 +680,34 @@ def return_sequences(ctx: Context) -> None:
         )
 
 
+LOOKAHEAD = (4, 3, 4)  # window, n-gram and verification-set sizes: TensorRT-LLM's examples' smallest
+# how upstream's tensorrt_llm refuses a request's lookahead config where its model instance sets none: the C++
+# backend (utils.cc getLookaheadDecodingFromTensors) and the python one (model.py), word for word
+NO_EXECUTOR_LOOKAHEAD = (
+    "Cannot set the request lookahead decoding configuration when model instance lookahead parameters are not set.",
+    "can only be set if the model instance lookahead parameters are also specified",
+)
+
+
+def lookahead(ctx: Context) -> None:
+    """A request's lookahead decoding config on tensorrt_llm: only a model instance whose decoding_mode is lookahead
+    (with its lookahead_* parameters) takes one; the harness renders none (the lock has no such option), so upstream's
+    backend refuses it in its own words, and the next request is answered. A backend that took it silently would run
+    the request without the speculation it asked for."""
+    if ctx.path.surface != TENSORRT_LLM:
+        raise Unanswerable(f"{ctx.path.name}: lookahead decoding's config is tensorrt_llm's input only")
+    try:
+        answer = ctx.ask(Ask.of(ctx.prompts[LONG], 4, lookahead=LOOKAHEAD))
+    except AssertionError as exc:  # the path's words for an error response
+        assert any(words in str(exc) for words in NO_EXECUTOR_LOOKAHEAD), f"{ctx.path.name} ({ctx.mode}): {exc}"
+    else:
+        raise AssertionError(
+            f"{ctx.path.name} ({ctx.mode}): a lookahead config {LOOKAHEAD} without the model instance's was answered: "
+            f"{answer.text!r}"
+        )
+    ctx.same(ctx.greedy(LONG, 4).text, ctx.ask(Ask.of(ctx.prompts[LONG], 4)).text, "after refusing lookahead, the next answer")
+
+
 SPECULATIVE_REFUSALS = {  # upstream's tensorrt_llm_bls (model.py and lib/decode.py Request.validate), word for word
     "no draft model": "cannot perform speculative decoding without draft model",
     "streamed": "streaming is not supported with speculative decoding",
@@ -815,6 +843,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         top_p,
         top_p_decay,
         return_sequences,
+        lookahead,
         seed,
         stop,
         bad_words,

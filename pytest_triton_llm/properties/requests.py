@@ -16,7 +16,8 @@ class Ask:
     pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
     width 1: True); perf_metrics (return_perf_metrics: True); logits (return_context_logits and
     return_generation_logits: True); sequences (num_return_sequences, read by the path's `sequences`); on
-    tensorrt_llm only: after (token ids sent after the prompt's), decay (top-p decay and its floor)."""
+    tensorrt_llm only: after (token ids sent after the prompt's), decay (top-p decay and its floor), lookahead
+    (lookahead decoding's window, n-gram and verification-set sizes)."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)

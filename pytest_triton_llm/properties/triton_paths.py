@@ -32,6 +32,7 @@ BEAM_SETTINGS: dict[str, dict[str, float]] = {  # beam-search settings at beam w
     LLMAPI: {"sampling_param_beam_width": 1},
 }
 DATATYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16"}  # an engine's dtype as Triton names it
+LOOKAHEAD_INPUTS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
 FILLERS = ("The capital of France is", "Water boils at", "The largest planet is")  # the batch's other requests
 
 
@@ -243,6 +244,9 @@ class TritonPath:
             decay, floor = options["decay"]
             self.extra(inputs, "runtime_top_p_decay", decay)
             self.extra(inputs, "runtime_top_p_min", floor)
+        if "lookahead" in options:  # a request's lookahead decoding config: (window, ngram, verification set) sizes
+            for name, value in zip(LOOKAHEAD_INPUTS, options["lookahead"], strict=True):
+                self.extra(inputs, name, value)
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
         if options.get("perf_metrics"):

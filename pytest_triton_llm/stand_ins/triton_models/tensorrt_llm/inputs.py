@@ -1,12 +1,14 @@
 """Every input of the tensorrt_llm model sets (template families trtllm-0.9 .. trtllm-1.1), and what the reference
 model does with it: honoured (model.py reads it), accepted because TensorRT-LLM itself ignores it where the stand-in
 serves (beam-search settings at beam width 1, decoder inputs of a decoder-only model), or refused with an error that
-names it unless it carries its neutral value. An input in none of these lists is refused too: nothing is ignored
+names it unless it carries its neutral value; lookahead decoding's are refused as TensorRT-LLM refuses them where
+the model instance sets no lookahead parameters. An input in none of these lists is refused too: nothing is ignored
 silently. docs/architecture.md, "Fidelity to upstream", lists the refused ones.
 """
 
 from __future__ import annotations
 
+from errors import assertion
 from served_contract import RequestError
 from tensor_contract import RENAMED
 
@@ -78,9 +80,6 @@ REFUSED = {
     "mrope_rotary_cos_sin": None,
     "mrope_position_deltas": None,
     "context_phase_params": None,
-    "lookahead_window_size": None,
-    "lookahead_ngram_size": None,
-    "lookahead_verification_set_size": None,
     "retention_token_range_starts": None,
     "retention_token_range_ends": None,
     "retention_token_range_priorities": None,
@@ -89,15 +88,27 @@ REFUSED = {
     "retention_decode_duration_ms": None,
 }
 WHY_REFUSED = (
-    "the reference backend verifies draft tokens by comparison only (no draft logits, no lookahead), and has no "
+    "the reference backend verifies draft tokens by comparison only (no draft logits), and has no "
     "encoders, KV-cache retention, KV-cache reuse statistics or token-count outputs"
+)
+# a request's lookahead decoding config, read as the C++ backend's utils.cc getLookaheadDecodingFromTensors reads it:
+# only where the window size is sent, all three then; no deployment the harness renders sets the model instance's
+# lookahead parameters (decoding_mode lookahead), so a request's is refused in TLLM_CHECK's words
+LOOKAHEAD = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
+NO_EXECUTOR_LOOKAHEAD = (
+    "Cannot set the request lookahead decoding configuration when model instance lookahead parameters are not set."
 )
 
 
 def check(tensors: dict) -> None:
     """RequestError naming the first input the stand-in does not honour; `tensors` maps name -> numpy array."""
+    if LOOKAHEAD[0] in tensors:
+        for name in LOOKAHEAD:
+            if name not in tensors or not tensors[name].size:
+                raise RequestError(f"Failed to extract {name}")
+        raise assertion(NO_EXECUTOR_LOOKAHEAD)
     for name, value in tensors.items():
-        if name in HONOURED or name in IGNORED_AS_TENSORRT_LLM:
+        if name in HONOURED or name in IGNORED_AS_TENSORRT_LLM or name in LOOKAHEAD:
             continue
         if name in REFUSED:
             neutral = REFUSED[name]
