@@ -69,7 +69,17 @@ class Context:
     cache: dict = field(default_factory=dict)
 
     def ask(self, ask: Ask) -> Answer:
-        return self.path.answer(ask, self.mode)
+        return self.batched(ask) if self.mode == "batched" else self.path.answer(ask, self.mode)
+
+    def batched(self, ask: Ask) -> Answer:
+        """`ask` sent at once with FILLERS, after them: a row past the batch's first, whose options and state a server
+        that reads them from the first row loses. Each filler must answer as it does alone: `ask`'s options reach no
+        other request of the batch."""
+        fillers = [Ask.of(p, FILLER_TOKENS) for p in FILLERS]
+        *beside, answer = self.path.batch([*fillers, ask])
+        for filler, got in zip(fillers, beside, strict=True):
+            self.same(self.unary(filler).text, got.text, f"{filler.prompt!r} batched with {dict(ask.options)} (as alone)")
+        return answer
 
     def unary(self, ask: Ask, path=None) -> Answer:
         path = path or self.path
@@ -528,19 +538,13 @@ def guided(ctx: Context) -> None:
 
 
 def _guided_answer(ctx: Context, ask: Ask, not_set_up: str) -> Answer:
-    """The guided answer in the cell's mode; batched, the unguided requests beside it must answer as alone."""
+    """The guided answer in the cell's mode (batched, the unguided requests beside it answer as alone: Context.ask)."""
     try:
-        if ctx.mode != "batched":
-            return ctx.ask(ask)
-        fillers = [Ask.of(p, FILLER_TOKENS) for p in FILLERS]
-        answers = ctx.path.batch([ask, *fillers])
+        return ctx.ask(ask)
     except AssertionError as exc:
         if not_set_up and not_set_up in str(exc):  # refused with the executor's words: a server without a backend
             raise Unanswerable(f"{ctx.path.name}: the server has no guided decoding backend ({exc})") from None
         raise
-    for filler, alone in zip(fillers, answers[1:], strict=True):
-        ctx.same(ctx.unary(filler).text, alone.text, f"the unguided {filler.prompt!r} batched with a guided request")
-    return answers[0]
 
 
 def _unknown_guide_type(ctx: Context) -> None:

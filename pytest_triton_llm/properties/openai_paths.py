@@ -136,7 +136,7 @@ class OpenAIPath:
                 streamed = endpoint.stream(self.path, body)
                 return _answer(streamed.text, streamed.log_probs if "logprobs" in body else None, streamed.usage)
             if mode == "batched":
-                return self._at_once([body, *(self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS)])[0]
+                return self._at_once([*(self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS), body])[-1]
             return self._unary(body)
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None

@@ -69,7 +69,7 @@ class TritonPath:
         if mode == "streamed" and not self.client.decoupled:
             raise Unanswerable(f"{self.served.id} is not decoupled: {self.model} answers unary requests only")
         if mode == "batched":
-            return self.batch([ask, *(Ask.of(p, ask.max_tokens) for p in FILLERS)])[0]
+            return self.batch([*(Ask.of(p, ask.max_tokens) for p in FILLERS), ask])[-1]
         inputs = self.inputs(ask, streamed=mode == "streamed")
         try:
             if mode == "unary":
@@ -96,7 +96,7 @@ class TritonPath:
     def sequences(self, ask: Ask, mode: str) -> dict[int, Answer]:
         """num_return_sequences (Ask option `sequences`): each sequence's answer by its sequence_index, read from all
         the responses of the one request (TensorRT-LLM's backend answers each sequence on its own, the final flag with
-        the last to end: a decoupled model's way); in a batch, the request is the first of four."""
+        the last to end: a decoupled model's way); in a batch, the request is the last of four."""
         if not self.client.decoupled:
             raise Unanswerable(
                 f"{self.served.id} is not decoupled: num_return_sequences > 1 answers one response per sequence, "
@@ -109,7 +109,7 @@ class TritonPath:
             except GenerationError as exc:
                 raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
         else:
-            responses = self._batched_responses([ask, *(Ask.of(p, ask.max_tokens) for p in FILLERS)])[0]
+            responses = self._batched_responses([*(Ask.of(p, ask.max_tokens) for p in FILLERS), ask])[-1]
         by_index: dict[int, list[dict]] = {}
         for response in responses:
             if "sequence_index" not in response:
