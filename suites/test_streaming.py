@@ -10,14 +10,18 @@ generates, the stream ends with the unary finish_reason and [DONE], and streamed
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.triton.tensor_contract import NO_END
+from pytest_triton_llm.verdicts.equality import compare, compare_texts
 
 pytestmark = pytest.mark.streaming
 
 
 TOKENS = 32
+CONCURRENT = 6  # streams at once: more than one in-flight batch row each, fewer than max_batch_size
 
 
 @pytest.mark.triton_llm_entry_models
@@ -48,6 +52,34 @@ def test_concatenated_stream_equals_the_non_streamed_output(triton_llm, prompts,
 def test_the_core_models_stream_equals_its_non_streamed_ids(triton_llm, prompts, name):
     ids = triton_llm.encode(prompts.completion[name])
     assert triton_llm.client.stream_ids(ids, TOKENS).token_ids == triton_llm.client.generate_ids(ids, TOKENS).token_ids
+
+
+@pytest.mark.triton_llm_entry_models
+@pytest.mark.triton_llm_requires("streaming")
+def test_concurrent_streams_are_whole_and_each_equals_its_non_streamed_output(triton_llm, prompts, equality_rule):
+    """Streams at once through one model, as a served model gets them: each carries its own request's tokens, whole,
+    with one final flag, on its last response (a stream that gets another's tokens, or ends when another arrives,
+    fails)."""
+    batch = prompts.batch(CONCURRENT)
+    alone = [triton_llm.client.generate(p, TOKENS).text for p in batch]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        streams = list(pool.map(lambda p: triton_llm.client.stream(p, TOKENS), batch))
+    verdict = compare_texts(alone, [s.text for s in streams], equality_rule, triton_llm.tokenizer)
+    assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
+    for result in streams:
+        _one_final_flag_last(result)
+
+
+@pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm")
+def test_the_core_models_concurrent_streams_each_equal_its_non_streamed_ids(triton_llm, prompts, equality_rule):
+    batch = [triton_llm.encode(p) for p in prompts.batch(CONCURRENT)]
+    alone = [triton_llm.client.generate_ids(ids, TOKENS).token_ids for ids in batch]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        streams = list(pool.map(lambda ids: triton_llm.client.stream_ids(ids, TOKENS), batch))
+    verdict = compare(alone, [s.token_ids for s in streams], equality_rule)
+    assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
+    for result in streams:
+        _one_final_flag_last(result)
 
 
 @pytest.mark.triton_llm_entry_models
