@@ -71,12 +71,19 @@ class Context:
     def ask(self, ask: Ask) -> Answer:
         return self.batched(ask) if self.mode == "batched" else self.path.answer(ask, self.mode)
 
-    def batched(self, ask: Ask) -> Answer:
+    def ask_with(self, ask: Ask, fields: dict) -> Answer:
+        """`ask` with raw /v1 request `fields` added to its body (OpenAIPath.answer_with), in the cell's mode."""
+        if self.mode == "batched":
+            return self.batched(ask, fields)
+        return self.path.answer_with(ask, self.mode, fields)
+
+    def batched(self, ask: Ask, fields: dict | None = None) -> Answer:
         """`ask` sent at once with FILLERS, after them: a row past the batch's first, whose options and state a server
         that reads them from the first row loses. Each filler must answer as it does alone: `ask`'s options reach no
-        other request of the batch."""
+        other request of the batch. `fields`: raw /v1 fields of `ask`'s body (OpenAIPath.batch)."""
         fillers = [Ask.of(p, FILLER_TOKENS) for p in FILLERS]
-        *beside, answer = self.path.batch([*fillers, ask])
+        sent = [*fillers, ask]
+        *beside, answer = self.path.batch(sent) if fields is None else self.path.batch(sent, fields)
         for filler, got in zip(fillers, beside, strict=True):
             self.same(self.unary(filler).text, got.text, f"{filler.prompt!r} batched with {dict(ask.options)} (as alone)")
         return answer
@@ -576,7 +583,7 @@ def _template_tokens(ctx: Context, messages: list[dict], fields: dict, flags: di
     tokenizer = ctx.path.tokenizer
     if tokenizer is None:
         raise Unanswerable(f"{ctx.path.name}: no tokenizer to apply the chat template with (--tokenizer)")
-    answer = ctx.path.answer_with(Ask.of(messages[0]["content"], 4), ctx.mode, {"messages": messages, **fields})
+    answer = ctx.ask_with(Ask.of(messages[0]["content"], 4), {"messages": messages, **fields})
     if answer.prompt_tokens is None:
         raise Unanswerable(f"{ctx.path.name} ({ctx.mode}): the answer reports no usage.prompt_tokens")
     rendered = tokenizer.apply_chat_template(messages, tokenize=False, **flags)
@@ -822,7 +829,7 @@ def pad_id(ctx: Context) -> None:
 def ignored(ctx: Context, name: str, value) -> None:
     """A field the family's contract says it ignores: the answer is the one without it."""
     expected = ctx.greedy(LONG, 12).text
-    answer = ctx.path.answer_with(Ask.of(ctx.prompts[LONG], 12), ctx.mode, {name: value})
+    answer = ctx.ask_with(Ask.of(ctx.prompts[LONG], 12), {name: value})
     ctx.same(expected, answer.text, f"{name}={value!r}, which the family ignores, must leave the answer as it is")
 
 

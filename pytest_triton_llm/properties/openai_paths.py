@@ -129,22 +129,25 @@ class OpenAIPath:
         return None
 
     def answer_with(self, ask: Ask, mode: str, fields: dict) -> Answer:
-        """`ask` with raw request `fields` added as they are (a field the family ignores or refuses)."""
+        """`ask` with raw request `fields` added as they are (a field the family ignores or refuses), unary or streamed
+        (a batched request goes beside its fillers: effects.Context.batched)."""
+        if mode not in ("unary", "streamed"):
+            raise ValueError(f"answer_with sends unary or streamed requests, not {mode}")
         body, endpoint = self.body(ask, fields), self.target.endpoint
         try:
             if mode == "streamed":
                 streamed = endpoint.stream(self.path, body)
                 return _answer(streamed.text, streamed.log_probs if "logprobs" in body else None, streamed.usage)
-            if mode == "batched":
-                return self._at_once([*(self.body(Ask.of(p, ask.max_tokens)) for p in FILLERS), body])[-1]
             return self._unary(body)
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} ({mode}) refused {dict(ask.options)}: {exc}") from None
 
-    def batch(self, asks: list[Ask]) -> list[Answer]:
-        """`asks` sent at once, each unary; their answers in order."""
+    def batch(self, asks: list[Ask], fields: dict | None = None) -> list[Answer]:
+        """`asks` sent at once, each unary; their answers in order. `fields`: raw request fields of the last one (the
+        cell's request, after its fillers)."""
+        bodies = [self.body(ask) for ask in asks[:-1]] + [self.body(asks[-1], fields or {})]
         try:
-            return self._at_once([self.body(ask) for ask in asks])
+            return self._at_once(bodies)
         except OpenAIRequestError as exc:
             raise AssertionError(f"{self.name} (batched) refused a request: {exc}") from None
 

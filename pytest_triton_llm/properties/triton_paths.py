@@ -68,8 +68,8 @@ class TritonPath:
     def answer(self, ask: Ask, mode: str) -> Answer:
         if mode == "streamed" and not self.client.decoupled:
             raise Unanswerable(f"{self.served.id} is not decoupled: {self.model} answers unary requests only")
-        if mode == "batched":
-            return self.batch([*(Ask.of(p, ask.max_tokens) for p in FILLERS), ask])[-1]
+        if mode not in ("unary", "streamed"):  # a batched request goes beside its fillers: effects.Context.batched
+            raise ValueError(f"answer sends unary or streamed requests, not {mode}")
         inputs = self.inputs(ask, streamed=mode == "streamed")
         try:
             if mode == "unary":

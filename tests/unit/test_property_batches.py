@@ -22,10 +22,15 @@ class FakePath:
     def answer(self, ask: Ask, mode: str) -> Answer:
         return Answer(f"{ask.prompt} {sorted(ask.asked.items())}")
 
-    def batch(self, asks: list[Ask]) -> list[Answer]:
+    def batch(self, asks: list[Ask], fields: dict | None = None) -> list[Answer]:
+        """`fields`: raw fields of the last request, which a leaking server gives every row."""
         self.batches.append(asks)
         options = None if self.leak is None else asks[self.leak].options
-        return [self.answer(Ask(a.prompt, a.max_tokens, a.options if options is None else options), "unary") for a in asks]
+        answers = [self.answer(Ask(a.prompt, a.max_tokens, a.options if options is None else options), "unary") for a in asks]
+        for i, answer in enumerate(answers):
+            if fields and (i == len(asks) - 1 or self.leak is not None):
+                answer.text += f" {fields}"
+        return answers
 
 
 def context(path: FakePath) -> Context:
@@ -49,3 +54,10 @@ def test_a_row_read_with_the_first_rows_options_answers_without_its_own():
     """Sent first, the request was the first row: a server that reads every row's options there looked right."""
     ask = Ask.of("Once upon a time", 8, stop=("time",))
     assert context(FakePath(leak=0)).ask(ask).text == FakePath().answer(Ask.of(ask.prompt, 8), "unary").text
+
+
+def test_raw_fields_go_to_the_request_only_and_a_server_that_spreads_them_fails_the_cell():
+    ask, fields = Ask.of("Once upon a time", 8), {"add_generation_prompt": False}
+    assert context(FakePath()).ask_with(ask, fields).text.endswith(str(fields))
+    with pytest.raises(AssertionError, match="batched with"):
+        context(FakePath(leak=len(FILLERS))).ask_with(ask, fields)
