@@ -273,6 +273,15 @@ def test_each_streamed_llmapi_text_extends_the_one_before(triton_llm, name):
 
 
 CONCURRENT = 4
+V1_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+
+
+def _v1_requests(openai_target, prompts, endpoint: str):
+    """CONCURRENT greedy request bodies for `endpoint` (chat: each prompt as the user's message), and the call that
+    answers one unary."""
+    if endpoint == "chat":
+        return [openai_target.chat(p, TOKENS) for p in prompts.batch(CONCURRENT)], openai_target.endpoint.chat
+    return [openai_target.completion(p, TOKENS) for p in prompts.batch(CONCURRENT)], openai_target.endpoint.complete
 
 
 class TestOverV1:
@@ -292,22 +301,23 @@ class TestOverV1:
             if cut is not None and answer.finish_reason == cut:
                 assert usage["completion_tokens"] == TOKENS, (answer.finish_reason, usage, answer.text)
 
-    def test_concurrent_requests_get_the_answers_they_get_alone(self, openai_target, prompts, openai_equality_rule):
-        batch = prompts.batch(CONCURRENT)
-        alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text for p in batch]
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_concurrent_requests_get_the_answers_they_get_alone(self, openai_target, prompts, openai_equality_rule, endpoint):
+        bodies, answer = _v1_requests(openai_target, prompts, endpoint)
+        alone = [answer(body).text for body in bodies]
         with ThreadPoolExecutor(CONCURRENT) as pool:
-            together = list(pool.map(lambda p: openai_target.endpoint.complete(openai_target.completion(p, TOKENS)).text, batch))
+            together = list(pool.map(lambda body: answer(body).text, bodies))
         assert_agree(alone, together, openai_equality_rule, openai_target.tokenizer)
 
-    def test_concurrent_streams_are_whole_and_end_as_they_do_alone(self, openai_target, prompts, openai_equality_rule):
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_concurrent_streams_are_whole_and_end_as_they_do_alone(self, openai_target, prompts, openai_equality_rule, endpoint):
         """A server that ends one stream early when another request arrives (llama-cpp-python's interrupt_requests,
         its default) fails here: that stream stops short of its unary text (an early divergence, which no rule allows)."""
-        batch = prompts.batch(CONCURRENT)
-        alone = [openai_target.endpoint.complete(openai_target.completion(p, TOKENS)) for p in batch]
+        bodies, answer = _v1_requests(openai_target, prompts, endpoint)
+        alone = [answer(body) for body in bodies]
+        path = V1_PATHS[endpoint]
         with ThreadPoolExecutor(CONCURRENT) as pool:
-            streams = list(
-                pool.map(lambda p: openai_target.endpoint.stream("/completions", openai_target.completion(p, TOKENS)), batch)
-            )
+            streams = list(pool.map(lambda body: openai_target.endpoint.stream(path, body), bodies))
         assert_agree([a.text for a in alone], [s.text for s in streams], openai_equality_rule, openai_target.tokenizer)
         assert all(s.done for s in streams), [s.done for s in streams]
         same = [(s.finish_reason, a.finish_reason) for s, a in zip(streams, alone, strict=True) if s.text == a.text]

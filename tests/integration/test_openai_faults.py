@@ -195,4 +195,4 @@ def test_llama_cpp_pythons_own_default_of_interrupting_streams_fails_the_concurr
         done = _run(Upstream(server.url), server.url, node)
     finally:
         server.stop()
-    assert _failed(done) == [node], done.stdout[-3000:]
+    assert _failed(done) == [f"{node}[chat]", f"{node}[completions]"], done.stdout[-3000:]  # both endpoints' streams
