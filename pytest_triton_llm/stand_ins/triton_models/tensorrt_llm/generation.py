@@ -104,12 +104,15 @@ class GenerationRequest:
     lora: object | None = None  # a lora.LoraAdapter, applied to this request's batch row only
     # prompt tuning: prompt id vocab_size + i is row i of this table [rows, hidden] (TensorRT-LLM's PromptTuningConfig)
     prompt_table: torch.Tensor | None = None
+    # per prompt token, the id that keys a prompt-table token's KV-cache block (prefix_cache.keyed); empty: none sent
+    prompt_table_extra_ids: list[int] = field(default_factory=list)
     top_logprobs: int = 0  # the trtllm-serve stand-in's logprobs=K: the K likeliest tokens of each step, with theirs
     guide: tuple[str, str] | None = None  # guided decoding: (guide type, guide), guided.GUIDE_TYPES
     # speculative decoding's external draft tokens (draft_input_ids): the target keeps those its own choice agrees with,
     # adds its own token at the first that it does not (or after the last), and the request ends there
     draft_tokens: list[int] | None = None
     return_perf_metrics: bool = False  # the executor's RequestPerfMetrics with each response (outputs.perf_metrics)
+    return_kv_cache_reuse_stats: bool = False  # their KV-cache block counts alone (families before v0.19.0)
     # the model's raw logits: of every prompt position, and of every step (engines built with gather_*_logits)
     return_context_logits: bool = False
     return_generation_logits: bool = False
@@ -143,6 +146,7 @@ class Sequence:
     scheduled_ns: int = field(default_factory=time.monotonic_ns)  # its first step (the in-flight loop sets it again)
     first_token_ns: int = 0
     last_token_ns: int = 0
+    kv: object | None = None  # prefix_cache.KvStats, where a prefix cache looked the prompt's blocks up
 
     @property
     def finished(self) -> bool:

@@ -47,6 +47,8 @@ HONOURED = frozenset(
         "runtime_top_p_min",
         "runtime_top_p_reset_ids",
         "prompt_embedding_table",  # rows for prompt ids >= vocab_size (generation.py context_inputs)
+        "prompt_table_extra_ids",  # keys of a prompt-table token's KV-cache block (prefix_cache.keyed)
+        "return_kv_cache_reuse_stats",  # the KV-cache block counts (outputs.perf_metrics); deprecated from v0.19.0
         "guided_decoding_guide_type",  # guided decoding with xgrammar (guided.py), where guided_decoding_backend is set
         "guided_decoding_guide",
         "draft_input_ids",  # external draft tokens, verified against the target's own tokens (generation.py)
@@ -54,7 +56,7 @@ HONOURED = frozenset(
 )
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
 # (the ensemble always sends preprocessing's DECODER_INPUT_ID); prompt_vocab_size, which its executor does not read
-# (the table's rows count); prompt_table_extra_ids, keys of KV-cache reuse, which the stand-in does not do
+# (the table's rows count)
 IGNORED_AS_TENSORRT_LLM = frozenset(
     {
         "len_penalty",
@@ -63,12 +65,10 @@ IGNORED_AS_TENSORRT_LLM = frozenset(
         "decoder_input_ids",
         "decoder_input_lengths",
         "prompt_vocab_size",
-        "prompt_table_extra_ids",
     }
 )
 # input -> the neutral value a client may send (None: any value is refused)
 REFUSED = {
-    "return_kv_cache_reuse_stats": False,
     "return_num_input_tokens": False,
     "return_num_output_tokens": False,
     "draft_logits": None,
@@ -89,7 +89,7 @@ REFUSED = {
 }
 WHY_REFUSED = (
     "the reference backend verifies draft tokens by comparison only (no draft logits), and has no "
-    "encoders, KV-cache retention, KV-cache reuse statistics or token-count outputs"
+    "encoders, KV-cache retention or token-count outputs"
 )
 # a request's lookahead decoding config, read as the C++ backend's utils.cc getLookaheadDecodingFromTensors reads it:
 # only where the window size is sent, all three then; no deployment the harness renders sets the model instance's

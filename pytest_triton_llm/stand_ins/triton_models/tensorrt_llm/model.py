@@ -8,6 +8,8 @@ Parameters read from config.pbtxt, as the tensorrtllm backend reads them:
                            stop signal, cancellation) or not (one response per request, stop answered at once)
   exclude_input_in_output  default for requests that do not send the input of that name
   lora_cache_host_memory_bytes  LoRA adapters kept by task id before the oldest is evicted
+  enable_kv_cache_reuse    in-flight batching keeps the prompt's full KV-cache blocks for later requests (prefix_cache.py);
+                           unset, tensorrtllm_backend's default for the served family (true from v0.19.0)
   guided_decoding_backend  "xgrammar": guided decoding (guided.py) with the tokenizer of tokenizer_dir (else the
                            engine's); unset: a guided request is refused as TensorRT-LLM refuses it
   stand_in_fault           a known upstream bug to reproduce (stand_in_faults.py), here or in its engine
@@ -35,13 +37,19 @@ from hf_tokenizer import load_tokenizer
 from inflight import InflightScheduler, Job
 from inputs import check
 from metrics import TrtllmMetrics
-from outputs import complete_outputs, streamed_outputs
+from outputs import TOKENS_PER_BLOCK, complete_outputs, streamed_outputs
+from prefix_cache import PrefixCache, PrefixCachingScheduler
 from stand_in_faults import Faults
 from served_contract import RequestError, unpack_word_list
 from tensor_contract import RENAMED
 from triton_io import flag, model_parameters
 
 V1, INFLIGHT = "V1", "inflight_fused_batching"
+# tensorrtllm_backend's default for an unset enable_kv_cache_reuse: false, true from v0.19.0 (model_instance_state.cc)
+REUSE_BY_DEFAULT_FROM = (0, 19)
+REUSE_STATS_DEPRECATED_FROM = (0, 19)  # return_kv_cache_reuse_stats: a warning from then on, return_perf_metrics instead
+# a block of 64 tokens of SmolLM2-135M in float32 is 3 MB (30 layers' keys and values, 3 heads of 64): 400 MB at most
+MAX_CACHED_BLOCKS = 128
 MODEL_TYPES = {"V1": V1, "v1": V1, "inflight_batching": INFLIGHT, "inflight_fused_batching": INFLIGHT}
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # the faults that live in this model but show in its engine (generation.py, inflight.py, lora.py: shared with the
@@ -117,6 +125,20 @@ def _prompt_table(tensors: dict, row: int):
     return None if table is None else torch.from_numpy(np.ascontiguousarray(table))
 
 
+def at_least(family: str | None, version: tuple[int, int]) -> bool:
+    """Whether the served template family (trtllm-X.Y) is `version` or later; False where none is named."""
+    if not family or not family.startswith("trtllm-"):
+        return False
+    return tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) >= version
+
+
+def _extra_ids(tensors: dict, row: int) -> list[int]:
+    """The row's prompt_table_extra_ids (one per prompt token, PromptTuningConfig's inputTokenExtraIds): what keys a
+    prompt-table token's KV-cache block besides its id."""
+    extra = _row(tensors.get("prompt_table_extra_ids"), row)
+    return [] if extra is None else [int(e) for e in np.asarray(extra).reshape(-1)]
+
+
 def _draft_tokens(tensors: dict, row: int) -> list[int] | None:
     draft = _row(tensors.get("draft_input_ids"), row)
     return None if draft is None or np.asarray(draft).size == 0 else [int(t) for t in np.asarray(draft).reshape(-1)]
@@ -181,7 +203,8 @@ class TritonPythonModel:
         load = partial(
             ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None, fault=self.engine_fault
         )
-        self.scheduler = InflightScheduler(load, self._iteration) if self.inflight else None
+        self.reuse = self.inflight and flag(params.get("enable_kv_cache_reuse"), at_least(self.family, REUSE_BY_DEFAULT_FROM))
+        self.scheduler = self._scheduler(load) if self.inflight else None
         self.engine = self.scheduler.engine if self.inflight else load()
         self._guided_decoder(params)
         pb_utils.Logger.log_info(f"reference tensorrt_llm stand-in: {params['gpt_model_path']} on {self.engine.describe()}")
@@ -196,6 +219,14 @@ class TritonPythonModel:
             self.fault,
         )
         self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
+
+    def _scheduler(self, load) -> InflightScheduler:
+        """In-flight batching, its context phases through a prefix cache where KV-cache reuse is on. The cache holds as
+        many blocks as full batches of full sequences take (TensorRT-LLM's pool is what GPU memory leaves)."""
+        if not self.reuse:
+            return InflightScheduler(load, self._iteration)
+        prefix = PrefixCache(TOKENS_PER_BLOCK, max_blocks=MAX_CACHED_BLOCKS, enabled=True, fault=self.engine_fault)
+        return PrefixCachingScheduler(load, prefix, self._iteration)
 
     def _guided_decoder(self, params: dict) -> None:
         """GuidedDecodingConfig from the model's parameters: only xgrammar, as the C++ backend's model_instance_state
@@ -296,10 +327,14 @@ class TritonPythonModel:
             bad_words=unpack_word_list(_row(tensors.get("bad_words_list"), row)),
             embedding_bias=None if bias is None or bias.size == 0 else _row(bias, row),
             prompt_table=_prompt_table(tensors, row),
+            prompt_table_extra_ids=_extra_ids(tensors, row),
             guide=_guide(tensors, row),
             draft_tokens=_draft_tokens(tensors, row),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             return_perf_metrics=_scalar(tensors, "return_perf_metrics", row, False, bool),
+            # from v0.19.0 only a deprecation warning (model_instance_state.cc): no outputs of its own
+            return_kv_cache_reuse_stats=_scalar(tensors, "return_kv_cache_reuse_stats", row, False, bool)
+            and not at_least(self.family, REUSE_STATS_DEPRECATED_FROM),
             return_context_logits=_scalar(tensors, "return_context_logits", row, False, bool),
             return_generation_logits=_scalar(tensors, "return_generation_logits", row, False, bool),
             num_return_sequences=_scalar(tensors, "num_return_sequences", row, 1, int),

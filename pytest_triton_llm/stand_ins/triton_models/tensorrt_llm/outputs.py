@@ -70,18 +70,20 @@ def accepted_draft_tokens(seq: Sequence) -> int:
 def perf_metrics(seq: Sequence, fault=no_fault) -> dict[str, np.ndarray]:
     """With return_perf_metrics, what TensorRT-LLM's backend sends from the executor's RequestPerfMetrics
     (model_instance_state.cc): KV-cache blocks, the steady clock's time points, and speculative decoding's counts
-    (LlmRequest::updateNumTokensPerIteration: draft tokens given, those kept). The stand-in has no paged KV cache: its
-    blocks are the request's tokens in blocks of 64, none reused. Fault draft_acceptance_not_reported
+    (LlmRequest::updateNumTokensPerIteration: draft tokens given, those kept); with return_kv_cache_reuse_stats (before
+    v0.19.0, when it was deprecated) the KV-cache blocks alone. Blocks: the sequence's tokens in blocks of 64, those
+    its prompt found in the prefix cache reused (none where reuse is off). Fault draft_acceptance_not_reported
     (NVIDIA/TensorRT-LLM#17082): the counts stay zero though drafting ran."""
     r = seq.request
-    if not r.return_perf_metrics:
+    if not (r.return_perf_metrics or r.return_kv_cache_reuse_stats):
         return {}
     drafted = 0 if fault("draft_acceptance_not_reported") else len(r.draft_tokens or [])
     accepted = accepted_draft_tokens(seq) if drafted else 0
     blocks = math.ceil((len(r.input_ids) + len(seq.tokens)) / TOKENS_PER_BLOCK)
+    reused = seq.kv.reused if seq.kv is not None else 0
     values = (
-        (blocks, np.int32),
-        (0, np.int32),
+        (blocks - reused, np.int32),
+        (reused, np.int32),
         (blocks, np.int32),
         (r.arrival_ns, np.int64),
         (seq.scheduled_ns, np.int64),
@@ -91,4 +93,6 @@ def perf_metrics(seq: Sequence, fault=no_fault) -> dict[str, np.ndarray]:
         (accepted, np.int32),
         (drafted, np.int32),
     )
-    return {name: np.array([[value]], dtype=dtype) for name, (value, dtype) in zip(PERF_METRICS, values, strict=True)}
+    if not r.return_perf_metrics:
+        values = values[:3]
+    return {name: np.array([[value]], dtype=dtype) for name, (value, dtype) in zip(PERF_METRICS, values, strict=False)}

@@ -91,6 +91,10 @@ NOT_RUN = {"num_draft_tokens": 0, "use_draft_logits": False, "image_input": None
 PASSED_ON = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index")
 
 
+def _asked(core: dict, flag: str) -> bool:
+    return flag in core and bool(core[flag].any())
+
+
 class BlsError(ValueError):
     pass
 
@@ -158,8 +162,10 @@ class TritonPythonModel:
         preprocessed = self._call("preprocessing", pre, list(PREPROCESSED))
         inputs = [pb_utils.Tensor(PREPROCESSED[name], value) for name, value in preprocessed.items()]
         inputs += [pb_utils.Tensor(name, value) for name, value in core.items()]
-        # asked for only where the request wants them: a family before TensorRT-LLM 0.19 declares none of them
-        perf = PERF_METRICS if "return_perf_metrics" in core and core["return_perf_metrics"].any() else ()
+        # asked for only where the request wants them: a family before TensorRT-LLM 0.19 declares none of them but the
+        # KV-cache block counts, which return_kv_cache_reuse_stats asks for there (upstream's BLS passes them on)
+        perf = PERF_METRICS if _asked(core, "return_perf_metrics") else ()
+        perf = perf or (PERF_METRICS[:3] if _asked(core, "return_kv_cache_reuse_stats") else ())
         return pb_utils.InferenceRequest(
             model_name=self.llm, inputs=inputs, requested_output_names=["output_ids", "sequence_length", *PASSED_ON, *perf]
         )

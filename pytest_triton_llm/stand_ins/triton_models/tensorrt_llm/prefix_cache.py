@@ -1,7 +1,10 @@
-"""Block-based KV-cache reuse for the reference llmapi model, counted as TensorRT-LLM's KV cache manager reports it.
+"""Block-based KV-cache reuse for the reference models (tensorrt_llm with enable_kv_cache_reuse, the llmapi model, the
+trtllm-serve stand-in), counted as TensorRT-LLM's KV cache manager reports it.
 
 A prompt is cut into blocks of `tokens_per_block` tokens; a full block is named by a hash chained over every token
-before it (and the LoRA adapter), so a block matches only under the same prefix. After a request's context phase its
+before it (and the LoRA adapter), so a block matches only under the same prefix. A prompt-table id (>= vocab_size)
+counts with its prompt_table_extra_id, as in TensorRT-LLM's block key: the same fake ids of two different tables (two
+images) match only where the client gave them the same extra id. After a request's context phase its
 full prompt blocks are kept (their keys and values, per layer); a later prompt that starts with the same blocks takes
 them from here and computes only the rest: real reuse, not bookkeeping. At least one prompt token is always computed
 (its logits give the first output token), as in TensorRT-LLM.
@@ -20,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
-from inflight import InflightScheduler, Job
+from inflight import TTFT_SLOWDOWN, InflightScheduler, Job
 
 
 @dataclass
@@ -40,12 +43,21 @@ class KvStats:
 class TimedJob(Job):
     """A scheduler job with what the llmapi model reports of it: KV-cache counters and the four timestamps (ns)."""
 
-    kv: KvStats | None = None
     arrival_ns: int = 0
-    first_scheduled_ns: int = 0
-    first_token_ns: int = 0
     last_token_ns: int = 0
     sent_text: str = ""  # the text streamed so far (llmapi_stream_sends_deltas)
+
+    @property
+    def kv(self) -> KvStats | None:
+        return self.sequence.kv
+
+    @property
+    def first_scheduled_ns(self) -> int:
+        return self.sequence.scheduled_ns
+
+    @property
+    def first_token_ns(self) -> int:
+        return self.sequence.first_token_ns
 
 
 CORRUPTION = 1.0  # kv_reuse_changes_outputs: the spread of the noise on the values of a reused block
@@ -59,15 +71,16 @@ class PrefixCache:
         self.enabled = enabled
         self._blocks: OrderedDict[bytes, list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()  # LRU
 
-    def _names(self, tokens: list[int], salt: str) -> list[bytes]:
+    def _names(self, tokens: list, salt: str) -> list[bytes]:
         names, chain = [], hashlib.sha256(salt.encode())
         for start in range(0, len(tokens) - len(tokens) % self.block, self.block):
             chain.update(repr(tokens[start : start + self.block]).encode())
             names.append(chain.copy().digest())
         return names
 
-    def lookup(self, prompt: list[int], salt: str) -> tuple[list, KvStats]:
-        """(the reused blocks' per-layer keys/values, counters) for a prompt about to be computed."""
+    def lookup(self, prompt: list, salt: str) -> tuple[list, KvStats]:
+        """(the reused blocks' per-layer keys/values, counters) for a prompt about to be computed; `prompt`: its
+        tokens, or (token, extra id) pairs where a prompt table came with extra ids (keyed)."""
         names = self._names(prompt[:-1], salt)  # the last prompt token is always computed
         reused = []
         for name in names if self.enabled else ():
@@ -82,7 +95,7 @@ class PrefixCache:
         stats = KvStats(reused=len(reused), missed=blocks - len(reused), new=blocks - len(reused), total=blocks)
         return reused, stats
 
-    def keep(self, prompt: list[int], salt: str, cache, first_new: int) -> None:
+    def keep(self, prompt: list, salt: str, cache, first_new: int) -> None:
         """Keep the full prompt blocks from `first_new` on, out of a one-row cache holding the whole prompt."""
         if not self.enabled:
             return
@@ -98,41 +111,55 @@ class PrefixCache:
 class PrefixCachingScheduler(InflightScheduler):
     """The in-flight scheduler, each newcomer's context phase starting from the prompt blocks already cached."""
 
-    def __init__(self, load_engine, prefix: PrefixCache):
+    def __init__(self, load_engine, prefix: PrefixCache, on_stats=None):
         self.prefix = prefix
-        super().__init__(load_engine)
+        super().__init__(load_engine, on_stats)
 
     @torch.inference_mode()
-    def _prefill(self, jobs: list[TimedJob]) -> None:
+    def _prefill(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self._prefill_one(job)
+
+    def _prefill_one(self, job: Job) -> None:
         from transformers import DynamicCache
 
-        for job in jobs:
-            job.first_scheduled_ns = time.monotonic_ns()
-            prompt = job.sequence.request.input_ids
-            lora = job.sequence.request.lora
-            salt = "" if lora is None else f"lora {lora.task_id}"  # blocks are keyed by the adapter's id, as in TRT-LLM
-            blocks, job.kv = self.prefix.lookup(prompt, salt)
-            if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
-                blocks = []
-            start = len(blocks) * self.prefix.block
-            cache = DynamicCache()
-            for layer in range(len(blocks[0]) if blocks else 0):
-                keys = torch.cat([b[layer][0] for b in blocks], dim=1).unsqueeze(0)
-                values = torch.cat([b[layer][1] for b in blocks], dim=1).unsqueeze(0)
-                cache.update(keys, values, layer)
-            ids = torch.tensor([prompt[start:]], dtype=torch.long)
-            mask = torch.ones((1, len(prompt)), dtype=torch.long)
-            out = self.engine.forward(
-                [job.sequence.request.lora],
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=torch.arange(start, len(prompt)).unsqueeze(0),
-                past_key_values=cache if blocks else None,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            self.prefix.keep(prompt, salt, out.past_key_values, len(blocks))
-            self.engine.select([job.sequence], out.logits[:, -1, :])
-            job.first_token_ns = time.monotonic_ns()
-            self._batch.join([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
-            self._deliver(job)
+        job.sequence.scheduled_ns = time.monotonic_ns()
+        request = job.sequence.request
+        prompt = request.input_ids
+        salt = "" if request.lora is None else f"lora {request.lora.task_id}"  # keyed by the adapter's id, as in TRT-LLM
+        blocks, job.sequence.kv = self.prefix.lookup(keyed(request, self.engine.vocab_size), salt)
+        if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
+            blocks = []
+        start = len(blocks) * self.prefix.block
+        cache = DynamicCache()
+        for layer in range(len(blocks[0]) if blocks else 0):
+            keys = torch.cat([b[layer][0] for b in blocks], dim=1).unsqueeze(0)
+            values = torch.cat([b[layer][1] for b in blocks], dim=1).unsqueeze(0)
+            cache.update(keys, values, layer)
+        ids = torch.tensor([prompt[start:]], dtype=torch.long)
+        mask = torch.ones((1, len(prompt)), dtype=torch.long)
+        began = time.perf_counter()
+        out = self.engine.forward(
+            [request.lora],
+            **self.engine.context_inputs([request], ids),
+            attention_mask=mask,
+            position_ids=torch.arange(start, len(prompt)).unsqueeze(0),
+            past_key_values=cache if blocks else None,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.prefix.keep(keyed(request, self.engine.vocab_size), salt, out.past_key_values, len(blocks))
+        self.engine.select([job.sequence], out.logits[:, -1, :])
+        if self.engine.fault("ttft_plus_30_percent"):
+            time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - began))
+        self._batch.join([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
+        self._deliver(job)
+
+
+def keyed(request, vocab_size: int) -> list:
+    """A prompt as its blocks are keyed: its token ids, each prompt-table id (>= vocab_size) paired with the request's
+    prompt_table_extra_ids entry for it where it sent them (TensorRT-LLM's BlockKey: token and extra id)."""
+    extra = request.prompt_table_extra_ids
+    if not extra:
+        return list(request.input_ids)
+    return [(t, int(e)) if t >= vocab_size else t for t, e in zip(request.input_ids, extra, strict=False)]
