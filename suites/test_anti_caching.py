@@ -15,13 +15,10 @@ import statistics
 
 import numpy as np
 import pytest
-import yaml
 
 from pytest_triton_llm.triton.load import Target, run_load
 from pytest_triton_llm.perf.workload import PerfRequest, encode
-from pytest_triton_llm.stack.repository import served_family
-from pytest_triton_llm.stack.repository.llmapi import llmapi_family, model_yaml
-from pytest_triton_llm.triton.tensor_contract import config_parameters, flag
+from pytest_triton_llm.stack.kv_reuse import kv_cache_reuse
 
 pytestmark = pytest.mark.perf
 
@@ -33,47 +30,10 @@ MIN_RATIO = 0.9  # the repeat may be at most 10% faster than the distinct prompt
 # not the perf workload's seeds: no earlier test of the session has sent these prompts, so the distinct ones are new
 # to any cache the server keeps (the server lives for one session; this test runs once per deployment in it)
 SEED = 4004
-# tensorrtllm_backend's default for an unset enable_kv_cache_reuse turned from false to true in v0.19.0 (Triton 25.05;
-# inflight_batcher_llm/src/model_instance_state.cc: "will be set to true"): its template family and every later one
-REUSE_BY_DEFAULT_FROM = (0, 19)
 GPU_GAIN_UNSURE = (
     "on a CPU the stand-in's prefill is most of TTFT and its prefix cache skips 11 of 12 blocks; on a GPU "
     "a 384-token prefill is too small a part of TTFT to promise a visible gain"
 )
-
-
-def kv_cache_reuse(served) -> tuple[bool, str]:
-    """(whether the deployment keeps KV-cache blocks of earlier requests for later ones, which setting says so).
-
-    Read from what the deployment is configured with, never from its name:
-    - llmapi layout: model.yaml's kv_cache_config.enable_block_reuse, the LLM API argument that turns block reuse on;
-      unset it is true (TensorRT-LLM's KvCacheConfig default, which the reference stand-in follows). The served
-      repository's model.yaml where this machine has it, else the one the lock renders (a remote server's own may
-      differ);
-    - engine ensemble: the tensorrt_llm model's enable_kv_cache_reuse parameter as the server reports it (so a lock's
-      `fill`, a repository of one's own and the template all count); unset, the backend's own default: none on the
-      reference stand-in (a python model that keeps no KV cache between requests), tensorrtllm_backend's by version.
-    """
-    if served.ref.serving_layout.one_model:
-        path = served.repository / "tensorrt_llm" / "1" / "model.yaml"
-        if path.is_file():
-            content, where = yaml.safe_load(path.read_text()), f"{path}"
-        else:
-            content = model_yaml(served.ref, llmapi_family(served.server.version), "")
-            where = f"model.yaml as rendered from {served.ref.id}'s lock entry"
-        setting = (content.get("kv_cache_config") or {}).get("enable_block_reuse")
-        if setting is None:
-            return True, f"{where}: kv_cache_config.enable_block_reuse unset (TensorRT-LLM's default: true)"
-        return bool(setting), f"{where}: kv_cache_config.enable_block_reuse = {setting}"
-    config = served.client.model_config("tensorrt_llm")
-    setting = config_parameters(config).get("enable_kv_cache_reuse")
-    if setting is not None:
-        return flag(setting, False), f"tensorrt_llm config parameter enable_kv_cache_reuse = {setting!r}"
-    if config.get("backend") != "tensorrtllm":
-        return False, f"enable_kv_cache_reuse unset; tensorrt_llm runs on backend {config.get('backend')!r}: no KV reuse"
-    family = served_family(served.ref, served.server.version)
-    default = tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) >= REUSE_BY_DEFAULT_FROM
-    return default, f"enable_kv_cache_reuse unset; tensorrtllm_backend of template family {family} defaults to {default}"
 
 
 def _prompts(served, count: int, length: int) -> list[list[int]]:

@@ -18,6 +18,7 @@ from ..verdicts.equality import HALF, assert_agree
 from ..verdicts import logits as logits_verdict
 from ..verdicts.guided import JudgeUnavailable, problems
 from .guides import load_guides
+from .kv_blocks import kv_reuse_stats, perf_metrics_blocks
 from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
 from .requests import Answer, Ask, Unanswerable
 from .triton_paths import FILLERS
@@ -749,7 +750,8 @@ def draft_model(ctx: Context) -> None:
 def perf_metrics(ctx: Context) -> None:
     """return_perf_metrics: the executor's RequestPerfMetrics come back (model_instance_state.cc). Its time points are
     in order over an answer of 8 tokens (arrival <= first scheduled <= first token < last token); with no draft its
-    speculative counts are 0. On tensorrt_llm, given external draft tokens, the counts are the draft's
+    speculative counts are 0; its KV-cache block counts are those of a prompt sent twice (kv_blocks.py). On
+    tensorrt_llm, given external draft tokens, the counts are the draft's
     (LlmRequest::updateNumTokensPerIteration): a right draft of 3 gives 3 drafted and 3 accepted (rate 1), one wrong
     from its second token 3 and 1 (rate 1/3)."""
     answer = ctx.ask(Ask.of(ctx.prompts[LONG], 8, perf_metrics=True))
@@ -766,6 +768,7 @@ def perf_metrics(ctx: Context) -> None:
     # the counts only: where nothing was drafted, the rate's value is not read from upstream's code (0 or NaN)
     counts = (m.get("total_draft_tokens"), m.get("total_accepted_draft_tokens"))
     assert counts == (0, 0), f"{where}: no draft was sent, yet (drafted, accepted) = {counts}"
+    perf_metrics_blocks(ctx)
     if ctx.path.surface != TENSORRT_LLM:
         return
     greedy = ctx.reference_ids(LONG, 8)
@@ -869,6 +872,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         draft_tokens,
         draft_model,
         perf_metrics,
+        kv_reuse_stats,
         logits,
         generation_prompt,
         continue_final_message,

@@ -14,8 +14,9 @@ class Ask:
     """What to ask: `options` maps a canonical option to its value. Options: temperature, top_k, top_p, seed,
     min_tokens, repetition_penalty, presence_penalty, frequency_penalty (numbers); stop, bad_words (words); end_id,
     pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
-    width 1: True); perf_metrics (return_perf_metrics: True); logits (return_context_logits and
-    return_generation_logits: True); sequences (num_return_sequences, read by the path's `sequences`); on
+    width 1: True); perf_metrics (return_perf_metrics: True); kv_reuse_stats (return_kv_cache_reuse_stats: True);
+    logits (return_context_logits and return_generation_logits: True); sequences (num_return_sequences, read by the
+    path's `sequences`); on
     tensorrt_llm only: after (token ids sent after the prompt's), decay (top-p decay and its floor), lookahead
     (lookahead decoding's window, n-gram and verification-set sizes)."""
 

@@ -156,10 +156,7 @@ class TritonPath:
             self._prompt_table(inputs, options["table"])
         if "guide" in options:
             self._guide(inputs, options["guide"])
-        if options.get("perf_metrics"):
-            self.extra(inputs, "return_perf_metrics", True)
-        if "sequences" in options:
-            self.extra(inputs, "num_return_sequences", options["sequences"])
+        self._returned(inputs, options)
         self._logits(inputs, options)
         if "num_draft_tokens" in options:  # the BLS's speculative decoding through its draft model
             self.extra(inputs, "num_draft_tokens", options["num_draft_tokens"])
@@ -249,12 +246,17 @@ class TritonPath:
                 self.extra(inputs, name, value)
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
-        if options.get("perf_metrics"):
-            self.extra(inputs, "return_perf_metrics", True)
-        if "sequences" in options:
-            self.extra(inputs, "num_return_sequences", options["sequences"])
+        self._returned(inputs, options)
         self._logits(inputs, options)
         return inputs
+
+    def _returned(self, inputs: dict, options: dict) -> None:
+        """What the request asks back besides the text: perf metrics, KV-cache reuse stats, several sequences."""
+        for option, name in (("perf_metrics", "return_perf_metrics"), ("kv_reuse_stats", "return_kv_cache_reuse_stats")):
+            if options.get(option):
+                self.extra(inputs, name, True)
+        if "sequences" in options:
+            self.extra(inputs, "num_return_sequences", options["sequences"])
 
     def _logits(self, inputs: dict, options: dict) -> None:
         for name in ("return_context_logits", "return_generation_logits") if options.get("logits") else ():
