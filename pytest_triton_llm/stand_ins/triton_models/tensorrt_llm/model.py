@@ -83,6 +83,7 @@ ENGINE_FAULTS = (
     "repetition_penalty_ignored",
     "lora_unbuilt_module_silently_dropped",
     "prompt_table_ids_inside_the_vocabulary",
+    "kv_reuse_ignores_prompt_table_extra_ids",
     "draft_tokens_accepted_unverified",
     "draft_acceptance_not_reported",
     "generation_logits_step_dropped_at_the_end_token",

@@ -127,7 +127,8 @@ class PrefixCachingScheduler(InflightScheduler):
         request = job.sequence.request
         prompt = request.input_ids
         salt = "" if request.lora is None else f"lora {request.lora.task_id}"  # keyed by the adapter's id, as in TRT-LLM
-        blocks, job.sequence.kv = self.prefix.lookup(keyed(request, self.engine.vocab_size), salt)
+        key = keyed(request, self.engine.vocab_size, self.prefix.fault)
+        blocks, job.sequence.kv = self.prefix.lookup(key, salt)
         if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
             blocks = []
         start = len(blocks) * self.prefix.block
@@ -148,7 +149,7 @@ class PrefixCachingScheduler(InflightScheduler):
             use_cache=True,
             logits_to_keep=1,
         )
-        self.prefix.keep(keyed(request, self.engine.vocab_size), salt, out.past_key_values, len(blocks))
+        self.prefix.keep(key, salt, out.past_key_values, len(blocks))
         self.engine.select([job.sequence], out.logits[:, -1, :])
         if self.engine.fault("ttft_plus_30_percent"):
             time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - began))
@@ -156,10 +157,12 @@ class PrefixCachingScheduler(InflightScheduler):
         self._deliver(job)
 
 
-def keyed(request, vocab_size: int) -> list:
+def keyed(request, vocab_size: int, fault=lambda name: False) -> list:
     """A prompt as its blocks are keyed: its token ids, each prompt-table id (>= vocab_size) paired with the request's
-    prompt_table_extra_ids entry for it where it sent them (TensorRT-LLM's BlockKey: token and extra id)."""
+    prompt_table_extra_ids entry for it where it sent them (TensorRT-LLM's BlockKey: token and extra id). Fault
+    kv_reuse_ignores_prompt_table_extra_ids: the ids alone, so another image behind the same fake ids is served the
+    first one's blocks."""
     extra = request.prompt_table_extra_ids
-    if not extra:
+    if not extra or fault("kv_reuse_ignores_prompt_table_extra_ids"):
         return list(request.input_ids)
     return [(t, int(e)) if t >= vocab_size else t for t, e in zip(request.input_ids, extra, strict=False)]
