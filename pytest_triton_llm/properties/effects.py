@@ -18,7 +18,7 @@ from ..verdicts.equality import HALF, assert_agree
 from ..verdicts import logits as logits_verdict
 from ..verdicts.guided import JudgeUnavailable, problems
 from .guides import load_guides
-from .kv_blocks import kv_reuse_stats, perf_metrics_blocks
+from .kv_blocks import kv_reuse_stats, perf_metrics_blocks, table_blocks
 from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
 from .requests import Answer, Ask, Unanswerable
 from .triton_paths import FILLERS
@@ -505,7 +505,8 @@ def prompt_table(ctx: Context) -> None:
     """Rows of the model's own input embeddings stand for their tokens: on tensorrt_llm, the prompt whose country token
     is the id of its row (vocab_size + k) answers as the plain prompt does, for each of two rows that answer
     differently (a row off by one, or a table not read, answers the other country or fails); an entry model's text
-    prompt has no such id, so a table sent with it leaves the answer as it is."""
+    prompt has no such id, so a table sent with it leaves the answer as it is. Where blocks are reused, the table's
+    blocks are keyed by its extra id (kv_blocks.table_blocks)."""
     if ctx.path.surface != TENSORRT_LLM:
         expected = ctx.greedy(LONG, 12).text
         answer = ctx.ask(Ask.of(ctx.prompts[LONG], 12, table=TABLE_WORDS))
@@ -521,6 +522,7 @@ def prompt_table(ctx: Context) -> None:
         answer = ctx.ask(Ask.of(TABLE_PROMPT.format(word), 8, table=TABLE_WORDS))
         what = f"{ctx.path.name} ({ctx.mode}): {word!r} as prompt-table row {TABLE_WORDS.index(word)}"
         assert_agree([expected], [answer.text], rule, ctx.path.tokenizer, what)
+    table_blocks(ctx, TABLE_WORDS, TABLE_PROMPT.format(TABLE_WORDS[0]) + ". ")
 
 
 def guided(ctx: Context) -> None:

@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from ..stack.kv_reuse import kv_cache_reuse, tokens_per_block
+from ..verdicts.equality import assert_agree
 from ..stack.repository import served_family
 from .requests import Ask, Unanswerable
 
@@ -27,23 +28,29 @@ NAMES = ("kv_cache_alloc_new_blocks", "kv_cache_reused_blocks", "kv_cache_alloc_
 REUSE_STATS_DEPRECATED_FROM = (0, 19)
 
 
-def fresh_prompt(tokenizer, tokens: int) -> str:
-    """A prompt no request sent before (its first word is random: no cached block can match it) of exactly `tokens`
-    tokens, as a server's tokenizer encodes it (special tokens included)."""
+def fresh_prompt(tokenizer, tokens: int, lead: str = "") -> str:
+    """A prompt no request sent before (a random word early in its first block: no cached block can match it) of
+    exactly `tokens` tokens, as a server's tokenizer encodes it (special tokens included), starting with `lead`."""
     filler = " ".join([FILLER] * (tokens // 4 + 1))
     for _ in range(8):
-        ids = tokenizer.encode(f"{secrets.token_hex(4)} {filler}")
+        ids = tokenizer.encode(f"{lead}{secrets.token_hex(4)} {filler}")
         text = tokenizer.decode(ids[:tokens], skip_special_tokens=True)
         if len(tokenizer.encode(text)) == tokens:
             return text
     raise Unanswerable(f"no text of exactly {tokens} tokens came out of this tokenizer's round trip")
 
 
+def _counts(ctx: Context, ask: Ask) -> tuple[tuple, Any]:
+    answer = ctx.ask(ask)
+    metrics = answer.metrics or {}
+    return tuple(int(metrics[n]) if n in metrics else None for n in NAMES), answer
+
+
 def block_counts(ctx: Context, option: str) -> None:
     """A fresh prompt of FULL_BLOCKS blocks and one token, asked twice with `option` (the request's flag for the counts):
     the first allocates FULL_BLOCKS + 1 blocks anew and reuses none; the second, where the deployment reuses KV-cache
     blocks, finds the FULL_BLOCKS whole ones (its last token is always computed) and allocates 1, else all of them
-    anew again."""
+    anew again. The repeat answers as the first (a context computed in pieces may round differently: the rule)."""
     served = ctx.path.served
     size, size_from = tokens_per_block(served)
     if size is None:
@@ -52,14 +59,55 @@ def block_counts(ctx: Context, option: str) -> None:
     prompt = fresh_prompt(ctx.path.tokenizer, FULL_BLOCKS * size + 1)
     blocks = FULL_BLOCKS + 1
     expected = [(blocks, 0, blocks), (1, FULL_BLOCKS, blocks) if reuse else (blocks, 0, blocks)]
+    answers = []
     for sent, want in enumerate(expected, start=1):
-        metrics = ctx.ask(Ask.of(prompt, ANSWER_TOKENS, **{option: True})).metrics or {}
-        got = tuple(int(metrics[n]) if n in metrics else None for n in NAMES)
+        got, answer = _counts(ctx, Ask.of(prompt, ANSWER_TOKENS, **{option: True}))
+        answers.append(answer.text)
         assert got == want, (
             f"{ctx.path.name} ({ctx.mode}): a prompt of {FULL_BLOCKS * size + 1} tokens (blocks of {size}: "
             f"{size_from}), sent for the {'first' if sent == 1 else 'second'} time, with KV-cache reuse "
             f"{'on' if reuse else 'off'} ({reuse_from}): (new, reused, total) blocks must be {want}, got {got}"
         )
+    assert_agree(answers[:1], answers[1:], ctx.rule, ctx.path.tokenizer, f"{ctx.path.name} ({ctx.mode}): a repeated prompt")
+
+
+def table_blocks(ctx: Context, words: tuple[str, ...], lead: str) -> None:
+    """Prompt-table ids are keyed by their prompt_table_extra_ids (docs/kv_cache_reuse.md, "Enable KV cache reuse for
+    P-Tuning": the same image must use the same id, another image another id). Where the deployment reuses blocks, a
+    fresh prompt whose first block holds a table id, sent with extra id 1, then 2 (another image behind the same fake
+    ids), then 1 again, reuses none of its blocks the first two times and its FULL_BLOCKS whole ones the third, which
+    answers as the first."""
+    served = ctx.path.served
+    size, _ = tokens_per_block(served)
+    reuse, _ = kv_cache_reuse(served)
+    option = counts_option(ctx)
+    if not reuse or size is None or option is None:
+        return  # nothing is reused, or no count comes back: the table's answers above are the check
+    prompt = fresh_prompt(ctx.path.tokenizer, FULL_BLOCKS * size + 1, lead)
+    answers = []
+    for extra_id, reused in ((1, 0), (2, 0), (1, FULL_BLOCKS)):
+        got, answer = _counts(ctx, Ask.of(prompt, ANSWER_TOKENS, table=words, extra_id=extra_id, **{option: True}))
+        answers.append(answer.text)
+        assert got[1] == reused, (
+            f"{ctx.path.name} ({ctx.mode}): a prompt whose first block holds a prompt-table id, sent with extra ids 1, "
+            f"2, 1: with extra id {extra_id} it must reuse {reused} block(s), got (new, reused, total) = {got}"
+        )
+    assert_agree(answers[:1], answers[2:], ctx.rule, ctx.path.tokenizer, f"{ctx.path.name}: the table's blocks reused")
+
+
+def counts_option(ctx: Context) -> str | None:
+    """The request's flag for the block counts on this path: return_perf_metrics, else (before v0.19.0)
+    return_kv_cache_reuse_stats; None where the served model takes neither."""
+    if ctx.path.declared("return_perf_metrics"):
+        return "perf_metrics"
+    if ctx.path.declared("return_kv_cache_reuse_stats") and not _deprecated(ctx):
+        return "kv_reuse_stats"
+    return None
+
+
+def _deprecated(ctx: Context) -> bool:
+    family = served_family(ctx.path.served.ref, ctx.path.served.server.version)
+    return tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) >= REUSE_STATS_DEPRECATED_FROM
 
 
 def perf_metrics_blocks(ctx: Context) -> None:
@@ -69,10 +117,10 @@ def perf_metrics_blocks(ctx: Context) -> None:
 def kv_reuse_stats(ctx: Context) -> None:
     """return_kv_cache_reuse_stats: the block counts (block_counts) where the served family sends them; where it is
     deprecated, the answer is the one without it and no count comes back."""
-    family = served_family(ctx.path.served.ref, ctx.path.served.server.version)
-    if tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) < REUSE_STATS_DEPRECATED_FROM:
+    if not _deprecated(ctx):
         block_counts(ctx, "kv_reuse_stats")
         return
+    family = served_family(ctx.path.served.ref, ctx.path.served.server.version)
     expected = ctx.unary(Ask.of(FILLER, ANSWER_TOKENS)).text
     answer = ctx.ask(Ask.of(FILLER, ANSWER_TOKENS, kv_reuse_stats=True))
     ctx.same(expected, answer.text, f"return_kv_cache_reuse_stats, deprecated in {family}, must leave the answer as it is")

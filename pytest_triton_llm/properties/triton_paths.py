@@ -153,7 +153,7 @@ class TritonPath:
         for name, value in BEAM_SETTINGS[self.surface].items() if options.get("beam") else ():
             self.extra(inputs, name, value)
         if "table" in options:  # a text prompt has no prompt-table ids: the table is sent, no id refers to it
-            self._prompt_table(inputs, options["table"])
+            self._prompt_table(inputs, options["table"], options.get("extra_id", 1))
         if "guide" in options:
             self._guide(inputs, options["guide"])
         self._returned(inputs, options)
@@ -174,9 +174,9 @@ class TritonPath:
         self.extra(inputs, "guided_decoding_guide_type", kind.encode())
         self.extra(inputs, "guided_decoding_guide", text.encode())
 
-    def _prompt_table(self, inputs: dict, words: tuple[str, ...]) -> list[int]:
-        """Send the model's own input embeddings of `words` (one token each) as the prompt table, row k for word k;
-        -> the words' token ids."""
+    def _prompt_table(self, inputs: dict, words: tuple[str, ...], extra_id: int) -> list[int]:
+        """Send the model's own input embeddings of `words` (one token each) as the prompt table, row k for word k,
+        keyed for KV-cache reuse by `extra_id` (an image's id); -> the words' token ids."""
         tokens = single_tokens(self.tokenizer, words)
         engine = self.served.ref.engine
         if engine.max_prompt_embedding_table_size < len(tokens) * engine.max_batch_size:
@@ -200,7 +200,7 @@ class TritonPath:
         if self.declared("prompt_vocab_size"):  # read by the families before the executor, ignored since
             self.extra(inputs, "prompt_vocab_size", len(tokens))
         if self.declared("prompt_table_extra_id"):  # an entry model's one KV-cache reuse key for the table (>= 1)
-            self.extra(inputs, "prompt_table_extra_id", 1)
+            self.extra(inputs, "prompt_table_extra_id", extra_id)
         return tokens
 
     def _core_inputs(self, ask: Ask, options: dict, sampling, streamed: bool) -> dict:
@@ -229,12 +229,13 @@ class TritonPath:
         for name, value in BEAM_SETTINGS[TENSORRT_LLM].items() if options.get("beam") else ():
             self.extra(inputs, name, value)
         if "table" in options:  # each word's token in the prompt becomes the id of its row: vocab_size + k
-            tokens = self._prompt_table(inputs, options["table"])
+            extra_id = options.get("extra_id", 1)
+            tokens = self._prompt_table(inputs, options["table"], extra_id)
             vocab_size = input_embeddings(self.served.engine.path).shape[0]
             tabled = with_table_ids(ids, tokens, vocab_size)
             inputs["input_ids"] = (np.array([tabled], dtype=np.int32), inputs["input_ids"][1])
-            if self.declared("prompt_table_extra_ids"):  # KV-cache reuse keys: 1 for the table's ids, 0 for text
-                self.extra(inputs, "prompt_table_extra_ids", [int(t >= vocab_size) for t in tabled])
+            if self.declared("prompt_table_extra_ids"):  # KV-cache reuse keys: the table's id for its ids, 0 for text
+                self.extra(inputs, "prompt_table_extra_ids", [extra_id if t >= vocab_size else 0 for t in tabled])
         if "guide" in options:
             self._guide(inputs, options["guide"])
         if "decay" in options:  # top-p decay: (runtime_top_p_decay, runtime_top_p_min)
