@@ -13,6 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from pytest_triton_llm.properties.kv_blocks import fresh_prompt
 from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.triton.tensor_contract import NO_END
 from pytest_triton_llm.verdicts.equality import compare, compare_texts
@@ -129,6 +130,17 @@ def test_v1_refuses_streaming_with_tensorrt_llm_error(triton_llm, prompts):
 
 
 PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+CACHED_PROMPT = 129  # tokens: 128 cached on a repeat, whole blocks of 16, 32, 64 or 128
+
+
+def _fresh_body(openai_target, endpoint: str, tokens: int) -> dict:
+    """A request body whose prompt no request sent before comes to exactly `tokens` tokens as the server counts it: on
+    chat, the template's own tokens (read from the usage of a probe) are left out of the message's share."""
+    tokenizer = openai_target.tokenizer
+    if endpoint == "completions":
+        return openai_target.completion(fresh_prompt(tokenizer, tokens), 4)
+    probe = openai_target.endpoint.chat(openai_target.chat(fresh_prompt(tokenizer, 32), 1)).usage["prompt_tokens"]
+    return openai_target.chat(fresh_prompt(tokenizer, tokens - (probe - 32)), 4)
 
 
 def _pair(openai_target, prompts, endpoint: str):
@@ -194,3 +206,27 @@ class TestOverV1:
         # this prompt in trtllm-serve's cache, so its stream may reuse it. Bounded, never compared.
         cached = (streamed.usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         assert 0 <= cached <= streamed.usage["prompt_tokens"], streamed.usage
+
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_a_repeated_prompt_reports_the_tokens_its_cache_held(self, openai_target, endpoint):
+        """usage.prompt_tokens_details.cached_tokens by value. A prompt of CACHED_PROMPT tokens that no request sent
+        before reports 0; sent again, unary and then streamed, both report the same: all its tokens but the last (the
+        last is always computed; 128 tokens are whole KV-cache blocks of any size from 16 to 128, so partial-block
+        reuse changes nothing), or 0 where the server keeps no blocks (its KV-cache config, which /v1 does not show)."""
+        usage = openai_target.family.response.usage.values
+        if "prompt_tokens_details.cached_tokens" not in usage:
+            pytest.skip(f"{openai_target.family.title}: its usage reports {usage}, no prompt_tokens_details.cached_tokens")
+        if why := openai_target.lacks("stream_options.include_usage"):
+            pytest.skip(why)
+        body = _fresh_body(openai_target, endpoint, CACHED_PROMPT)
+        path, call = PATHS[endpoint], (openai_target.endpoint.chat if endpoint == "chat" else openai_target.endpoint.complete)
+        first, again = call(body).usage, call(body).usage
+        streamed = openai_target.endpoint.stream(path, {**body, "stream_options": {"include_usage": True}}).usage
+        if first["prompt_tokens"] != CACHED_PROMPT:
+            pytest.skip(f"the prompt came to {first['prompt_tokens']} tokens, not {CACHED_PROMPT}: its length was not controlled")
+        cached = [(u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) for u in (first, again, streamed)]
+        assert cached[0] == 0, f"a prompt no request sent before reported {cached[0]} cached tokens: {first}"
+        assert cached[1] == cached[2] and cached[1] in (0, CACHED_PROMPT - 1), (
+            f"a repeated prompt of {CACHED_PROMPT} tokens, unary then streamed, reported {cached[1:]} cached tokens: "
+            f"both must be {CACHED_PROMPT - 1} (all but its last token), or 0 where the server keeps no KV-cache blocks"
+        )
