@@ -378,7 +378,10 @@ def triton_llm_own_server(request: pytest.FixtureRequest, tmp_path_factory: pyte
         try:
             twin = state.serve(replace(served.ref, name=f"{served.ref.name} (own server)"), tmp_path_factory, own=True)
         except TritonLLMError as exc:
-            stop_session(exc)
+            # a twin of a deployment that serves already: its failure is this test's, said in one line, and the
+            # session goes on (ended from inside a test, an xdist worker's session ends with the line lost: an
+            # INTERNALERROR naming the test and nothing else, CI 2026-12-03)
+            pytest.fail(f"triton-llm: its own server did not start: {str(exc).partition(chr(10))[0]}", pytrace=False)
         started.append(twin.id)
         return twin
 

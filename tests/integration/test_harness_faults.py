@@ -157,6 +157,42 @@ def test_generate(triton_llm):
     assert "test_generate[smollm2-135m:inflight] PASSED" in result.stdout.str()
 
 
+def test_an_own_server_that_does_not_start_fails_its_test_in_one_line_and_the_run_goes_on(project):
+    """The health check's own server, a twin of a deployment that serves already, cannot start: that test fails with
+    why; the others run (under xdist too, where a session ended from inside a test lost the line)."""
+    project.makeconftest(
+        """
+import pytest
+from pytest_triton_llm.common.errors import TritonLLMError
+from pytest_triton_llm.plugin.session import TritonLLMSession
+
+@pytest.fixture(autouse=True)
+def _twins_do_not_start(monkeypatch):
+    serve = TritonLLMSession.serve
+    def refusing(self, ref, tmp_path_factory, clean=False, own=False):
+        if own:
+            raise TritonLLMError("tritonserver of the twin exited while loading models\\nmore lines")
+        return serve(self, ref, tmp_path_factory, clean, own)
+    monkeypatch.setattr(TritonLLMSession, "serve", refusing)
+"""
+    )
+    project.makepyfile(
+        test_own="""
+def test_own(triton_llm, triton_llm_own_server):
+    triton_llm_own_server(triton_llm)
+
+def test_generate(triton_llm):
+    assert triton_llm.client.generate("Hello", 4).text
+"""
+    )
+    for xdist in ((), ("-n", "1")):
+        args = ("-p", "no:cacheprovider", "-v", "--deployment", "smollm2-135m:v1", *xdist)
+        result = project.runpytest_subprocess(*args, timeout=600)
+        result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines(["*triton-llm: its own server did not start: tritonserver of the twin exited while loading*"])
+        assert "INTERNALERROR" not in result.stdout.str()
+
+
 def test_a_planted_hf_token_appears_in_no_log_report_or_terminal(project, monkeypatch):
     secret = "hf_plantedSECRETtoken1234567890"
     monkeypatch.setenv("HF_TOKEN", secret)
