@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from pytest_triton_llm.triton.client import GenerationError, Sampling
-from pytest_triton_llm.stack.repository import served_family
+from pytest_triton_llm.stack.repository import family_version, served_family
 from pytest_triton_llm.stack.repository.llmapi import llmapi_family
 from pytest_triton_llm.triton.tensor_contract import NO_END, Unbatched
 
@@ -58,7 +58,7 @@ def post_generate(served, body: bytes, model: str = "ensemble"):
 
 
 def _family(served) -> tuple[int, ...]:
-    return tuple(int(p) for p in served_family(served.ref, served.server.version).removeprefix("trtllm-").split("."))
+    return family_version(served_family(served.ref, served.server.version))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..stack.kv_reuse import kv_cache_reuse, tokens_per_block
 from ..verdicts.equality import assert_agree
-from ..stack.repository import served_family
+from ..stack.repository import family_version, served_family
 from .requests import Ask, Unanswerable
 
 Context = Any  # effects.Context, which imports this module
@@ -105,9 +105,12 @@ def counts_option(ctx: Context) -> str | None:
     return None
 
 
+def _family(ctx: Context) -> str:
+    return served_family(ctx.path.served.ref, ctx.path.served.server.version)
+
+
 def _deprecated(ctx: Context) -> bool:
-    family = served_family(ctx.path.served.ref, ctx.path.served.server.version)
-    return tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) >= REUSE_STATS_DEPRECATED_FROM
+    return family_version(_family(ctx)) >= REUSE_STATS_DEPRECATED_FROM
 
 
 def perf_metrics_blocks(ctx: Context) -> None:
@@ -120,7 +123,7 @@ def kv_reuse_stats(ctx: Context) -> None:
     if not _deprecated(ctx):
         block_counts(ctx, "kv_reuse_stats")
         return
-    family = served_family(ctx.path.served.ref, ctx.path.served.server.version)
+    family = _family(ctx)
     expected = ctx.unary(Ask.of(FILLER, ANSWER_TOKENS)).text
     answer = ctx.ask(Ask.of(FILLER, ANSWER_TOKENS, kv_reuse_stats=True))
     ctx.same(expected, answer.text, f"return_kv_cache_reuse_stats, deprecated in {family}, must leave the answer as it is")

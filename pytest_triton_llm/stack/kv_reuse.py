@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ..triton.tensor_contract import config_parameters, flag
-from .repository import served_family
+from .repository import family_version, served_family
 from .repository.llmapi import llmapi_family, model_yaml
 from .repository.stand_in import STAND_IN_PARAMETER
 
@@ -20,11 +20,6 @@ REUSE_BY_DEFAULT_FROM = (0, 19)
 BUILD_TOKENS_PER_BLOCK = 64  # trtllm-build's default --tokens_per_block, which the reference stand-in's blocks follow
 INFLIGHT_TYPES = ("inflight_batching", "inflight_fused_batching")  # gpt_model_type values of in-flight batching
 PYTORCH_TOKENS_PER_BLOCK = 32  # the LLM API's PyTorch backend (KvCacheConfig.tokens_per_block unset)
-
-
-def _family_default(served) -> bool:
-    family = served_family(served.ref, served.server.version)
-    return tuple(int(p) for p in family.removeprefix("trtllm-").split(".")) >= REUSE_BY_DEFAULT_FROM
 
 
 def _llmapi_kv_config(served) -> tuple[dict, str]:
@@ -64,8 +59,8 @@ def kv_cache_reuse(served) -> tuple[bool, str]:
     setting = parameters.get("enable_kv_cache_reuse")
     if setting is not None and not setting.startswith("${"):
         return flag(setting, False), f"tensorrt_llm config parameter enable_kv_cache_reuse = {setting!r}"
-    default = _family_default(served)
     family = served_family(served.ref, served.server.version)
+    default = family_version(family) >= REUSE_BY_DEFAULT_FROM
     return default, f"enable_kv_cache_reuse unset; tensorrtllm_backend of template family {family} defaults to {default}"
 
 

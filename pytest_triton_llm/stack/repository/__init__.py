@@ -68,6 +68,12 @@ def served_family(ref: DeploymentRef, triton_version: str) -> str:
     return family
 
 
+def family_version(family: str) -> tuple[int, ...]:
+    """An engine ensemble template family's version, to compare with the release a behaviour changed in:
+    trtllm-0.19 -> (0, 19)."""
+    return tuple(int(p) for p in family.removeprefix("trtllm-").split("."))
+
+
 def template_text(family: str, model: str) -> str:
     return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
 

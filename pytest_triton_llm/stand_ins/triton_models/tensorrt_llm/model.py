@@ -222,8 +222,8 @@ class TritonPythonModel:
         self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
 
     def _scheduler(self, load) -> InflightScheduler:
-        """In-flight batching, its context phases through a prefix cache where KV-cache reuse is on. The cache holds as
-        many blocks as full batches of full sequences take (TensorRT-LLM's pool is what GPU memory leaves)."""
+        """In-flight batching, its context phases through a prefix cache where KV-cache reuse is on, of at most
+        MAX_CACHED_BLOCKS blocks, the least recently used dropped first."""
         if not self.reuse:
             return InflightScheduler(load, self._iteration)
         prefix = PrefixCache(TOKENS_PER_BLOCK, max_blocks=MAX_CACHED_BLOCKS, enabled=True, fault=self.engine_fault)
