@@ -52,6 +52,7 @@ ENTRIES = "triton_llm_entry_models"  # @pytest.mark.triton_llm_entry_models: onc
 # @pytest.mark.triton_llm_checks_declared_inputs: the test reads the served model's declared inputs and skips, naming
 # the input, where one is absent (the property matrix), so it needs no capability declared for family-dependent inputs
 CHECKS_DECLARED = "triton_llm_checks_declared_inputs"
+STOP_PREFIX = "triton-llm: "  # stop_session's lines
 _SESSION = pytest.StashKey[TritonLLMSession]()
 _ACCURACY = pytest.StashKey[accuracy_options.AccuracyOptions]()
 _PERF = pytest.StashKey[perf_options.PerfOptions]()
@@ -146,9 +147,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
     """pytest-xdist: a worker finished; fold its report into the controller's."""
-    document = getattr(node, "workeroutput", {}).get(distributed.REPORT_KEY)
-    if document:
-        node.config.stash[_SESSION].report.merge(document)
+    output = getattr(node, "workeroutput", {})
+    if output.get(distributed.REPORT_KEY):
+        node.config.stash[_SESSION].report.merge(output[distributed.REPORT_KEY])
+    if str(output.get("shouldstop") or "").startswith(STOP_PREFIX):  # stop_session's line, in a worker
+        node.config.stash[_SESSION].stopped_by_setup = True
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -280,11 +283,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError(state.runtime_missing)
 
 
-def stop_session(exc: TritonLLMError) -> None:
+def stop_session(session: pytest.Session, exc: TritonLLMError) -> None:
     """A setup problem met while serving (a daemon, a download, a server that does not start): said once, as one line,
     and the session ends with the usage-error exit code; every server it started is stopped on the way out."""
-    first, _, details = str(exc).partition("\n")  # the rest (a log's error lines) is in the log the line names
-    pytest.exit(f"triton-llm: {first}", returncode=pytest.ExitCode.USAGE_ERROR)
+    line = STOP_PREFIX + str(exc).partition("\n")[0]  # the rest (a log's error lines) is in the log the line names
+    # In an xdist worker, pytest.exit ends the worker mid-test: its controller sees only an INTERNALERROR naming the
+    # test. The line it does pass on is the worker's shouldstop, which stops the whole run with it.
+    if distributed.is_worker(session.config):
+        session.shouldstop = line
+    pytest.exit(line, returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def _serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
@@ -293,7 +300,7 @@ def _serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     try:
         served = state.serve(value.ref if isinstance(value, AtEntry) else value, tmp_path_factory)
     except TritonLLMError as exc:
-        stop_session(exc)
+        stop_session(request.session, exc)
     view = served.at_entry(value.model) if isinstance(value, AtEntry) else served
     yield view
     if view is not served:
@@ -318,7 +325,7 @@ def _serve_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     try:
         pair = tuple(state.serve(ref, tmp_path_factory) for ref in request.param)
     except TritonLLMError as exc:
-        stop_session(exc)
+        stop_session(request.session, exc)
     yield pair
     for served in pair:
         state.release(served.id)
@@ -341,7 +348,7 @@ def openai_target(request: pytest.FixtureRequest) -> OpenAITarget:
     """The OpenAI-compatible endpoint of --openai-url: its model (from /v1/models) and its family's contract."""
     state = request.config.stash[_SESSION]
     assert state.options.openai is not None, "the /v1 tests are deselected without --openai-url"
-    return _open_target(state, state.options.openai, "OpenAI target")
+    return _open_target(request.session, state.options.openai, "OpenAI target")
 
 
 @pytest.fixture(scope="session")
@@ -352,16 +359,17 @@ def openai_perf_reference(request: pytest.FixtureRequest) -> OpenAITarget | None
         return None
     assert state.options.openai is not None, "--perf-against-url is refused without --openai-url"
     reference = replace(state.options.openai, url=url.rstrip("/"), model=None, family=None)
-    return _open_target(state, reference, "perf reference")
+    return _open_target(request.session, reference, "perf reference")
 
 
-def _open_target(state, options, label: str) -> OpenAITarget:
+def _open_target(session: pytest.Session, options, label: str) -> OpenAITarget:
     """The endpoint of `options` (its model and family read from /v1/models), said on the terminal as `label`; a
     failure stops the session in one line."""
+    state = session.config.stash[_SESSION]
     try:
         target = OpenAITarget(options, engine=state.openai_engine)
     except TritonLLMError as exc:
-        stop_session(exc)
+        stop_session(session, exc)
     state.progress.say(f"{label}: {target.describe()}")
     return target
 
@@ -424,7 +432,7 @@ def triton_llm_perf_reference(request: pytest.FixtureRequest, tmp_path_factory: 
     try:
         served = state.serve(state.reference_ref(against), tmp_path_factory, clean=True)
     except TritonLLMError as exc:
-        stop_session(exc)
+        stop_session(request.session, exc)
     yield served
     state.release(served.id)
 
@@ -518,6 +526,8 @@ def _short(report: pytest.TestReport) -> str:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[_SESSION]
     state.stop_servers()
+    if state.stopped_by_setup:  # xdist says a worker's stop is an interruption: it is the usage error it is
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if distributed.is_worker(session.config):  # the controller writes the one report
         distributed.send_to_controller(session.config, state.report.document(state.startup_s, state.first_test_s))
     else:

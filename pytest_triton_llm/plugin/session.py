@@ -49,6 +49,7 @@ class TritonLLMSession:
         self.cache = EngineCache(options.engines_cache, progress, verify=options.engines_verify)
         self.runtime: Runtime | None = None
         self.runtime_missing: str | None = None  # what the chosen runtime lacks here, said once a test needs it
+        self.stopped_by_setup = False  # an xdist worker ended the run with stop_session's line
         if self.selected or self.attaches:
             try:
                 self.runtime = self.runtime_class.create(options.server, self.cache.root, progress)

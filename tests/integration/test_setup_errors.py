@@ -215,3 +215,13 @@ def test_an_openai_url_that_is_not_a_v1_address_is_one_line(project):
     project.makepyfile(test_v1=V1_TESTS)
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "--openai-url", "http://127.0.0.1:9")
     said_once(result, "--openai-url 'http://127.0.0.1:9': the address must end in /v1 (the OpenAI API's base path)")
+
+
+def test_under_xdist_the_line_reaches_the_terminal_and_the_run_stops(project):
+    # a worker's pytest.exit alone had ended it mid-test: the controller said only INTERNALERROR and the test's name
+    project.makepyfile(test_v1=V1_TESTS)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--openai-url", "http://127.0.0.1:9/v1")
+    out = result.stdout.str() + result.stderr.str()
+    line = "triton-llm: --openai-url http://127.0.0.1:9/v1: GET /v1/models failed: [Errno 111] Connection refused"
+    assert line in out and "INTERNALERROR" not in out, out[-3000:]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
