@@ -13,9 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pytest_triton_llm.properties.kv_blocks import ANSWER_TOKENS, FULL_BLOCKS, NAMES, fresh_prompt
+from pytest_triton_llm.stack.kv_reuse import kv_cache_reuse, tokens_per_block
 from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.verdicts.equality import compare
-from pytest_triton_llm.triton.tensor_contract import NO_END
+from pytest_triton_llm.triton.tensor_contract import NO_END, returned_ids
 
 pytestmark = [pytest.mark.lora, pytest.mark.triton_llm_requires("lora", "inflight_batcher_llm")]
 
@@ -76,6 +78,42 @@ def test_24_concurrent_mixed_requests_equal_their_solo_outputs(triton_llm, adapt
     assert verdict.passed, verdict.report(labels=labels)
     # adapters and the base model really shared iterations (TensorRT-LLM's scheduled-requests gauge)
     assert (watch.most("nv_trt_llm_request_metrics", "scheduled") or 0) > 1, f"{watch.samples} samples"
+
+
+@pytest.mark.triton_llm_requires("perf_metrics")
+def test_kv_cache_blocks_are_keyed_by_the_adapter(triton_llm, adapters, registered, equality_rule):
+    """Where KV-cache blocks are reused, a block holds one adapter's keys and values (TensorRT-LLM keys it by the LoRA
+    task; vllm-project/vllm#30931: adapters that shared blocks were served each other's). A fresh prompt of 2 blocks and
+    a token, sent with one adapter, then another, then the base model, finds none of its blocks each time; sent with the
+    first adapter again it finds its 2 whole ones and answers as the first time."""
+    reuse, reuse_from = kv_cache_reuse(triton_llm)
+    if not reuse:
+        pytest.skip(f"KV-cache block reuse is off here ({reuse_from})")
+    size, size_from = tokens_per_block(triton_llm)
+    if size is None:
+        pytest.skip(size_from)
+    ids = triton_llm.encode(fresh_prompt(triton_llm.tokenizer, FULL_BLOCKS * size + 1))
+    first, second = sorted(adapters.items())[:2]
+    sent = []
+    for name, lora, reused in (
+        (first[0], first[1], 0),
+        (second[0], second[1], 0),
+        ("base", None, 0),
+        (first[0], first[1], FULL_BLOCKS),
+    ):
+        options = {"lora_task_id": lora[0]} if lora else {}
+        inputs = triton_llm.client.core_inputs(ids, ANSWER_TOKENS, end_id=NO_END, **options)
+        inputs["return_perf_metrics"] = (True, "BOOL")
+        outputs = triton_llm.client.request(triton_llm.client.core_model, inputs)
+        got = tuple(int(outputs[n].reshape(-1)[0]) if n in outputs else None for n in NAMES)
+        assert got[1] == reused, (
+            f"a fresh prompt of {FULL_BLOCKS * size + 1} tokens (blocks of {size}) sent with {[n for n, *_ in sent] + [name]}: "
+            f"with {name} it must reuse {reused} block(s), got (new, reused, total) = {got} ({reuse_from})"
+        )
+        sent.append((name, outputs))
+    answers = [list(returned_ids(sent[0][1])), list(returned_ids(sent[3][1]))]
+    verdict = compare(answers[:1], answers[1:], equality_rule)
+    assert verdict.passed, verdict.report(labels=[f"{first[0]} again, from its reused blocks"])
 
 
 def test_unknown_task_id_is_an_error_and_the_server_keeps_serving(triton_llm, registered, prompts):

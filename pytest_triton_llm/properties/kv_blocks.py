@@ -95,22 +95,31 @@ def table_blocks(ctx: Context, words: tuple[str, ...], lead: str) -> None:
     assert_agree(answers[:1], answers[2:], ctx.rule, ctx.path.tokenizer, f"{ctx.path.name}: the table's blocks reused")
 
 
-def counts_option(ctx: Context) -> str | None:
-    """The request's flag for the block counts on this path: return_perf_metrics, else (before v0.19.0)
-    return_kv_cache_reuse_stats; None where the served model takes neither."""
-    if ctx.path.declared("return_perf_metrics"):
-        return "perf_metrics"
-    if ctx.path.declared("return_kv_cache_reuse_stats") and not _deprecated(ctx):
-        return "kv_reuse_stats"
+COUNTS_INPUTS = {"return_perf_metrics": "perf_metrics", "return_kv_cache_reuse_stats": "kv_reuse_stats"}
+
+
+def counts_input(served, declared) -> str | None:
+    """The input that asks for the block counts on a model declaring `declared` inputs: return_perf_metrics, else
+    (before v0.19.0) return_kv_cache_reuse_stats; None where the model takes neither."""
+    if "return_perf_metrics" in declared:
+        return "return_perf_metrics"
+    if "return_kv_cache_reuse_stats" in declared and not _deprecated(served):
+        return "return_kv_cache_reuse_stats"
     return None
 
 
-def _family(ctx: Context) -> str:
-    return served_family(ctx.path.served.ref, ctx.path.served.server.version)
+def counts_option(ctx: Context) -> str | None:
+    """counts_input as the Ask option of this path."""
+    name = counts_input(ctx.path.served, {n for n in COUNTS_INPUTS if ctx.path.declared(n)})
+    return None if name is None else COUNTS_INPUTS[name]
 
 
-def _deprecated(ctx: Context) -> bool:
-    return family_version(_family(ctx)) >= REUSE_STATS_DEPRECATED_FROM
+def _family(served) -> str:
+    return served_family(served.ref, served.server.version)
+
+
+def _deprecated(served) -> bool:
+    return family_version(_family(served)) >= REUSE_STATS_DEPRECATED_FROM
 
 
 def perf_metrics_blocks(ctx: Context) -> None:
@@ -120,10 +129,10 @@ def perf_metrics_blocks(ctx: Context) -> None:
 def kv_reuse_stats(ctx: Context) -> None:
     """return_kv_cache_reuse_stats: the block counts (block_counts) where the served family sends them; where it is
     deprecated, the answer is the one without it and no count comes back."""
-    if not _deprecated(ctx):
+    if not _deprecated(ctx.path.served):
         block_counts(ctx, "kv_reuse_stats")
         return
-    family = _family(ctx)
+    family = _family(ctx.path.served)
     expected = ctx.unary(Ask.of(FILLER, ANSWER_TOKENS)).text
     answer = ctx.ask(Ask.of(FILLER, ANSWER_TOKENS, kv_reuse_stats=True))
     ctx.same(expected, answer.text, f"return_kv_cache_reuse_stats, deprecated in {family}, must leave the answer as it is")

@@ -84,6 +84,7 @@ ENGINE_FAULTS = (
     "lora_unbuilt_module_silently_dropped",
     "prompt_table_ids_inside_the_vocabulary",
     "kv_reuse_ignores_prompt_table_extra_ids",
+    "kv_reuse_ignores_the_lora_task",
     "draft_tokens_accepted_unverified",
     "draft_acceptance_not_reported",
     "generation_logits_step_dropped_at_the_end_token",

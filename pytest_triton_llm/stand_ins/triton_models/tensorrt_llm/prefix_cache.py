@@ -127,6 +127,8 @@ class PrefixCachingScheduler(InflightScheduler):
         request = job.sequence.request
         prompt = request.input_ids
         salt = "" if request.lora is None else f"lora {request.lora.task_id}"  # keyed by the adapter's id, as in TRT-LLM
+        if self.prefix.fault("kv_reuse_ignores_the_lora_task"):  # every adapter's blocks, and the base model's, alike
+            salt = ""
         key = keyed(request, self.engine.vocab_size, self.prefix.fault)
         blocks, job.sequence.kv = self.prefix.lookup(key, salt)
         if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
