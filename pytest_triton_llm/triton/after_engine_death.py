@@ -4,6 +4,7 @@ DEADLINE_S to answer. Judged by verdicts/health.py, which says what a probe is."
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Callable
 from ..host.endpoints import Endpoints
 from .client import GenerationError, LLMClient
 from .tensor_contract import NO_END
-from ..verdicts.health import ANSWER, DEADLINE_S, ERROR, HANG, Probe
+from ..verdicts.health import ANSWER, DEADLINE_S, ERROR, HANG, Probe, readiness_matters
 
 TOKENS = 8
 
@@ -59,12 +60,12 @@ def probe(endpoints: Endpoints, path: ProbePath, prompt: str, ids: list[int]) ->
     return Probe(path.name, ANSWER, round(time.monotonic() - start, 2), text)
 
 
-def not_ready_after(endpoints: Endpoints, models: list[str], window_s: float) -> float | None:
+def not_ready_after(endpoints: Endpoints, models: list[str], window_s: float, decided: threading.Event) -> float | None:
     """Seconds until the server or one of `models` said it was not ready (or stopped answering), polled over
-    `window_s`; None where all said ready throughout."""
+    `window_s` or until `decided` is set; None where all said ready while polled."""
     start = time.monotonic()
     urls = [endpoints.http_url("/v2/health/ready")] + [endpoints.http_url(f"/v2/models/{m}/ready") for m in models]
-    while (elapsed := time.monotonic() - start) < window_s:
+    while (elapsed := time.monotonic() - start) < window_s and not decided.is_set():
         for url in urls:
             try:
                 status, _ = endpoints.get(url, timeout=1.0)
@@ -79,10 +80,14 @@ def not_ready_after(endpoints: Endpoints, models: list[str], window_s: float) ->
 def after_engine_death(
     endpoints: Endpoints, paths: list[ProbePath], prompt: str, ids: list[int], kill: Callable[[], None]
 ) -> tuple[float | None, list[Probe]]:
-    """Kill the engine, then poll readiness and probe every path at once: (not ready after s or None, probes)."""
+    """Kill the engine, then poll readiness and probe every path at once: (not ready after s or None, probes). The
+    polling ends with the probes where none hung: readiness cannot change that verdict (it took DEADLINE_S a test)."""
     kill()
     models = sorted({p.model for p in paths})
+    decided = threading.Event()
     with ThreadPoolExecutor(len(paths) + 1) as pool:
-        readiness = pool.submit(not_ready_after, endpoints, models, DEADLINE_S)
+        readiness = pool.submit(not_ready_after, endpoints, models, DEADLINE_S, decided)
         probes = list(pool.map(lambda p: probe(endpoints, p, prompt, ids), paths))
+        if not readiness_matters(probes):
+            decided.set()
         return readiness.result(), probes

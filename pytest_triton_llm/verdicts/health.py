@@ -38,7 +38,12 @@ def problems(not_ready_after_s: float | None, probes: list[Probe], before: dict[
     return found
 
 
+def readiness_matters(probes: list[Probe]) -> bool:
+    """Whether the verdict depends on readiness: only a path that hung is excused by a server that said not ready."""
+    return any(probe.outcome == HANG for probe in probes)
+
+
 def summary(not_ready_after_s: float | None, probes: list[Probe]) -> str:
     """One line for the report: how the deployment told."""
-    ready = "ready throughout" if not_ready_after_s is None else f"not ready after {not_ready_after_s:g} s"
+    ready = "ready while polled" if not_ready_after_s is None else f"not ready after {not_ready_after_s:g} s"
     return f"{ready}; " + "; ".join(f"{p.path}: {p.outcome} in {p.seconds:g} s" for p in probes)

@@ -7,7 +7,7 @@ import time
 
 from pytest_triton_llm.host.engine_processes import STUB, engine_processes
 from pytest_triton_llm.verdicts.health import ANSWER, ERROR, HANG, Probe
-from pytest_triton_llm.verdicts.health import problems, summary
+from pytest_triton_llm.verdicts.health import problems, readiness_matters, summary
 
 BEFORE = {"ensemble unary": "Paris.", "tensorrt_llm_bls unary": "Paris."}
 
@@ -15,7 +15,7 @@ BEFORE = {"ensemble unary": "Paris.", "tensorrt_llm_bls unary": "Paris."}
 def test_errors_on_every_path_while_ready_pass():
     probes = [Probe("ensemble unary", ERROR, 1.0, "Stub process is not healthy"), Probe("tensorrt_llm_bls unary", ERROR, 2.0, "")]
     assert problems(None, probes, BEFORE) == []
-    assert summary(None, probes) == "ready throughout; ensemble unary: error in 1 s; tensorrt_llm_bls unary: error in 2 s"
+    assert summary(None, probes) == "ready while polled; ensemble unary: error in 1 s; tensorrt_llm_bls unary: error in 2 s"
 
 
 def test_a_hang_fails_while_ready_and_passes_once_readiness_went_false():
@@ -23,6 +23,15 @@ def test_a_hang_fails_while_ready_and_passes_once_readiness_went_false():
     [problem] = problems(None, probes, BEFORE)
     assert problem.startswith("tensorrt_llm_bls unary: no answer and no error within 20 s while")
     assert problems(0.4, probes, BEFORE) == []
+
+
+def test_readiness_is_polled_on_only_while_a_path_hangs():
+    # its polling ends with the probes otherwise: only a hang's verdict depends on it
+    errors = [Probe("ensemble unary", ERROR, 1.0, "x"), Probe("ensemble streamed", ANSWER, 0.3, "Paris.")]
+    assert not readiness_matters(errors)
+    assert readiness_matters([*errors, Probe("tensorrt_llm_bls unary", HANG, 20.0, "")])
+    for told in (None, 0.4):  # whatever readiness said, the verdict on errors and answers is the same
+        assert problems(told, errors, {**BEFORE, "ensemble streamed": "Paris."}) == []
 
 
 def test_an_answer_after_death_must_be_the_answer_given_before_whatever_readiness_says():
