@@ -28,7 +28,6 @@ KINDS = (  # (kind, pattern on the command line), first match wins
     ("pytest worker (xdist)", re.compile(r"exec\(eval\(sys\.stdin\.readline")),
     ("pytest", re.compile(r"\bpytest\b")),
     ("pip", re.compile(r"\bpip\b")),
-    ("llama.cpp build (compilers)", re.compile(r"\b(cc1plus|cc1|c\+\+|g\+\+|gcc|cmake|ninja|ld|as)\b")),
     ("mypy", re.compile(r"\bmypy\b")),
     ("docker, debootstrap, apt", re.compile(r"\b(dockerd|containerd|docker|debootstrap|dpkg|apt-get|apt)\b")),
     ("nginx", re.compile(r"\bnginx\b")),
@@ -36,7 +35,13 @@ KINDS = (  # (kind, pattern on the command line), first match wins
 )
 
 
+# by the program's own name: a compiler's arguments name pip's build directory
+COMPILERS = {"cc1plus", "cc1", "c++", "g++", "gcc", "cc", "cmake", "ninja", "make", "ld", "as", "collect2"}
+
+
 def kind_of(cmdline: str) -> str:
+    if os.path.basename(cmdline.split(" ", 1)[0]) in COMPILERS:
+        return "compilers (the llama.cpp wheel's build)"
     for kind, pattern in KINDS:
         found = pattern.search(cmdline)
         if found:
