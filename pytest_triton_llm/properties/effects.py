@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..triton.llmapi_contract import GREEDY_BEST_OF
 from ..verdicts.equality import HALF, assert_agree
 from ..verdicts import logits as logits_verdict
 from ..verdicts.guided import JudgeUnavailable, problems
@@ -825,6 +826,30 @@ def beam_settings_at_width_1(ctx: Context) -> None:
     )
 
 
+def best_of(ctx: Context) -> None:
+    """The llmapi model's best_of (the LLM API's SamplingParams): above 1 on a request that decodes greedily (no top_k
+    but 1, no top_p) it is refused in the LLM API's words, and the next request is answered; best_of 1 is the answer
+    without it; sampled, best_of 2 is answered with one text (n = 1: TritonPath.read counts them). Which of the two
+    draws comes back (the likelier by cumulative log prob where the executor returns them, else the first) is not
+    compared: whether the PyTorch backend returns them without logprobs was not read."""
+    prompt = ctx.prompts[LONG]
+    for greedy_ask in (Ask.of(prompt, 8, best_of=2), Ask.of(prompt, 8, temperature=1.0, top_k=1, best_of=2)):
+        try:
+            answer = ctx.ask(greedy_ask)
+        except AssertionError as exc:  # the path's words for an error response
+            assert GREEDY_BEST_OF.format(best_of=2) in str(exc), f"{ctx.path.name} ({ctx.mode}): {exc}"
+            continue
+        raise AssertionError(
+            f"{ctx.path.name} ({ctx.mode}): greedy {dict(greedy_ask.options)} was answered ({answer.text!r}); the LLM "
+            "API refuses best_of above 1 under greedy decoding"
+        )
+    expected = ctx.greedy(LONG, 8).text
+    ctx.same(expected, ctx.ask(Ask.of(prompt, 8)).text, "after refusing best_of 2, the next answer")
+    ctx.same(expected, ctx.ask(Ask.of(prompt, 8, best_of=1)).text, "best_of 1 must leave the greedy answer as it is")
+    sampled = ctx.ask(Ask.of(ctx.prompts[SAMPLE], SAMPLED, temperature=1.0, top_k=50, seed=7, best_of=2))
+    assert sampled.text, f"{ctx.path.name} ({ctx.mode}): a sampled request with best_of 2 answered no text"
+
+
 def pad_id(ctx: Context) -> None:
     ids = ctx.reference_ids(LONG, 12)
     answer = ctx.ask(Ask.of(ctx.prompts[LONG], 12, pad_id=ids[3]))
@@ -859,6 +884,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         top_p,
         top_p_decay,
         return_sequences,
+        best_of,
         lookahead,
         seed,
         stop,

@@ -16,9 +16,10 @@ class Ask:
     pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
     width 1: True); perf_metrics (return_perf_metrics: True); kv_reuse_stats (return_kv_cache_reuse_stats: True);
     logits (return_context_logits and return_generation_logits: True); sequences (num_return_sequences, read by the
-    path's `sequences`); table (words whose embeddings are the prompt table's rows) and extra_id (its KV-cache reuse
-    key, 1 unless given); on tensorrt_llm only: after (token ids sent after the prompt's), decay (top-p decay and its
-    floor), lookahead (lookahead decoding's window, n-gram and verification-set sizes)."""
+    path's `sequences`); best_of (the llmapi model's sequences drawn for its one answer); table (words whose
+    embeddings are the prompt table's rows) and extra_id (its KV-cache reuse key, 1 unless given); on tensorrt_llm
+    only: after (token ids sent after the prompt's), decay (top-p decay and its floor), lookahead (lookahead
+    decoding's window, n-gram and verification-set sizes)."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)

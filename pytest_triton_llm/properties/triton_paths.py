@@ -258,6 +258,8 @@ class TritonPath:
                 self.extra(inputs, name, True)
         if "sequences" in options:
             self.extra(inputs, "num_return_sequences", options["sequences"])
+        if "best_of" in options:  # the llmapi model's: sequences drawn, of which it returns n (1)
+            self.extra(inputs, "sampling_param_best_of", options["best_of"])
 
     def _logits(self, inputs: dict, options: dict) -> None:
         for name in ("return_context_logits", "return_generation_logits") if options.get("logits") else ():
@@ -279,6 +281,9 @@ class TritonPath:
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []] if per_token is not None else None
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, metrics=metrics, **logits)
+        if self.surface == LLMAPI:  # one text per sequence returned (RequestOutput.outputs), and a request returns n = 1
+            sizes = sorted({np.asarray(r["text_output"]).size for r in responses if "text_output" in r})
+            assert sizes in ([], [1]), f"{self.name}: a request for one sequence answered text_output of {sizes[-1]} texts"
         texts = [output_text(r, "text_output") or "" for r in responses]
         text = texts[-1] if cumulative else "".join(texts)
         if self._echoes and ask.asked.get("exclude_input", True):

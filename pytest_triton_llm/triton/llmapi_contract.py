@@ -28,6 +28,13 @@ KV_CACHE_OUTPUTS = (
 TIMESTAMP_OUTPUTS = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
 DRAFT_OUTPUTS = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens")
 PERF_OUTPUTS = KV_CACHE_OUTPUTS + TIMESTAMP_OUTPUTS + DRAFT_OUTPUTS
+# tensorrt_llm SamplingParams._validate (the LLM API, 2026 main and 0.20's alike): best_of above 1 where the request
+# decodes greedily (top_k absent or 1 and top_p absent or 0, whatever the temperature) is refused in these words
+GREEDY_BEST_OF = (
+    "Greedy decoding in the LLM API does not allow multiple returns. Please set to best_of=1, got best_of={best_of}. "
+    "Please set to best_of=1 or set an environment variable TLLM_ALLOW_N_GREEDY_DECODING=1 to allow best_of > 1 "
+    "under the greedy decoding."
+)
 # the client's sampling fields -> the llmapi inputs (SamplingParams names) and their Triton dtypes
 SAMPLING = {
     "top_k": ("sampling_param_top_k", "INT32"),

@@ -23,7 +23,7 @@ import triton_python_backend_utils as pb_utils
 import yaml
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from hf_tokenizer import load_tokenizer
-from llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
+from llmapi_contract import GREEDY_BEST_OF, KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
 from lora_convert import peft_to_trtllm
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
 from stand_in_faults import Faults
@@ -157,6 +157,7 @@ class TritonPythonModel:
         if self.fault("llmapi_stop_strings_ignored"):  # the stop strings never reach the sampler
             stops = []
         ids = self._prompt_ids(prompt)
+        _check_best_of(request)
         max_tokens = _scalar(request, "sampling_param_max_tokens")
         if self.fault("llmapi_reads_optional_inputs_unconditionally"):  # an absent input read as if it were there
             max_tokens = int(max_tokens)
@@ -344,6 +345,19 @@ def _prompt(request) -> str:
     if text.size != 1:
         raise ValueError("The current implementation only supports text_input being a 1D tensor.")
     return text[0].decode("utf-8") if isinstance(text[0], bytes) else str(text[0])
+
+
+def _check_best_of(request) -> None:
+    """SamplingParams' rules for best_of (helpers.py sends 1 where the request has none; 0 falls back to n, 1): below
+    n it is refused, and above 1 where the request decodes greedily. A sampled best_of above 1 is answered with one
+    sequence (n = 1): upstream keeps the best of its best_of draws by cumulative log prob where the executor returns
+    them, else the first; the stand-in's is the draw n = 1 gives with the same seed."""
+    best_of = int(_scalar(request, "sampling_param_best_of") or 1)
+    if best_of < 1:
+        raise ValueError(f"best_of ({best_of}) cannot be less than n (1)")
+    top_k, top_p = _scalar(request, "sampling_param_top_k"), _scalar(request, "sampling_param_top_p")
+    if best_of > 1 and top_k in (None, 1) and top_p in (None, 0.0):
+        raise ValueError(GREEDY_BEST_OF.format(best_of=best_of))
 
 
 def _valued(value, default):
