@@ -175,6 +175,7 @@ def _schema_not_enforced(request: dict) -> dict:
 REQUEST_FAULTS: dict[str, Callable[[dict], dict]] = {
     "ignore_eos_dropped": lambda request: {k: v for k, v in request.items() if k != "ignore_eos"},
     "min_tokens_dropped": lambda request: {k: v for k, v in request.items() if k != "min_tokens"},
+    "min_p_dropped": lambda request: {k: v for k, v in request.items() if k != "min_p"},
     "unknown_fields_dropped": lambda request: {k: v for k, v in request.items() if k in KNOWN_FIELDS},
     "seed_ignored": lambda request: {k: v for k, v in request.items() if k != "seed"},
     # temperature 0 taken for "not given": the server's own default temperature samples instead

@@ -245,6 +245,22 @@ def top_p(ctx: Context) -> None:
     assert any(text != expected for text in wide), f"{ctx.path.name} ({ctx.mode}): top_p 0.95 sampled the greedy answer"
 
 
+def min_p(ctx: Context) -> None:
+    """min_p, a family extension on /v1: 1.0 keeps only the tokens as likely as the likeliest, so every seed samples
+    the greedy answer at temperature 1; 0.0 keeps every token top_k 50 leaves, so some seed samples another (a dropped
+    min_p keeps the family's default, 0.05 on llama.cpp, which the first check alone would not show)."""
+    prompt, expected = ctx.prompts[SAMPLE], ctx.greedy(SAMPLE, SAMPLED).text
+
+    def sample(s: int, value: float) -> str:
+        return ctx.ask_with(Ask.of(prompt, SAMPLED, **ctx.sampling(temperature=1.0, top_k=50, seed=s)), {"min_p": value}).text
+
+    for s in SEEDS:
+        ctx.same(expected, sample(s, 1.0), f"min_p 1.0 at temperature 1 (seed {s}) keeps the likeliest token only")
+    assert any(sample(s, 0.0) != expected for s in SEEDS), (
+        f"{ctx.path.name} ({ctx.mode}): min_p 0.0 at temperature 1 sampled the greedy answer with seeds {SEEDS}"
+    )
+
+
 def seed(ctx: Context) -> None:
     prompt = ctx.prompts[SAMPLE]
 
@@ -883,6 +899,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         top_k,
         top_p,
         top_p_decay,
+        min_p,
         return_sequences,
         best_of,
         lookahead,
