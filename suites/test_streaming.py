@@ -131,6 +131,7 @@ def test_v1_refuses_streaming_with_tensorrt_llm_error(triton_llm, prompts):
 
 PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 CACHED_PROMPT = 129  # tokens: 128 cached on a repeat, whole blocks of 16, 32, 64 or 128
+CACHE_BATCH = 3  # repeats of that prompt sent at once: each holds what one alone holds
 
 
 def _fresh_body(openai_target, endpoint: str, tokens: int) -> dict:
@@ -210,9 +211,10 @@ class TestOverV1:
     @pytest.mark.parametrize("endpoint", ["completions", "chat"])
     def test_a_repeated_prompt_reports_the_tokens_its_cache_held(self, openai_target, endpoint):
         """usage.prompt_tokens_details.cached_tokens by value. A prompt of CACHED_PROMPT tokens that no request sent
-        before reports 0; sent again, unary and then streamed, both report the same: all its tokens but the last (the
-        last is always computed; 128 tokens are whole KV-cache blocks of any size from 16 to 128, so partial-block
-        reuse changes nothing), or 0 where the server keeps no blocks (its KV-cache config, which /v1 does not show)."""
+        before reports 0; sent again, unary, then streamed, then three times at once, each reports the same: all its
+        tokens but the last (the last is always computed; 128 tokens are whole KV-cache blocks of any size from 16 to
+        128, so partial-block reuse changes nothing), or 0 where the server keeps no blocks (its KV-cache config, which
+        /v1 does not show)."""
         usage = openai_target.family.response.usage.values
         if "prompt_tokens_details.cached_tokens" not in usage:
             pytest.skip(f"{openai_target.family.title}: its usage reports {usage}, no prompt_tokens_details.cached_tokens")
@@ -222,6 +224,8 @@ class TestOverV1:
         path, call = PATHS[endpoint], (openai_target.endpoint.chat if endpoint == "chat" else openai_target.endpoint.complete)
         first, again = call(body).usage, call(body).usage
         streamed = openai_target.endpoint.stream(path, {**body, "stream_options": {"include_usage": True}}).usage
+        with ThreadPoolExecutor(CACHE_BATCH) as pool:
+            batched = list(pool.map(lambda _: call(body).usage, range(CACHE_BATCH)))
         if first["prompt_tokens"] != CACHED_PROMPT:
             pytest.skip(f"the prompt came to {first['prompt_tokens']} tokens, not {CACHED_PROMPT}: its length was not controlled")
         cached = [(u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) for u in (first, again, streamed)]
@@ -229,4 +233,8 @@ class TestOverV1:
         assert cached[1] == cached[2] and cached[1] in (0, CACHED_PROMPT - 1), (
             f"a repeated prompt of {CACHED_PROMPT} tokens, unary then streamed, reported {cached[1:]} cached tokens: "
             f"both must be {CACHED_PROMPT - 1} (all but its last token), or 0 where the server keeps no KV-cache blocks"
+        )
+        at_once = [(u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) for u in batched]
+        assert at_once == [cached[1]] * CACHE_BATCH, (
+            f"the repeated prompt sent {CACHE_BATCH} times at once reported {at_once} cached tokens; alone, {cached[1]}"
         )
