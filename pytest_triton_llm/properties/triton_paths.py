@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..triton.client import GenerationError, Sampling, log_probs_of
-from ..triton.llmapi_contract import output_text
+from ..triton.llmapi_contract import PERF_OUTPUTS, output_number, output_text
 from ..triton.load import Target, run_load
 from ..triton.tensor_contract import NUMPY, PERF_METRICS, Unbatched, returned_ids
 from .matrix import LLMAPI, TENSORRT_LLM, TRITON
@@ -33,6 +33,7 @@ BEAM_SETTINGS: dict[str, dict[str, float]] = {  # beam-search settings at beam w
 }
 DATATYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16"}  # an engine's dtype as Triton names it
 LOOKAHEAD_INPUTS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
+LLMAPI_NAMES = {"kv_cache_reused_block": "kv_cache_reused_blocks"}  # the llmapi model's name -> the executor's
 FILLERS = ("The capital of France is", "Water boils at", "The largest planet is")  # the batch's other requests
 
 
@@ -253,7 +254,8 @@ class TritonPath:
 
     def _returned(self, inputs: dict, options: dict) -> None:
         """What the request asks back besides the text: perf metrics, KV-cache reuse stats, several sequences."""
-        for option, name in (("perf_metrics", "return_perf_metrics"), ("kv_reuse_stats", "return_kv_cache_reuse_stats")):
+        perf_input = "sampling_param_return_perf_metrics" if self.surface == LLMAPI else "return_perf_metrics"
+        for option, name in (("perf_metrics", perf_input), ("kv_reuse_stats", "return_kv_cache_reuse_stats")):
             if options.get(option):
                 self.extra(inputs, name, True)
         if "sequences" in options:
@@ -266,12 +268,20 @@ class TritonPath:
             self.extra(inputs, name, True)
 
     # -- reading the answer -----------------------------------------------------------------------------------------
+    def _metrics(self, last: dict) -> dict[str, float] | None:
+        """return_perf_metrics' figures by the executor's names (tensor_contract.PERF_METRICS); the llmapi model sends
+        them as strings, its reused blocks as kv_cache_reused_block."""
+        if self.surface != LLMAPI:
+            return {name: float(last[name].reshape(-1)[0]) for name in PERF_METRICS if name in last} or None
+        figures = {LLMAPI_NAMES.get(name, name): output_number(last, name) for name in PERF_OUTPUTS if name in last}
+        return {name: value for name, value in figures.items() if value is not None} or None
+
     def read(self, responses: list[dict], ask: Ask, cumulative: bool = False) -> Answer:
         if not responses:
             raise AssertionError(f"{self.name}: no response carried output")
         last = responses[-1]
         cum, per_token = log_probs_of(last)
-        metrics = {name: float(last[name].reshape(-1)[0]) for name in PERF_METRICS if name in last} or None
+        metrics = self._metrics(last)
         logits = {
             "context_logits": last["context_logits"][0] if "context_logits" in last else None,
             "generation_logits": last["generation_logits"][0, 0] if "generation_logits" in last else None,
