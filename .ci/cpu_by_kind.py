@@ -23,7 +23,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 KINDS = (  # (kind, pattern on the command line), first match wins
     ("triton stub {model}", re.compile(r"triton_python_backend_stub \S*/model_repository/(?P<model>[^/]+)/")),
     ("tritonserver", re.compile(r"/tritonserver\b")),
-    ("/v1 server: trtllm-serve stand-in", re.compile(r"stand_ins[./]trtllm_serve|serve-trtllm-stand-in")),
+    # its server.py is copied into a run directory (a test's is under /tmp/pytest-of-*): known by its own option
+    ("/v1 server: trtllm-serve stand-in", re.compile(r"stand_ins[./]trtllm_serve|serve-trtllm-stand-in|--stand-in-mark")),
     ("/v1 server: llama-cpp-python", re.compile(r"llama_cpp\.server")),
     ("pytest worker (xdist)", re.compile(r"exec\(eval\(sys\.stdin\.readline")),
     ("pytest", re.compile(r"\bpytest\b")),
