@@ -100,6 +100,15 @@ class Context:
     def greedy(self, role: str, max_tokens: int) -> Answer:
         return self.unary(Ask.of(self.prompts[role], max_tokens))
 
+    def refused(self, ask: Ask, words: tuple[str, ...], what: str) -> None:
+        """`ask` must be refused, its error naming one of `words` (upstream's own); `what` says why it must be."""
+        try:
+            answer = self.ask(ask)
+        except AssertionError as exc:  # the path's words for an error response
+            assert any(w in str(exc) for w in words), f"{self.path.name} ({self.mode}): {what}: {exc}"
+            return
+        raise AssertionError(f"{self.path.name} ({self.mode}): {what}, yet it was answered: {answer.text!r}")
+
     def same(self, expected: str, actual: str, what: str) -> None:
         """`actual` equals `expected`: exactly in unary mode; else under the engine's rule (verdicts.equality)."""
         rule = None if self.mode == "unary" else self.rule
@@ -727,15 +736,11 @@ def lookahead(ctx: Context) -> None:
     the request without the speculation it asked for."""
     if ctx.path.surface != TENSORRT_LLM:
         raise Unanswerable(f"{ctx.path.name}: lookahead decoding's config is tensorrt_llm's input only")
-    try:
-        answer = ctx.ask(Ask.of(ctx.prompts[LONG], 4, lookahead=LOOKAHEAD))
-    except AssertionError as exc:  # the path's words for an error response
-        assert any(words in str(exc) for words in NO_EXECUTOR_LOOKAHEAD), f"{ctx.path.name} ({ctx.mode}): {exc}"
-    else:
-        raise AssertionError(
-            f"{ctx.path.name} ({ctx.mode}): a lookahead config {LOOKAHEAD} without the model instance's was answered: "
-            f"{answer.text!r}"
-        )
+    ctx.refused(
+        Ask.of(ctx.prompts[LONG], 4, lookahead=LOOKAHEAD),
+        NO_EXECUTOR_LOOKAHEAD,
+        f"a lookahead config {LOOKAHEAD} without the model instance's must be refused",
+    )
     ctx.same(ctx.greedy(LONG, 4).text, ctx.ask(Ask.of(ctx.prompts[LONG], 4)).text, "after refusing lookahead, the next answer")
 
 
@@ -753,12 +758,8 @@ def draft_model(ctx: Context) -> None:
     refusal = None if ctx.path.drafts else "no draft model"
     refusal = refusal or ("streamed" if ctx.mode == "streamed" else None)
     if refusal is not None:
-        try:
-            answer = ctx.ask(ask)
-        except AssertionError as exc:  # the path's words for an error response
-            assert SPECULATIVE_REFUSALS[refusal] in str(exc), f"{ctx.path.name}: {refusal}: {exc}"
-            return
-        raise AssertionError(f"{ctx.path.name} ({ctx.mode}): {refusal}, yet num_draft_tokens was answered: {answer.text!r}")
+        ctx.refused(ask, (SPECULATIVE_REFUSALS[refusal],), f"{refusal}: num_draft_tokens must be refused")
+        return
     ctx.same(
         ctx.greedy(LONG, 12).text,
         ctx.ask(ask).text,
@@ -850,15 +851,8 @@ def best_of(ctx: Context) -> None:
     compared: whether the PyTorch backend returns them without logprobs was not read."""
     prompt = ctx.prompts[LONG]
     for greedy_ask in (Ask.of(prompt, 8, best_of=2), Ask.of(prompt, 8, temperature=1.0, top_k=1, best_of=2)):
-        try:
-            answer = ctx.ask(greedy_ask)
-        except AssertionError as exc:  # the path's words for an error response
-            assert GREEDY_BEST_OF.format(best_of=2) in str(exc), f"{ctx.path.name} ({ctx.mode}): {exc}"
-            continue
-        raise AssertionError(
-            f"{ctx.path.name} ({ctx.mode}): greedy {dict(greedy_ask.options)} was answered ({answer.text!r}); the LLM "
-            "API refuses best_of above 1 under greedy decoding"
-        )
+        what = f"greedy {dict(greedy_ask.options)}: the LLM API refuses best_of above 1 under greedy decoding"
+        ctx.refused(greedy_ask, (GREEDY_BEST_OF.format(best_of=2),), what)
     expected = ctx.greedy(LONG, 8).text
     ctx.same(expected, ctx.ask(Ask.of(prompt, 8)).text, "after refusing best_of 2, the next answer")
     ctx.same(expected, ctx.ask(Ask.of(prompt, 8, best_of=1)).text, "best_of 1 must leave the greedy answer as it is")
