@@ -102,6 +102,25 @@ def run_child(argv: list[str], timeout: float | None = None, **kwargs) -> subpro
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
+# what `pip wheel`/`pip install` of the project read (pyproject.toml's packages, package-dir and readme)
+PACKAGE_SOURCES = ("pyproject.toml", "README.md", "pytest_triton_llm", "suites", "fixtures")
+
+
+def package_source_copy(dest: Path) -> Path:
+    """The project's package sources copied to `dest`: setuptools builds in the source tree (its build/ directory), so
+    two builds of one checkout at once (test_wheel and test_core_install on two xdist workers) collide there
+    ("File exists: build/bdist.linux-x86_64/wheel/...dist-info", CI 2026-12-03)."""
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in PACKAGE_SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=skip)
+        else:
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
 def need_tool(reason: str) -> None:
     """A tool a test needs is missing: a skip with the reason, or a failure where CI installed it (TRITON_LLM_CI_TOOLS=1:
     .ci/run's step after it installed docker, debootstrap and nginx), so that the step never passes by skipping."""

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..conftest import run_child
+from ..conftest import package_source_copy, run_child
 from ..third_party import THIRD_PARTY_ABSENT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_the_gpu_extra_installs_without_torch_on_numpy_2_and_the_unit_tests_pass
             "--disable-pip-version-check",
             "-c",
             str(constraints),
-            f"{ROOT}[test,gpu]",
+            f"{package_source_copy(tmp_path / 'src')}[test,gpu]",
             "numpy>=2",
         ],
         timeout=900,

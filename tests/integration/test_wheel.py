@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import run_child
+from ..conftest import package_source_copy, run_child
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
@@ -27,7 +26,8 @@ def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), str(ROOT)])
+    source = package_source_copy(tmp / "src")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), str(source)])
     [wheel] = (tmp / "dist").glob("pytest_triton_llm-*.whl")
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
