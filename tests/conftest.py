@@ -16,22 +16,25 @@ ROOT = Path(__file__).resolve().parent.parent
 # told); tests/integration/test_warm_servers.py asks for it by option
 os.environ["TRITON_LLM_KEEP_WARM"] = "0"
 LOCK = ROOT / "engines.lock"
+# a 2-layer, 64-wide engine of random weights: for the tests whose subject is how a server is reached or which code
+# serves, not what it answers (its tokens cost about a quarter of the default's)
+TINY_LOCK = ROOT / "fixtures" / "engines.tiny.lock"
 # the cache this machine's sessions built into (.ci/run's Quickstart builds it first); what seed_engine_cache links from
 BUILT_CACHE = Path(os.environ.get("TRITON_LLM_TEST_CACHE", "~/.cache/pytest-triton-llm")).expanduser()
 
 
-# The modules of the longest tests (seconds on 2 cores, `pytest tests -n 2 --durations`, 2026-11-28), started first:
+# The modules of the longest tests (seconds on 2 cores, `pytest tests -n 2 --durations`, 2026-12-03), started first:
 # collected last by name, they ran at the end, on one worker while the other had run out of tests (a run of 552 s
 # used 1.2 of its 2 cores). xdist then hands out tests one at a time (--maxschedchunk 1, unless given): its default
-# first chunk, a quarter of each worker's share, would give one worker all of them.
+# first chunk, a quarter of each worker's share, would give one worker all of them. (The upstream repository's and the
+# remote runtime's, 313 and 271 s on SmolLM2-135M, serve the tiny engine since 2026-12-04: 65 and 30 s.)
 LONGEST_FIRST = (
-    "integration/test_upstream_repository.py",  # 142
-    "integration/test_remote.py",  # 77 + 46
-    "integration/test_core_install.py",  # 75
-    "integration/test_openai_faults.py",  # 60 + 7 rows
-    "integration/test_tensorrtllm_end_to_end.py",  # 59
-    "integration/test_wheel.py",  # 51
-    "integration/test_accuracy_drift.py",  # 47
+    "integration/test_core_install.py",  # 166
+    "integration/test_openai_faults.py",  # 153 + 110 + rows
+    "integration/test_accuracy_drift.py",  # 109
+    "integration/test_tensorrtllm_end_to_end.py",  # 93
+    "integration/test_wheel.py",  # 76
+    "integration/test_upstream_repository.py",  # 37 + 28
 )
 
 

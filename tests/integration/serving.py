@@ -6,12 +6,12 @@ import sys
 import time
 from pathlib import Path
 
-from ..conftest import ROOT
+from ..conftest import LOCK, ROOT
 
 READY = re.compile(r"^ready: (\S+) on Triton (\S+) .*; repository (\S+);")
 
 
-def start_serving(deployment: str, *extra: str) -> tuple[subprocess.Popen, dict[str, str], Path]:
+def start_serving(deployment: str, *extra: str, lock: Path = LOCK) -> tuple[subprocess.Popen, dict[str, str], Path]:
     """The serve process, its printed URLs and its repository, once it says ready."""
     argv = [
         sys.executable,
@@ -20,7 +20,7 @@ def start_serving(deployment: str, *extra: str) -> tuple[subprocess.Popen, dict[
         "serve",
         deployment,
         "--engines-lock",
-        str(ROOT / "engines.lock"),
+        str(lock),
         *extra,
     ]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
