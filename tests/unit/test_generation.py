@@ -242,6 +242,23 @@ def test_top_p_decays_after_each_sampled_token_down_to_its_floor():
     assert draw(0.5, 1e-6, top_k=50) == draw(1.0, 1e-6, top_k=50)  # TensorRT-LLM decays in its top-p layer only
 
 
+def test_min_p_keeps_the_tokens_at_least_min_p_times_as_likely_as_the_likeliest():
+    # token 0 holds 0.4 of the mass, token 1 0.3 (0.75 of 0's), 2..9 share the rest (0.0375 each)
+    probs = torch.tensor([0.4, 0.3] + [0.3 / (VOCAB - 2)] * (VOCAB - 2))
+    row = probs.log().unsqueeze(0)
+
+    def draw(min_p: float) -> set[int]:
+        drawn = set()
+        for seed in range(40):
+            seq = Sequence(GenerationRequest([1], 1, -1, sampling=Sampling(top_k=VOCAB, seed=seed, min_p=min_p)))
+            engine().select([seq], row)
+            drawn |= set(seq.tokens)
+        return drawn
+
+    assert draw(1.0) == {0} and draw(0.7) == {0, 1}
+    assert len(draw(0.0)) > 2  # off: the tail is sampled too
+
+
 @pytest.mark.parametrize(
     ("sampling", "check"),
     [

@@ -74,7 +74,6 @@ NOT_IMPLEMENTED = {
     "best_of": None,
     "use_beam_search": False,
     "top_p_min": 0.0,
-    "min_p": 0.0,
     "length_penalty": None,
     "early_stopping": None,
     "stop_token_ids": [],
@@ -231,6 +230,7 @@ class StandIn:
             frequency_penalty=request.frequency_penalty or 0.0,
             min_length=request.min_tokens,
             seed=(request.seed or 0) + choice,
+            min_p=request.min_p,
         )
         generation = GenerationRequest(
             input_ids=ids,

@@ -8,6 +8,8 @@ Semantics follow TensorRT-LLM's executor:
   seeded by random_seed (default 0, so sampling is reproducible);
 - top-p decay where top_k == 0 (TensorRT-LLM's top-p layer, computeToppDecay): after each sampled token the request's
   top-p becomes max(top_p * top_p_decay, top_p_min), or its initial top_p again after top_p_reset_ids;
+- min_p (the PyTorch backend's, through the trtllm-serve stand-in): after top-k and top-p (an order not read from
+  upstream), the tokens less likely than min_p x the likeliest's are dropped;
 - generation ends at max_new_tokens, at end_id (not returned), or after a stop word
   sequence (returned); bad word sequences are never completed;
 - min_length keeps end_id from being chosen before that many tokens.
@@ -80,6 +82,7 @@ class Sampling:
     top_p_decay: float = 1.0
     top_p_min: float = 1e-6  # TensorRT-LLM's default (DefaultDecodingParams::getTopPMin)
     top_p_reset_id: int | None = None
+    min_p: float = 0.0  # the PyTorch backend's (SamplingParams.min_p): keeps tokens at least min_p x the likeliest's
 
     @property
     def greedy(self) -> bool:
@@ -434,6 +437,9 @@ class ReferenceEngine:
             drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # keep the token that crosses top_p
             row = row.clone()
             row[order[drop]] = NEG_INF
+        if s.min_p > 0.0:
+            probs = torch.softmax(row, dim=-1)
+            row = row.masked_fill(probs < s.min_p * probs.max(), NEG_INF)
         if seq.generator is None:
             # seed_follows_batch_slot: a seed read by the row's batch slot, not by the request's own index
             seed = s.seed + slot if self.fault("seed_follows_batch_slot") else s.seed
