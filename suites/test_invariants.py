@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import pytest
-from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.triton.llmapi_contract import output_text
 from pytest_triton_llm.triton.tensor_contract import NO_END, returned_token_count
 from concurrent.futures import ThreadPoolExecutor
@@ -206,21 +205,6 @@ def test_the_count_includes_the_prompt_only_when_the_prompt_is_returned(triton_l
     assert without.sequence_length == len(without.token_ids) == TOKENS
     assert with_prompt.sequence_length == len(with_prompt.token_ids) == len(ids) + TOKENS
     assert with_prompt.token_ids == ids + without.token_ids
-
-
-@pytest.mark.triton_llm_requires("inflight_batcher_llm", "token_counts", "prompt_excluded")
-def test_num_output_tokens_is_the_number_of_returned_ids_where_reported(triton_llm, prompts):
-    client = triton_llm.client
-    ids = triton_llm.encode(prompts.completion["columbus"])
-    inputs = client.core_inputs(ids, TOKENS, end_id=NO_END, exclude_input_in_output=True)
-    inputs["return_num_output_tokens"] = (True, "BOOL")
-    try:
-        raw = client.request("tensorrt_llm", inputs)
-    except GenerationError as exc:
-        if triton_llm.stand_in:  # it refuses the token-count switches rather than ignore them
-            pytest.skip(f"the reference stand-in reports no token counts: {exc}")
-        raise
-    assert int(raw["num_output_tokens"].reshape(-1)[0]) == returned_token_count(raw) == TOKENS
 
 
 # -- 4. streamed text is the unary text, whitespace and multi-byte UTF-8 included ----------------------------------------

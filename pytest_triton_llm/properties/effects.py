@@ -805,6 +805,29 @@ def perf_metrics(ctx: Context) -> None:
         )
 
 
+def token_counts(ctx: Context) -> None:
+    """return_num_input_tokens and return_num_output_tokens (TensorRT-LLM 1.1's backend, model_instance_state.cc
+    fillTritonResponse; PR 5445): every response carries the prompt's token count and the count of the tokens it
+    returns, each streamed response its own, so that over one request they add up to the greedy answer's length; the
+    BLS passes both on from tensorrt_llm (NVIDIA/TensorRT-LLM#8150 fixed a BLS that did not)."""
+    prompt = ctx.prompts[LONG]
+    answer = ctx.ask(Ask.of(prompt, 8, token_counts=True))
+    where = f"{ctx.path.name} ({ctx.mode})"
+    counts = answer.counts or []
+    assert counts and all(n is not None and o is not None for n, o in counts), (
+        f"{where}: asked for num_input_tokens and num_output_tokens, each response must carry both: {counts}"
+    )
+    prompt_tokens, greedy = len(ctx.path.served.encode(prompt)), ctx.reference_ids(LONG, 8)
+    assert {n for n, _ in counts} == {prompt_tokens}, (
+        f"{where}: the prompt is {prompt_tokens} tokens, num_input_tokens said {[n for n, _ in counts]}"
+    )
+    returned = [o or 0 for _, o in counts]  # each one present, as checked above
+    assert sum(returned) == len(greedy) and (ctx.mode == "streamed" or len(returned) == 1), (
+        f"{where}: the greedy answer is {len(greedy)} tokens, num_output_tokens said {returned} (a unary answer in one "
+        "response, a stream's responses each their own tokens)"
+    )
+
+
 def logits(ctx: Context) -> None:
     """Gathered logits describe the greedy answer they came with (verdicts/logits.py): on an answer max_tokens cut and
     on one its end token ended, where TensorRT-LLM 0.10 dropped a step and every later row came one early
@@ -912,6 +935,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         draft_model,
         perf_metrics,
         kv_reuse_stats,
+        token_counts,
         logits,
         generation_prompt,
         continue_final_message,

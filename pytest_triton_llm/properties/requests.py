@@ -15,6 +15,7 @@ class Ask:
     min_tokens, repetition_penalty, presence_penalty, frequency_penalty (numbers); stop, bad_words (words); end_id,
     pad_id (token ids); exclude_input, log_probs (bools); bias (token id -> weight); beam (beam-search settings at
     width 1: True); perf_metrics (return_perf_metrics: True); kv_reuse_stats (return_kv_cache_reuse_stats: True);
+    token_counts (return_num_input_tokens and return_num_output_tokens: True);
     logits (return_context_logits and return_generation_logits: True); sequences (num_return_sequences, read by the
     path's `sequences`); best_of (the llmapi model's sequences drawn for its one answer); table (words whose
     embeddings are the prompt table's rows) and extra_id (its KV-cache reuse key, 1 unless given); on tensorrt_llm
@@ -46,6 +47,8 @@ class Answer:
     cum_log_prob: float | None = None
     prompt_tokens: int | None = None  # the prompt's token count, where the path reports it (/v1 usage)
     metrics: dict[str, float] | None = None  # return_perf_metrics' outputs of the last response, where it came
+    # (num_input_tokens, num_output_tokens) of each response that carried either, where asked for
+    counts: list[tuple[int | None, int | None]] | None = None
     context_logits: Any = None  # numpy [prompt tokens, vocab], where asked for and sent
     generation_logits: Any = None  # numpy [steps, vocab] (beam 0), where asked for and sent
 

@@ -258,6 +258,8 @@ class TritonPath:
         for option, name in (("perf_metrics", perf_input), ("kv_reuse_stats", "return_kv_cache_reuse_stats")):
             if options.get(option):
                 self.extra(inputs, name, True)
+        for name in ("return_num_input_tokens", "return_num_output_tokens") if options.get("token_counts") else ():
+            self.extra(inputs, name, True)
         if "sequences" in options:
             self.extra(inputs, "num_return_sequences", options["sequences"])
         if "best_of" in options:  # the llmapi model's: sequences drawn, of which it returns n (1)
@@ -276,12 +278,23 @@ class TritonPath:
         figures = {LLMAPI_NAMES.get(name, name): output_number(last, name) for name in PERF_OUTPUTS if name in last}
         return {name: value for name, value in figures.items() if value is not None} or None
 
+    @staticmethod
+    def _counts(responses: list[dict]) -> list[tuple[int | None, int | None]] | None:
+        """num_input_tokens and num_output_tokens of each response that carried either."""
+
+        def count(response: dict, name: str) -> int | None:
+            return int(response[name].reshape(-1)[0]) if name in response else None
+
+        pairs = [(count(r, "num_input_tokens"), count(r, "num_output_tokens")) for r in responses]
+        return [p for p in pairs if p != (None, None)] or None
+
     def read(self, responses: list[dict], ask: Ask, cumulative: bool = False) -> Answer:
         if not responses:
             raise AssertionError(f"{self.name}: no response carried output")
         last = responses[-1]
         cum, per_token = log_probs_of(last)
         metrics = self._metrics(last)
+        counts = self._counts(responses)
         logits = {
             "context_logits": last["context_logits"][0] if "context_logits" in last else None,
             "generation_logits": last["generation_logits"][0, 0] if "generation_logits" in last else None,
@@ -290,7 +303,8 @@ class TritonPath:
             ids = [t for r in responses for t in returned_ids(r)]
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []] if per_token is not None else None
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            return Answer(text, ids, len(ids), per_token[: len(ids)] if per_token else per_token, cum, metrics=metrics, **logits)
+            kept = per_token[: len(ids)] if per_token else per_token
+            return Answer(text, ids, len(ids), kept, cum, metrics=metrics, counts=counts, **logits)
         if self.surface == LLMAPI:  # one text per sequence returned (RequestOutput.outputs), and a request returns n = 1
             sizes = sorted({np.asarray(r["text_output"]).size for r in responses if "text_output" in r})
             assert sizes in ([], [1]), f"{self.name}: a request for one sequence answered text_output of {sizes[-1]} texts"
@@ -300,7 +314,7 @@ class TritonPath:
             text = text.removeprefix(ask.prompt)
         if len(responses) > 1 and per_token is not None:
             per_token = [p for r in responses for p in log_probs_of(r)[1] or []]
-        return Answer(text, None, None, per_token, cum, metrics=metrics, **logits)
+        return Answer(text, None, None, per_token, cum, metrics=metrics, counts=counts, **logits)
 
 
 def entry_surface(served) -> str:

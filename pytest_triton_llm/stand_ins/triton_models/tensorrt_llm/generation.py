@@ -116,6 +116,9 @@ class GenerationRequest:
     draft_tokens: list[int] | None = None
     return_perf_metrics: bool = False  # the executor's RequestPerfMetrics with each response (outputs.perf_metrics)
     return_kv_cache_reuse_stats: bool = False  # their KV-cache block counts alone (families before v0.19.0)
+    # num_input_tokens / num_output_tokens with each response (TensorRT-LLM 1.1's backend: outputs.token_counts)
+    return_num_input_tokens: bool = False
+    return_num_output_tokens: bool = False
     # the model's raw logits: of every prompt position, and of every step (engines built with gather_*_logits)
     return_context_logits: bool = False
     return_generation_logits: bool = False

@@ -52,6 +52,8 @@ HONOURED = frozenset(
         "guided_decoding_guide_type",  # guided decoding with xgrammar (guided.py), where guided_decoding_backend is set
         "guided_decoding_guide",
         "draft_input_ids",  # external draft tokens, verified against the target's own tokens (generation.py)
+        "return_num_input_tokens",  # token counts with each response (outputs.token_counts)
+        "return_num_output_tokens",
     }
 )
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
@@ -69,8 +71,6 @@ IGNORED_AS_TENSORRT_LLM = frozenset(
 )
 # input -> the neutral value a client may send (None: any value is refused)
 REFUSED = {
-    "return_num_input_tokens": False,
-    "return_num_output_tokens": False,
     "draft_logits": None,
     "draft_acceptance_threshold": None,
     "encoder_input_features": None,
@@ -88,8 +88,7 @@ REFUSED = {
     "retention_decode_duration_ms": None,
 }
 WHY_REFUSED = (
-    "the reference backend verifies draft tokens by comparison only (no draft logits), and has no "
-    "encoders, KV-cache retention or token-count outputs"
+    "the reference backend verifies draft tokens by comparison only (no draft logits), and has no encoders or KV-cache retention"
 )
 # a request's lookahead decoding config, read as the C++ backend's utils.cc getLookaheadDecodingFromTensors reads it:
 # only where the window size is sent, all three then; no deployment the harness renders sets the model instance's

@@ -339,6 +339,8 @@ class TritonPythonModel:
             and not at_least(self.family, REUSE_STATS_DEPRECATED_FROM),
             return_context_logits=_scalar(tensors, "return_context_logits", row, False, bool),
             return_generation_logits=_scalar(tensors, "return_generation_logits", row, False, bool),
+            return_num_input_tokens=_scalar(tensors, "return_num_input_tokens", row, False, bool),
+            return_num_output_tokens=_scalar(tensors, "return_num_output_tokens", row, False, bool),
             num_return_sequences=_scalar(tensors, "num_return_sequences", row, 1, int),
             lora=self._adapter(
                 _scalar(tensors, "lora_task_id", row, None, int),

@@ -19,7 +19,7 @@ def complete_outputs(
     ids = seq.tokens if exclude_input else seq.request.input_ids + seq.tokens
     log_probs = seq.log_probs if seq.request.return_log_probs else None
     outputs = output_tensors(ids, log_probs, seq.cum_log_prob, batch_index, sequence_index) | perf_metrics(seq, fault)
-    outputs |= gathered_logits(seq, len(seq.generation_logits), first=True, fault=fault)
+    outputs |= gathered_logits(seq, len(seq.generation_logits), first=True, fault=fault) | token_counts(seq, len(ids))
     return distort_length(fault, distort_log_probs(fault, outputs), seq, exclude_input)
 
 
@@ -38,7 +38,19 @@ def streamed_outputs(
     # TensorRT-LLM's executor streams was not read; NVIDIA/TensorRT-LLM#2090 describes a full-length buffer)
     new_rows = len(seq.generation_logits) - (len(seq.tokens) - len(tokens))
     outputs |= gathered_logits(seq, new_rows, first=len(seq.tokens) == len(tokens), fault=fault)
-    return distort_log_probs(fault, outputs | perf_metrics(seq, fault))
+    return distort_log_probs(fault, outputs | perf_metrics(seq, fault) | token_counts(seq, len(tokens)))
+
+
+def token_counts(seq: Sequence, returned: int) -> dict[str, np.ndarray]:
+    """With return_num_input_tokens and return_num_output_tokens (TensorRT-LLM 1.1's backend,
+    model_instance_state.cc fillTritonResponse): the request's input ids, and the ids this response returns (a
+    streamed step's new tokens; unary, all of them, the prompt's too where it is not excluded), each [1, 1] int32."""
+    r, outputs = seq.request, {}
+    if r.return_num_input_tokens:
+        outputs["num_input_tokens"] = np.array([[len(r.input_ids)]], dtype=np.int32)
+    if r.return_num_output_tokens:
+        outputs["num_output_tokens"] = np.array([[returned]], dtype=np.int32)
+    return outputs
 
 
 def gathered_logits(seq: Sequence, rows: int, first: bool, fault=no_fault) -> dict[str, np.ndarray]:

@@ -89,6 +89,8 @@ TO_TENSORRT_LLM = {
 NOT_RUN = {"num_draft_tokens": 0, "use_draft_logits": False, "image_input": None}
 # tensorrt_llm outputs answered as they come, next to text_output
 PASSED_ON = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index")
+# tensorrt_llm's token counts, asked for where the request asks (TensorRT-LLM 1.1's BLS, lib/triton_decoder.py)
+TOKEN_COUNTS = {"return_num_input_tokens": "num_input_tokens", "return_num_output_tokens": "num_output_tokens"}
 
 
 def _asked(core: dict, flag: str) -> bool:
@@ -166,8 +168,11 @@ class TritonPythonModel:
         # KV-cache block counts, which return_kv_cache_reuse_stats asks for there (upstream's BLS passes them on)
         perf = PERF_METRICS if _asked(core, "return_perf_metrics") else ()
         perf = perf or (PERF_METRICS[:3] if _asked(core, "return_kv_cache_reuse_stats") else ())
+        counts = [output for flag, output in TOKEN_COUNTS.items() if _asked(core, flag)]
         return pb_utils.InferenceRequest(
-            model_name=self.llm, inputs=inputs, requested_output_names=["output_ids", "sequence_length", *PASSED_ON, *perf]
+            model_name=self.llm,
+            inputs=inputs,
+            requested_output_names=["output_ids", "sequence_length", *PASSED_ON, *perf, *counts],
         )
 
     @staticmethod
@@ -186,7 +191,10 @@ class TritonPythonModel:
             "postprocessing", [pb_utils.Tensor("TOKENS_BATCH", ids), pb_utils.Tensor("SEQUENCE_LENGTH", lengths)], ["OUTPUT"]
         )["OUTPUT"]
         tensors = [pb_utils.Tensor("text_output", text)]
-        tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in (*PASSED_ON, *PERF_METRICS) if name in llm_outputs]
+        # bls_token_counts_not_returned: asked for, the counts stay behind (NVIDIA/TensorRT-LLM#8150)
+        counts = () if self.fault("bls_token_counts_not_returned") else tuple(TOKEN_COUNTS.values())
+        passed = (*PASSED_ON, *PERF_METRICS, *counts)
+        tensors += [pb_utils.Tensor(name, llm_outputs[name]) for name in passed if name in llm_outputs]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def _drafts(self, request) -> bool:
