@@ -23,4 +23,4 @@ def test_a_lookahead_config_is_refused_in_tensorrt_llms_words_where_the_instance
 def test_an_input_the_stand_in_does_not_honour_is_refused_by_name():
     with pytest.raises(RequestError, match="input 'draft_logits' is not supported by the reference backend"):
         check({"draft_logits": np.zeros((1, 2, 3), dtype=np.float32)})
-    check({"return_num_input_tokens": np.array([[False]])})  # its neutral value passes
+    check({"return_num_input_tokens": np.array([[True]])})  # honoured: the token counts come with each response
