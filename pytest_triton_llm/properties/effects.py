@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..triton.llmapi_contract import GREEDY_BEST_OF
+from ..triton.tensor_contract import NO_END
 from ..verdicts.equality import HALF, assert_agree
 from ..verdicts import logits as logits_verdict
 from ..verdicts.guided import JudgeUnavailable, problems
@@ -808,23 +809,24 @@ def perf_metrics(ctx: Context) -> None:
 def token_counts(ctx: Context) -> None:
     """return_num_input_tokens and return_num_output_tokens (TensorRT-LLM 1.1's backend, model_instance_state.cc
     fillTritonResponse; PR 5445): every response carries the prompt's token count and the count of the tokens it
-    returns, each streamed response its own, so that over one request they add up to the greedy answer's length; the
-    BLS passes both on from tensorrt_llm (NVIDIA/TensorRT-LLM#8150 fixed a BLS that did not)."""
-    prompt = ctx.prompts[LONG]
-    answer = ctx.ask(Ask.of(prompt, 8, token_counts=True))
+    returns, each streamed response its own, so that over one request they add up to max_tokens where no end token can
+    end it (so that no closing end token, which a stream may return and a unary answer not, is counted); the BLS
+    passes both on from tensorrt_llm (NVIDIA/TensorRT-LLM#8150 fixed a BLS that did not)."""
+    prompt, tokens = ctx.prompts[LONG], 8
+    answer = ctx.ask(Ask.of(prompt, tokens, token_counts=True, end_id=NO_END))
     where = f"{ctx.path.name} ({ctx.mode})"
     counts = answer.counts or []
     assert counts and all(n is not None and o is not None for n, o in counts), (
         f"{where}: asked for num_input_tokens and num_output_tokens, each response must carry both: {counts}"
     )
-    prompt_tokens, greedy = len(ctx.path.served.encode(prompt)), ctx.reference_ids(LONG, 8)
+    prompt_tokens = len(ctx.path.served.encode(prompt))
     assert {n for n, _ in counts} == {prompt_tokens}, (
         f"{where}: the prompt is {prompt_tokens} tokens, num_input_tokens said {[n for n, _ in counts]}"
     )
     returned = [o or 0 for _, o in counts]  # each one present, as checked above
-    assert sum(returned) == len(greedy) and (ctx.mode == "streamed" or len(returned) == 1), (
-        f"{where}: the greedy answer is {len(greedy)} tokens, num_output_tokens said {returned} (a unary answer in one "
-        "response, a stream's responses each their own tokens)"
+    assert sum(returned) == tokens and (ctx.mode == "streamed" or len(returned) == 1), (
+        f"{where}: {tokens} tokens were generated (no end token can end them), num_output_tokens said {returned} (a "
+        "unary answer in one response, a stream's responses each their own tokens)"
     )
 
 
