@@ -40,6 +40,7 @@ MODULES = (
     ("triton_models/tensorrt_llm", "errors.py"),
     ("triton_models/common", "served_contract.py"),
     ("triton_models/tensorrt_llm", "prefix_cache.py"),
+    ("triton_models/tensorrt_llm", "retention.py"),
 )
 SHARED = resources.files("pytest_triton_llm") / "triton" / "hf_tokenizer.py"
 MAX_SEQ_LEN = 2048  # tokens, as the llama.cpp server's context: the embedded default's lengths fit

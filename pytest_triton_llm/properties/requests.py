@@ -20,7 +20,8 @@ class Ask:
     path's `sequences`); best_of (the llmapi model's sequences drawn for its one answer); table (words whose
     embeddings are the prompt table's rows) and extra_id (its KV-cache reuse key, 1 unless given); on tensorrt_llm
     only: after (token ids sent after the prompt's), decay (top-p decay and its floor), lookahead (lookahead
-    decoding's window, n-gram and verification-set sizes)."""
+    decoding's window, n-gram and verification-set sizes), retention (KV-cache retention ranges: (start, end or -1,
+    priority, duration ms or None) each)."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)

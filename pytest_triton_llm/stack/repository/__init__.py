@@ -112,6 +112,7 @@ def template_values(
         tensorrt_llm_model_name="tensorrt_llm",
         guided_decoding_backend=options.guided_decoding_backend,  # GuidedDecodingConfig (trtllm-0.19 on)
         tensorrt_llm_draft_model_name=options.draft_model,  # the BLS's speculative decoding
+        max_tokens_in_paged_kv_cache=options.kv_cache_max_tokens,
     )
     if engine.lora is not None:  # the LoRA cache holds adapters up to the engine's max rank
         values.update(

@@ -114,6 +114,7 @@ class GenerationRequest:
     # speculative decoding's external draft tokens (draft_input_ids): the target keeps those its own choice agrees with,
     # adds its own token at the first that it does not (or after the last), and the request ends there
     draft_tokens: list[int] | None = None
+    retention: object | None = None  # retention.Retention: the priority of its KV-cache blocks (prefix_cache.py)
     return_perf_metrics: bool = False  # the executor's RequestPerfMetrics with each response (outputs.perf_metrics)
     return_kv_cache_reuse_stats: bool = False  # their KV-cache block counts alone (families before v0.19.0)
     # num_input_tokens / num_output_tokens with each response (TensorRT-LLM 1.1's backend: outputs.token_counts)

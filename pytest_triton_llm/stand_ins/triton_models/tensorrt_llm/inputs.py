@@ -54,6 +54,14 @@ HONOURED = frozenset(
         "draft_input_ids",  # external draft tokens, verified against the target's own tokens (generation.py)
         "return_num_input_tokens",  # token counts with each response (outputs.token_counts)
         "return_num_output_tokens",
+        # KV-cache retention: the priority of the prompt's blocks (retention.py, prefix_cache.py); the decode phase's
+        # blocks are not kept, so its priority and duration apply to nothing here
+        "retention_token_range_starts",
+        "retention_token_range_ends",
+        "retention_token_range_priorities",
+        "retention_token_range_durations_ms",
+        "retention_decode_priority",
+        "retention_decode_duration_ms",
     }
 )
 # TensorRT-LLM ignores these here: beam-search settings at beam width 1; decoder inputs of a decoder-only model
@@ -80,16 +88,8 @@ REFUSED = {
     "mrope_rotary_cos_sin": None,
     "mrope_position_deltas": None,
     "context_phase_params": None,
-    "retention_token_range_starts": None,
-    "retention_token_range_ends": None,
-    "retention_token_range_priorities": None,
-    "retention_token_range_durations_ms": None,
-    "retention_decode_priority": None,
-    "retention_decode_duration_ms": None,
 }
-WHY_REFUSED = (
-    "the reference backend verifies draft tokens by comparison only (no draft logits), and has no encoders or KV-cache retention"
-)
+WHY_REFUSED = "the reference backend verifies draft tokens by comparison only (no draft logits), and has no encoders"
 # a request's lookahead decoding config, read as the C++ backend's utils.cc getLookaheadDecodingFromTensors reads it:
 # only where the window size is sent, all three then; no deployment the harness renders sets the model instance's
 # lookahead parameters (decoding_mode lookahead), so a request's is refused in TLLM_CHECK's words

@@ -81,10 +81,12 @@ class TrtllmMetrics:
         max_seq_len: int,
         gpu_bytes=None,
         fault=lambda name: False,
+        kv_blocks: int | None = None,  # what max_tokens_in_paged_kv_cache caps the cache at, if set
     ):
         self.kind = "v1" if v1 else "inflight"
         self.max_batch_size = max_batch_size
-        self.max_blocks = max_batch_size * _blocks(max_seq_len)
+        full = max_batch_size * _blocks(max_seq_len)
+        self.max_blocks = min(full, kv_blocks) if kv_blocks else full
         self.gpu_bytes = gpu_bytes or (lambda: 0)
         self.iterations = 0
         self._families, self._gauges = [], {}

@@ -39,6 +39,7 @@ from inputs import check
 from metrics import TrtllmMetrics
 from outputs import TOKENS_PER_BLOCK, complete_outputs, streamed_outputs
 from prefix_cache import PrefixCache, PrefixCachingScheduler
+from retention import read as read_retention
 from stand_in_faults import Faults
 from served_contract import RequestError, unpack_word_list
 from tensor_contract import RENAMED
@@ -85,6 +86,7 @@ ENGINE_FAULTS = (
     "prompt_table_ids_inside_the_vocabulary",
     "kv_reuse_ignores_prompt_table_extra_ids",
     "kv_reuse_ignores_the_lora_task",
+    "kv_retention_ignored",
     "draft_tokens_accepted_unverified",
     "draft_acceptance_not_reported",
     "generation_logits_step_dropped_at_the_end_token",
@@ -114,6 +116,13 @@ def _renamed(tensors: dict, name: str, row: int, default, cast):
     """An input by its pre-0.20 name or its new one, whichever the served family declares."""
     value = _scalar(tensors, RENAMED[name], row, None, cast)
     return _scalar(tensors, name, row, default, cast) if value is None else value
+
+
+def _kv_blocks(max_tokens) -> int | None:
+    """The KV cache's blocks where max_tokens_in_paged_kv_cache caps it (unset: None)."""
+    if not max_tokens or str(max_tokens).startswith("${"):
+        return None
+    return int(max_tokens) // TOKENS_PER_BLOCK
 
 
 def _row(value, row: int):
@@ -206,6 +215,7 @@ class TritonPythonModel:
             ReferenceEngine, params["gpt_model_path"], int(cache_bytes) if cache_bytes else None, fault=self.engine_fault
         )
         self.reuse = self.inflight and flag(params.get("enable_kv_cache_reuse"), at_least(self.family, REUSE_BY_DEFAULT_FROM))
+        self.kv_blocks = _kv_blocks(params.get("max_tokens_in_paged_kv_cache"))
         self.scheduler = self._scheduler(load) if self.inflight else None
         self.engine = self.scheduler.engine if self.inflight else load()
         self._guided_decoder(params)
@@ -219,15 +229,17 @@ class TritonPythonModel:
             config["max_seq_len"],
             self.engine.gpu_bytes,
             self.fault,
+            self.kv_blocks,
         )
         self._request_ids = itertools.count(1)  # the executor's ids, named in its error messages
 
     def _scheduler(self, load) -> InflightScheduler:
         """In-flight batching, its context phases through a prefix cache where KV-cache reuse is on, of at most
-        MAX_CACHED_BLOCKS blocks, the least recently used dropped first."""
+        MAX_CACHED_BLOCKS blocks (or the blocks of max_tokens_in_paged_kv_cache), evicted by priority and age."""
         if not self.reuse:
             return InflightScheduler(load, self._iteration)
-        prefix = PrefixCache(TOKENS_PER_BLOCK, max_blocks=MAX_CACHED_BLOCKS, enabled=True, fault=self.engine_fault)
+        blocks = min(MAX_CACHED_BLOCKS, self.kv_blocks or MAX_CACHED_BLOCKS)
+        prefix = PrefixCache(TOKENS_PER_BLOCK, max_blocks=blocks, enabled=True, fault=self.engine_fault)
         return PrefixCachingScheduler(load, prefix, self._iteration)
 
     def _guided_decoder(self, params: dict) -> None:
@@ -331,6 +343,7 @@ class TritonPythonModel:
             prompt_table=_prompt_table(tensors, row),
             prompt_table_extra_ids=_extra_ids(tensors, row),
             guide=_guide(tensors, row),
+            retention=read_retention(tensors, row),
             draft_tokens=_draft_tokens(tensors, row),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             return_perf_metrics=_scalar(tensors, "return_perf_metrics", row, False, bool),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 from inflight import TTFT_SLOWDOWN, InflightScheduler, Job
+from retention import DEFAULT_PRIORITY
 
 
 @dataclass
@@ -63,13 +64,27 @@ class TimedJob(Job):
 CORRUPTION = 1.0  # kv_reuse_changes_outputs: the spread of the noise on the values of a reused block
 
 
+@dataclass
+class _Block:
+    """A kept block: its keys and values per layer, the block before it, and its retention (TensorRT-LLM's
+    LRUEvictionPolicy: priority, duration, and when that duration ends)."""
+
+    kv: list
+    parent: bytes | None
+    priority: int = DEFAULT_PRIORITY
+    expires_ns: int | None = None
+
+
 class PrefixCache:
+    """Kept blocks, evicted as TensorRT-LLM's LRUEvictionPolicy evicts: the least recently used of the lowest
+    priority first (a block whose duration ended is back at the default priority), with the blocks after it."""
+
     def __init__(self, tokens_per_block: int, max_blocks: int, enabled: bool, fault=lambda name: False):
         self.fault = fault
         self.block = tokens_per_block
         self.max_blocks = max_blocks
         self.enabled = enabled
-        self._blocks: OrderedDict[bytes, list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()  # LRU
+        self._blocks: OrderedDict[bytes, _Block] = OrderedDict()  # least recently used first
 
     def _names(self, tokens: list, salt: str) -> list[bytes]:
         names, chain = [], hashlib.sha256(salt.encode())
@@ -78,16 +93,32 @@ class PrefixCache:
             names.append(chain.copy().digest())
         return names
 
-    def lookup(self, prompt: list, salt: str) -> tuple[list, KvStats]:
+    def _retentions(self, retention, length: int) -> list:
+        if retention is None or self.fault("kv_retention_ignored"):
+            return [(None, None)] * (-(-length // self.block))
+        return retention.per_block(self.block, length)
+
+    def _claim(self, block: _Block, priority: int | None, duration_ms: int | None) -> None:
+        """claimBlock then releaseBlock: a priority given replaces the block's; its duration counts from now."""
+        if priority is not None:
+            block.priority = priority
+        timed = duration_ms is not None and block.priority != DEFAULT_PRIORITY
+        block.expires_ns = time.monotonic_ns() + duration_ms * 1_000_000 if timed else None
+
+    def lookup(self, prompt: list, salt: str, retention=None) -> tuple[list, KvStats]:
         """(the reused blocks' per-layer keys/values, counters) for a prompt about to be computed; `prompt`: its
-        tokens, or (token, extra id) pairs where a prompt table came with extra ids (keyed)."""
+        tokens, or (token, extra id) pairs where a prompt table came with extra ids (keyed); `retention`: the
+        request's retention.Retention, if any."""
+        self._refresh()
         names = self._names(prompt[:-1], salt)  # the last prompt token is always computed
+        retentions = self._retentions(retention, len(prompt))
         reused = []
-        for name in names if self.enabled else ():
+        for name, (priority, duration) in zip(names if self.enabled else (), retentions, strict=False):
             if name not in self._blocks:
                 break
             self._blocks.move_to_end(name)
-            reused.append(self._blocks[name])
+            self._claim(self._blocks[name], priority, duration)
+            reused.append(self._blocks[name].kv)
         if reused and self.fault("kv_reuse_changes_outputs"):  # the reused values come back wrong (fixed noise)
             noise = torch.Generator().manual_seed(2699)
             reused = [[(k, v + CORRUPTION * torch.randn(v.shape, generator=noise).to(v)) for k, v in block] for block in reused]
@@ -95,17 +126,43 @@ class PrefixCache:
         stats = KvStats(reused=len(reused), missed=blocks - len(reused), new=blocks - len(reused), total=blocks)
         return reused, stats
 
-    def keep(self, prompt: list, salt: str, cache, first_new: int) -> None:
+    def keep(self, prompt: list, salt: str, cache, first_new: int, retention=None) -> None:
         """Keep the full prompt blocks from `first_new` on, out of a one-row cache holding the whole prompt."""
         if not self.enabled:
             return
-        for index, name in enumerate(self._names(prompt, salt)):
-            if index < first_new or name in self._blocks:
+        self._refresh()
+        names = self._names(prompt, salt)
+        retentions = self._retentions(retention, len(prompt))
+        for index in reversed(range(first_new, len(names))):  # released last block first, as TensorRT-LLM does
+            name = names[index]
+            if name in self._blocks:
                 continue
             span = slice(index * self.block, (index + 1) * self.block)
-            self._blocks[name] = [(layer.keys[0, :, span].clone(), layer.values[0, :, span].clone()) for layer in cache.layers]
-            while len(self._blocks) > self.max_blocks:
-                self._blocks.popitem(last=False)
+            kv = [(layer.keys[0, :, span].clone(), layer.values[0, :, span].clone()) for layer in cache.layers]
+            self._blocks[name] = _Block(kv, names[index - 1] if index else None)
+            priority, duration = retentions[index]
+            self._claim(self._blocks[name], priority if priority is not None else DEFAULT_PRIORITY, duration)
+        while len(self._blocks) > self.max_blocks:
+            self._evict()
+
+    def _refresh(self) -> None:
+        """LRUEvictionPolicy::refresh, which TensorRT-LLM runs every iteration: a block whose duration has ended is
+        back at the default priority, as its most recently used block."""
+        now = time.monotonic_ns()
+        for name, block in list(self._blocks.items()):
+            if block.expires_ns is not None and block.expires_ns <= now:
+                block.priority, block.expires_ns = DEFAULT_PRIORITY, None
+                self._blocks.move_to_end(name)
+
+    def _evict(self) -> None:
+        """Drop the least recently used block of the lowest priority, and every block kept after it (unreachable)."""
+        lowest = min(block.priority for block in self._blocks.values())
+        doomed = {next(name for name, block in self._blocks.items() if block.priority == lowest)}
+        for name, block in list(self._blocks.items()):  # parents come before their children in a chain
+            if block.parent in doomed:
+                doomed.add(name)
+        for name in doomed:
+            del self._blocks[name]
 
 
 class PrefixCachingScheduler(InflightScheduler):
@@ -130,7 +187,7 @@ class PrefixCachingScheduler(InflightScheduler):
         if self.prefix.fault("kv_reuse_ignores_the_lora_task"):  # every adapter's blocks, and the base model's, alike
             salt = ""
         key = keyed(request, self.engine.vocab_size, self.prefix.fault)
-        blocks, job.sequence.kv = self.prefix.lookup(key, salt)
+        blocks, job.sequence.kv = self.prefix.lookup(key, salt, request.retention)
         if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
             blocks = []
         start = len(blocks) * self.prefix.block
@@ -151,7 +208,7 @@ class PrefixCachingScheduler(InflightScheduler):
             use_cache=True,
             logits_to_keep=1,
         )
-        self.prefix.keep(key, salt, out.past_key_values, len(blocks))
+        self.prefix.keep(key, salt, out.past_key_values, len(blocks), request.retention)
         self.engine.select([job.sequence], out.logits[:, -1, :])
         if self.engine.fault("ttft_plus_30_percent"):
             time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - began))

@@ -1,0 +1,104 @@
+"""KV-cache retention (tensorrt_llm's retention_token_range_* inputs, TensorRT-LLM's KvCacheRetentionConfig), judged by
+which blocks a flood of other prompts leaves in the cache.
+
+TensorRT-LLM gives each prompt block the priority of the token range its first token falls in (the default, 35,
+where no range covers it; getPerBlockRetentionPriorityDuration) and evicts the least recently used block of the
+lowest priority first; a block whose duration has ended is back at the default (LRUEvictionPolicy::refresh). So
+after fresh prompts at the default priority have taken more blocks than the cache holds, a prompt asked again finds
+exactly the blocks its ranges kept above the default: all of them for a range over the whole prompt, the first only
+for a range that ends there, none for no range, for a range whose duration ended, or for one that starts past the
+sequence. Every kept block here is a prefix of its prompt, so the count does not depend on whether the cache evicts
+leaves only. The PyTorch runtime once dropped the config on its way to the KV cache manager (NVIDIA/TensorRT-LLM#7062):
+every prompt then finds none."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..stack.kv_reuse import kv_cache_reuse, tokens_per_block
+from ..verdicts.equality import assert_agree
+from .kv_blocks import ANSWER_TOKENS, FULL_BLOCKS, counts_option, fresh_prompt
+from .requests import Ask, Unanswerable
+
+Context = Any  # effects.Context
+
+HIGH = 100  # kMaxRetentionPriority
+FLOOD_BLOCKS_PER_PROMPT = 4  # whole blocks of each flooding prompt
+FLOOD_BUDGET_TOKENS = 4096  # the most prompt tokens the flood may take: a larger cache is skipped, saying how to size it
+KV_MAX = ("nv_trt_llm_kv_cache_block_metrics", "max")
+
+
+def probes(size: int) -> list[tuple[str, tuple, int]]:
+    """(what, ranges as (start, end or -1, priority, duration ms or None), the blocks found again after the flood)
+    for prompts of FULL_BLOCKS blocks of `size` tokens and one more token."""
+    past = (FULL_BLOCKS + 1) * size + ANSWER_TOKENS  # no token of prompt or answer is there
+    return [  # the one whose duration ends first: at the default priority again, it is older than the others
+        ("a range over the whole prompt at priority 100 for 1 ms", ((0, -1, HIGH, 1),), 0),
+        ("a range over the whole prompt at priority 100 (no expiry: duration -1)", ((0, -1, HIGH, -1),), FULL_BLOCKS),
+        ("no retention config", (), 0),
+        ("a range over the first block only, at priority 100", ((0, size, HIGH, None),), 1),
+        (f"a range from token {past}, past the sequence, at priority 100", ((past, -1, HIGH, None),), 0),
+    ]
+
+
+def kv_retention(ctx: Context) -> None:
+    served = ctx.path.served
+    size, size_from = tokens_per_block(served)
+    reuse, reuse_from = kv_cache_reuse(served)
+    option = counts_option(ctx)
+    if size is None or not reuse or option is None:
+        why = size_from if size is None else reuse_from if not reuse else "it returns no KV-cache block counts"
+        raise Unanswerable(f"{served.id}: which blocks a request finds again cannot be read here ({why})")
+    capacity = _capacity(ctx, size)
+    cases = probes(size)
+    prompts = [fresh_prompt(ctx.path.tokenizer, FULL_BLOCKS * size + 1) for _ in cases]
+    first = [_ask(ctx, prompt, option, ranges) for prompt, (_, ranges, _) in zip(prompts, cases, strict=True)]
+    stale = [found for found, _ in first if found]
+    assert not stale, f"{ctx.path.name} ({ctx.mode}): fresh prompts found {stale} block(s) they never had cached"
+    _flood(ctx, size, capacity)
+    again = [_ask(ctx, prompt, option, ()) for prompt in prompts]
+    wrong = [
+        f"{what}: must find {want} block(s) again, found {found}"
+        for (what, _, want), (found, _) in zip(cases, again, strict=True)
+        if found != want
+    ]
+    assert not wrong, (
+        f"{ctx.path.name} ({ctx.mode}): prompts of {FULL_BLOCKS * size + 1} tokens (blocks of {size}), then fresh "
+        f"prompts at the default priority over more blocks than the cache's {capacity}: " + "; ".join(wrong)
+    )
+    texts = [text for _, text in first], [text for _, text in again]
+    assert_agree(*texts, ctx.rule, ctx.path.tokenizer, f"{ctx.path.name} ({ctx.mode}): prompts asked again after the flood")
+
+
+def _capacity(ctx: Context, size: int) -> int:
+    """The KV cache's blocks, as TensorRT-LLM's metrics say; Unanswerable where flooding them costs too much."""
+    blocks = ctx.path.served.client.trtllm_gauges().get(KV_MAX)
+    if blocks is None:
+        raise Unanswerable('tensorrt_llm publishes no nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max"}')
+    blocks = int(blocks)
+    if blocks * size > FLOOD_BUDGET_TOKENS:
+        raise Unanswerable(
+            f"its KV cache holds {blocks} blocks of {size} tokens: flooding it would take over {FLOOD_BUDGET_TOKENS} "
+            "prompt tokens; serve a deployment whose cache is small (engines.lock kv_cache_max_tokens, tensorrt_llm's "
+            "max_tokens_in_paged_kv_cache)"
+        )
+    if blocks < len(probes(size)) * (FULL_BLOCKS + 1) + FLOOD_BLOCKS_PER_PROMPT + 1:
+        raise Unanswerable(f"its KV cache of {blocks} blocks cannot hold the kept prompts beside a flooding one")
+    return blocks
+
+
+def _ask(ctx: Context, prompt: str, option: str, ranges: tuple) -> tuple[int, str]:
+    """(blocks reused, answer) of `prompt` asked with `ranges` as its retention config."""
+    answer = ctx.ask(Ask.of(prompt, ANSWER_TOKENS, **{option: True}, **({"retention": ranges} if ranges else {})))
+    reused = (answer.metrics or {}).get("kv_cache_reused_blocks")
+    if reused is None:
+        raise AssertionError(f"{ctx.path.name} ({ctx.mode}): asked with {option}, no kv_cache_reused_blocks came back")
+    return int(reused), answer.text
+
+
+def _flood(ctx: Context, size: int, blocks: int) -> None:
+    """Fresh prompts at the default priority over `blocks` whole blocks, one after another."""
+    for _ in range(math.ceil(blocks / FLOOD_BLOCKS_PER_PROMPT)):
+        prompt = fresh_prompt(ctx.path.tokenizer, FLOOD_BLOCKS_PER_PROMPT * size + 1)
+        ctx.path.answer(Ask.of(prompt, 1), "unary")
