@@ -21,7 +21,7 @@ against them (on 2 shared cores, 2 threads ran 8 tokens 10-30x slower at times).
 
     python3 -m venv .venv-aiperf && .venv-aiperf/bin/pip install aiperf==0.13.0
     .venv/bin/python benchmarks/aiperf_agreement.py --aiperf .venv-aiperf/bin/aiperf
-    .venv/bin/python benchmarks/aiperf_agreement.py --smoke     # concurrency 1, 3 requests; aiperf only if given
+    .venv/bin/python benchmarks/aiperf_agreement.py --smoke     # concurrency 1, 3 requests, the tiny engine; aiperf only if given
 
 Results: benchmarks/results/aiperf_agreement.json (an earlier file is kept aside, as files.keep_previous does);
 --smoke writes to a scratch file outside the repository unless --out is given. Exit 1 when a client saw errors,
@@ -95,6 +95,7 @@ from pytest_triton_llm.triton.tensor_contract import NO_END, Sampling, returned_
 from pytest_triton_llm.common.tables import table  # noqa: E402
 
 DEPLOYMENT = "smollm2-135m:inflight"
+SMOKE_LOCK, SMOKE_DEPLOYMENT = ROOT / "fixtures" / "engines.tiny.lock", "tiny:inflight"  # random weights, same path
 FULL = {"concurrency": [1, 4, 8], "input_tokens": 32, "output_tokens": 32, "warmup": 2}  # the perf suite's default
 SMOKE = {"concurrency": [1], "requests": 3, "input_tokens": 16, "output_tokens": 8, "warmup": 1}
 AIPERF, HTTP, GRPC = "aiperf", "loadgen-http", "loadgen-grpc"
@@ -494,13 +495,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the server's OMP_NUM_THREADS (default: all cores but one, which is left to the client; "
         "an OpenMP pool that shares its cores with a busy client spins against it)",
     )
-    parser.add_argument("--engines-lock", type=Path, default=ROOT / "engines.lock")
-    parser.add_argument("--deployment", default=DEPLOYMENT)
+    parser.add_argument("--engines-lock", type=Path, help="default: engines.lock; --smoke: fixtures/engines.tiny.lock")
+    parser.add_argument("--deployment", help=f"default: {DEPLOYMENT}; --smoke: {SMOKE_DEPLOYMENT}")
     parser.add_argument("--engines-cache", default="~/.cache/pytest-triton-llm")
     parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/aiperf_agreement.json)")
     args = parser.parse_args(argv)
     check_aiperf(parser, args.aiperf)
     shape = SMOKE if args.smoke else FULL
+    tiny = args.smoke and args.deployment is None  # the smoke proves the clients and the tables, not SmolLM2's speed
+    args.engines_lock = args.engines_lock or (SMOKE_LOCK if tiny else ROOT / "engines.lock")
+    args.deployment = args.deployment or (SMOKE_DEPLOYMENT if tiny else DEPLOYMENT)
     concurrencies = args.concurrency or shape["concurrency"]
     input_tokens = args.input_tokens or shape["input_tokens"]
     output_tokens = args.output_tokens or shape["output_tokens"]

@@ -8,7 +8,9 @@ Apache Otava: it must exit 1 and name the last night; and without the fault, the
 
 The sessions share one warm server (TRITON_LLM_KEEP_WARM), as a nightly on one machine would not, so that a night
 measures the server rather than its start; the faulted night switches its fault on in that server while it holds it.
---smoke: 3 short nights (workload smoke), no fault, exit 0 expected."""
+--smoke: 3 short nights (workload smoke), no fault, exit 0 expected, on the tiny engine (fixtures/engines.tiny.lock: random
+weights, the same serving path) unless --deployment names one: the smoke proves the nights are appended and judged,
+not what SmolLM2 measures."""
 
 from __future__ import annotations
 
@@ -27,13 +29,15 @@ from pytest_triton_llm.perf.history.otava import OtavaError, find_otava
 from pytest_triton_llm.perf.history.store import read
 
 DEPLOYMENT = "smollm2-135m:inflight"
+SMOKE_LOCK, SMOKE_DEPLOYMENT = ROOT / "fixtures" / "engines.tiny.lock", "tiny:inflight"
 FAULT = "throughput_minus_20_percent"
 
 
-def night(history: Path, report: Path, workload: str, fault: str | None) -> dict:
-    """One perf session appended to `history`; its load points' output tokens/s."""
+def night(history: Path, report: Path, served: tuple[Path, str], workload: str, fault: str | None) -> dict:
+    """One perf session of `served` (lock, deployment) appended to `history`; its load points' output tokens/s."""
+    lock, deployment = served
     argv = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-m", "perf", "-k", "test_load_point", "-q"]
-    argv += ["-p", "no:cacheprovider", "--deployment", DEPLOYMENT, "--perf-workload", workload]
+    argv += ["-p", "no:cacheprovider", "--engines-lock", str(lock), "--deployment", deployment, "--perf-workload", workload]
     unjudged = history.parent / "no_budgets.toml"  # the nights are measured, not judged by the project's CPU budgets
     unjudged.write_text('[[budget]]\nengine = "none"\nmin_output_tokens_per_s = 1\n')
     argv += ["--perf-history", str(history), "--triton-llm-report", str(report)]
@@ -43,7 +47,7 @@ def night(history: Path, report: Path, workload: str, fault: str | None) -> dict
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
         raise BenchmarkFailed(f"the perf session failed ({done.returncode}): {done.stdout[-2000:]}")
-    points = json.loads(report.read_text())["deployments"][DEPLOYMENT]["metrics"]["perf"]
+    points = json.loads(report.read_text())["deployments"][deployment]["metrics"]["perf"]
     return {name: point["output_tokens_per_s"] for name, point in points.items()}
 
 
@@ -55,11 +59,11 @@ def judge(history: Path, otava: str, plots: Path) -> tuple[int, list[str]]:
     return done.returncode, done.stdout.splitlines()
 
 
-def run_nights(history: Path, work: Path, nights: int, workload: str, last_fault: str | None) -> list[dict]:
+def run_nights(history: Path, work: Path, served: tuple, nights: int, workload: str, last_fault: str | None) -> list[dict]:
     figures = []
     for n in range(1, nights + 1):
         fault = last_fault if n == nights else None
-        figures.append({"night": n, "fault": fault, **night(history, work / f"{n}.json", workload, fault)})
+        figures.append({"night": n, "fault": fault, **night(history, work / f"{n}.json", served, workload, fault)})
         print(f"night {n} of {nights}{f' ({fault})' if fault else ''}: {figures[-1]}", flush=True)
     return figures
 
@@ -80,13 +84,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", default=FAULT, help=f"the stand-in fault of the last night (default: {FAULT})")
     parser.add_argument("--workload", default="default", help="the perf workload of every night (default: default)")
     parser.add_argument("--smoke", action="store_true", help="3 nights of workload smoke, no fault; exit 0 expected")
+    parser.add_argument("--engines-lock", type=Path, help="the lock of --deployment (default: engines.lock; smoke: tiny)")
+    parser.add_argument("--deployment", help=f"what the nights serve (default: {DEPLOYMENT}; smoke: {SMOKE_DEPLOYMENT})")
     parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/perf_history_nights.json)")
     args = parser.parse_args(argv)
     nights, workload = (3, "smoke") if args.smoke else (args.nights, args.workload)
+    smoke = args.smoke and args.deployment is None
+    served = (
+        args.engines_lock or (SMOKE_LOCK if smoke else ROOT / "engines.lock"),
+        args.deployment or (SMOKE_DEPLOYMENT if smoke else DEPLOYMENT),
+    )
     out = results_path("perf_history_nights", args.smoke, args.out)
     with tempfile.TemporaryDirectory(prefix="perf-history-nights-") as work:
         history = Path(work) / "history.sqlite"
-        figures = run_nights(history, Path(work), nights, workload, None if args.smoke else args.fault)
+        figures = run_nights(history, Path(work), served, nights, workload, None if args.smoke else args.fault)
         try:
             otava = find_otava(args.otava)
         except OtavaError as exc:
@@ -97,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     flagged = [line for line in lines if line.startswith("REGRESSION ")]
     expected = 0 if args.smoke else 1
-    document = {"deployment": DEPLOYMENT, "workload": workload, "nights": figures, "exit": rc, "regressions": flagged}
+    document = {"deployment": served[1], "workload": workload, "nights": figures, "exit": rc, "regressions": flagged}
     write_results(out, {**document, "plots": str(out.with_suffix(""))}, args.smoke, print)
     # the faulted night must be named; a regression named elsewhere is the noise of this machine's nights, kept in the
     # results (on 2 shared cores a p99 moved 14% between two clean nights, 2026-11-29)
