@@ -243,6 +243,13 @@ class InflightScheduler:
 
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:
+        out, mask, positions = self._context(jobs)
+        self._batch.join(jobs, out.past_key_values, mask, positions[:, -1] + 1)
+        for job in jobs:
+            self._deliver(job)
+
+    def _context(self, jobs: list[Job]):
+        """One left-padded context phase of `jobs`, each's first token chosen: (the model's output, mask, positions)."""
         for job in jobs:  # first scheduled: its context phase begins
             job.sequence.scheduled_ns = time.monotonic_ns()
         prompts = [j.sequence.request.input_ids for j in jobs]
@@ -266,9 +273,7 @@ class InflightScheduler:
         self.engine.select([j.sequence for j in jobs], out.logits[:, -1, :])
         if self.engine.fault("ttft_plus_30_percent"):
             time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - start))
-        self._batch.join(jobs, out.past_key_values, mask, positions[:, -1] + 1)
-        for job in jobs:
-            self._deliver(job)
+        return out, mask, positions
 
     @torch.inference_mode()
     def _decode(self) -> None:

@@ -158,9 +158,11 @@ class PrefixCache:
         """Drop the least recently used block of the lowest priority, and every block kept after it (unreachable)."""
         lowest = min(block.priority for block in self._blocks.values())
         doomed = {next(name for name, block in self._blocks.items() if block.priority == lowest)}
-        for name, block in list(self._blocks.items()):  # parents come before their children in a chain
-            if block.parent in doomed:
-                doomed.add(name)
+        while True:  # its descendants, in whatever order they were kept or used
+            found = {name for name, block in self._blocks.items() if block.parent in doomed} - doomed
+            if not found:
+                break
+            doomed |= found
         for name in doomed:
             del self._blocks[name]
 
@@ -174,15 +176,30 @@ class PrefixCachingScheduler(InflightScheduler):
 
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:
+        """Newcomers that found cached blocks compute the rest alone; those that found none run one padded context
+        phase together where the engine batches them (a CPU: exact in float32), and keep their blocks from it."""
+        fresh = []
         for job in jobs:
-            self._prefill_one(job)
+            key, salt, blocks = self._looked_up(job)
+            if blocks or self.engine.prefill_alone:
+                self._prefill_one(job, key, salt, blocks)
+            else:
+                fresh.append((job, key, salt))
+        if not fresh:
+            return
+        batch = [job for job, _, _ in fresh]
+        out, mask, positions = self._context(batch)
+        for row, (job, key, salt) in enumerate(fresh):
+            request = job.sequence.request
+            kept = _Row(out.past_key_values, row, mask.shape[1] - len(request.input_ids))
+            self.prefix.keep(key, salt, kept, 0, request.retention)
+        self._batch.join(batch, out.past_key_values, mask, positions[:, -1] + 1)
+        for job in batch:
+            self._deliver(job)
 
-    def _prefill_one(self, job: Job) -> None:
-        from transformers import DynamicCache
-
-        job.sequence.scheduled_ns = time.monotonic_ns()
+    def _looked_up(self, job: Job) -> tuple[list, str, list]:
+        """(the prompt's block key, its salt, the cached blocks it starts with); the job's KV counters set."""
         request = job.sequence.request
-        prompt = request.input_ids
         salt = "" if request.lora is None else f"lora {request.lora.task_id}"  # keyed by the adapter's id, as in TRT-LLM
         if self.prefix.fault("kv_reuse_ignores_the_lora_task"):  # every adapter's blocks, and the base model's, alike
             salt = ""
@@ -190,6 +207,14 @@ class PrefixCachingScheduler(InflightScheduler):
         blocks, job.sequence.kv = self.prefix.lookup(key, salt, request.retention)
         if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
             blocks = []
+        return key, salt, blocks
+
+    def _prefill_one(self, job: Job, key: list, salt: str, blocks: list) -> None:
+        from transformers import DynamicCache
+
+        job.sequence.scheduled_ns = time.monotonic_ns()
+        request = job.sequence.request
+        prompt = request.input_ids
         start = len(blocks) * self.prefix.block
         cache = DynamicCache()
         for layer in range(len(blocks[0]) if blocks else 0):
@@ -214,6 +239,20 @@ class PrefixCachingScheduler(InflightScheduler):
             time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - began))
         self._batch.join([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
         self._deliver(job)
+
+
+class _Row:
+    """One row of a left-padded batch's KV cache, from its first prompt token on: what PrefixCache.keep reads."""
+
+    def __init__(self, cache, row: int, first: int):
+        span = (slice(row, row + 1), slice(None), slice(first, None))
+        self.layers = [_Layer(layer.keys[span], layer.values[span]) for layer in cache.layers]
+
+
+@dataclass
+class _Layer:
+    keys: torch.Tensor
+    values: torch.Tensor
 
 
 def keyed(request, vocab_size: int, fault=lambda name: False) -> list:
