@@ -157,6 +157,7 @@ def test_generate(triton_llm):
     assert "test_generate[smollm2-135m:inflight] PASSED" in result.stdout.str()
 
 
+@pytest.mark.usefixtures("warm_cache")  # the subject is the twin that does not start, not a build
 def test_an_own_server_that_does_not_start_fails_its_test_in_one_line_and_the_run_goes_on(project):
     """The health check's own server, a twin of a deployment that serves already, cannot start: that test fails with
     why; the others run (under xdist too, where a session ended from inside a test lost the line)."""
