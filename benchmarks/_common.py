@@ -19,6 +19,18 @@ class BenchmarkFailed(RuntimeError):
     """A check of the benchmark failed (errors, lost requests, lengths not met): exit 1 with this line."""
 
 
+# what a benchmark's smoke serves unless --deployment names one: random weights on the embedded default's serving path,
+# whose tokens cost a fraction of SmolLM2's; a smoke proves the clients, tables and files, not a model's speed
+TINY_LOCK, TINY_DEPLOYMENT = ROOT / "fixtures" / "engines.tiny.lock", "tiny:inflight"
+
+
+def served_by(lock: Path | None, deployment: str | None, smoke: bool, default: str) -> tuple[Path, str]:
+    """(lock, deployment) a benchmark serves: those given; else the tiny engine for a smoke, `default` of engines.lock
+    for a full run."""
+    tiny = smoke and deployment is None
+    return lock or (TINY_LOCK if tiny else ROOT / "engines.lock"), deployment or (TINY_DEPLOYMENT if tiny else default)
+
+
 def results_path(name: str, smoke: bool, out: Path | None) -> Path:
     """--out, else benchmarks/results/NAME.json, or for a smoke run a scratch file outside the repository."""
     if out is not None:

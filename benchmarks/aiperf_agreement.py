@@ -95,7 +95,6 @@ from pytest_triton_llm.triton.tensor_contract import NO_END, Sampling, returned_
 from pytest_triton_llm.common.tables import table  # noqa: E402
 
 DEPLOYMENT = "smollm2-135m:inflight"
-SMOKE_LOCK, SMOKE_DEPLOYMENT = ROOT / "fixtures" / "engines.tiny.lock", "tiny:inflight"  # random weights, same path
 FULL = {"concurrency": [1, 4, 8], "input_tokens": 32, "output_tokens": 32, "warmup": 2}  # the perf suite's default
 SMOKE = {"concurrency": [1], "requests": 3, "input_tokens": 16, "output_tokens": 8, "warmup": 1}
 AIPERF, HTTP, GRPC = "aiperf", "loadgen-http", "loadgen-grpc"
@@ -496,15 +495,13 @@ def main(argv: list[str] | None = None) -> int:
         "an OpenMP pool that shares its cores with a busy client spins against it)",
     )
     parser.add_argument("--engines-lock", type=Path, help="default: engines.lock; --smoke: fixtures/engines.tiny.lock")
-    parser.add_argument("--deployment", help=f"default: {DEPLOYMENT}; --smoke: {SMOKE_DEPLOYMENT}")
+    parser.add_argument("--deployment", help=f"default: {DEPLOYMENT}; --smoke: {common.TINY_DEPLOYMENT}")
     parser.add_argument("--engines-cache", default="~/.cache/pytest-triton-llm")
     parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/aiperf_agreement.json)")
     args = parser.parse_args(argv)
     check_aiperf(parser, args.aiperf)
     shape = SMOKE if args.smoke else FULL
-    tiny = args.smoke and args.deployment is None  # the smoke proves the clients and the tables, not SmolLM2's speed
-    args.engines_lock = args.engines_lock or (SMOKE_LOCK if tiny else ROOT / "engines.lock")
-    args.deployment = args.deployment or (SMOKE_DEPLOYMENT if tiny else DEPLOYMENT)
+    args.engines_lock, args.deployment = common.served_by(args.engines_lock, args.deployment, args.smoke, DEPLOYMENT)
     concurrencies = args.concurrency or shape["concurrency"]
     input_tokens = args.input_tokens or shape["input_tokens"]
     output_tokens = args.output_tokens or shape["output_tokens"]

@@ -22,14 +22,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, BenchmarkFailed, results_path, write_results
+from _common import ROOT, TINY_DEPLOYMENT, BenchmarkFailed, results_path, served_by, write_results
 
 from pytest_triton_llm.perf.history.judge import load_settings
 from pytest_triton_llm.perf.history.otava import OtavaError, find_otava
 from pytest_triton_llm.perf.history.store import read
 
 DEPLOYMENT = "smollm2-135m:inflight"
-SMOKE_LOCK, SMOKE_DEPLOYMENT = ROOT / "fixtures" / "engines.tiny.lock", "tiny:inflight"
 FAULT = "throughput_minus_20_percent"
 
 
@@ -85,15 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", default="default", help="the perf workload of every night (default: default)")
     parser.add_argument("--smoke", action="store_true", help="3 nights of workload smoke, no fault; exit 0 expected")
     parser.add_argument("--engines-lock", type=Path, help="the lock of --deployment (default: engines.lock; smoke: tiny)")
-    parser.add_argument("--deployment", help=f"what the nights serve (default: {DEPLOYMENT}; smoke: {SMOKE_DEPLOYMENT})")
+    parser.add_argument("--deployment", help=f"what the nights serve (default: {DEPLOYMENT}; smoke: {TINY_DEPLOYMENT})")
     parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/perf_history_nights.json)")
     args = parser.parse_args(argv)
     nights, workload = (3, "smoke") if args.smoke else (args.nights, args.workload)
-    smoke = args.smoke and args.deployment is None
-    served = (
-        args.engines_lock or (SMOKE_LOCK if smoke else ROOT / "engines.lock"),
-        args.deployment or (SMOKE_DEPLOYMENT if smoke else DEPLOYMENT),
-    )
+    served = served_by(args.engines_lock, args.deployment, args.smoke, DEPLOYMENT)
     out = results_path("perf_history_nights", args.smoke, args.out)
     with tempfile.TemporaryDirectory(prefix="perf-history-nights-") as work:
         history = Path(work) / "history.sqlite"

@@ -50,8 +50,8 @@ def kv_retention(ctx: Context) -> None:
     if size is None or not reuse or option is None:
         why = size_from if size is None else reuse_from if not reuse else "it returns no KV-cache block counts"
         raise Unanswerable(f"{served.id}: which blocks a request finds again cannot be read here ({why})")
-    capacity = _capacity(ctx, size)
     cases = probes(size)
+    capacity = _capacity(ctx, size, len(cases))
     prompts = [fresh_prompt(ctx.path.tokenizer, FULL_BLOCKS * size + 1) for _ in cases]
     first = [_ask(ctx, prompt, option, ranges) for prompt, (_, ranges, _) in zip(prompts, cases, strict=True)]
     stale = [found for found, _ in first if found]
@@ -71,7 +71,7 @@ def kv_retention(ctx: Context) -> None:
     assert_agree(*texts, ctx.rule, ctx.path.tokenizer, f"{ctx.path.name} ({ctx.mode}): prompts asked again after the flood")
 
 
-def _capacity(ctx: Context, size: int) -> int:
+def _capacity(ctx: Context, size: int, kept_prompts: int) -> int:
     """The KV cache's blocks, as TensorRT-LLM's metrics say; Unanswerable where flooding them costs too much."""
     blocks = ctx.path.served.client.trtllm_gauges().get(KV_MAX)
     if blocks is None:
@@ -83,7 +83,7 @@ def _capacity(ctx: Context, size: int) -> int:
             "prompt tokens; serve a deployment whose cache is small (engines.lock kv_cache_max_tokens, tensorrt_llm's "
             "max_tokens_in_paged_kv_cache)"
         )
-    if blocks < len(probes(size)) * (FULL_BLOCKS + 1) + FLOOD_BLOCKS_PER_PROMPT + 1:
+    if blocks < kept_prompts * (FULL_BLOCKS + 1) + FLOOD_BLOCKS_PER_PROMPT + 1:
         raise Unanswerable(f"its KV cache of {blocks} blocks cannot hold the kept prompts beside a flooding one")
     return blocks
 

@@ -244,7 +244,11 @@ class InflightScheduler:
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:
         out, mask, positions = self._context(jobs)
-        self._batch.join(jobs, out.past_key_values, mask, positions[:, -1] + 1)
+        self._admit(jobs, out.past_key_values, mask, positions[:, -1] + 1)
+
+    def _admit(self, jobs: list[Job], cache, mask, next_positions) -> None:
+        """Jobs whose context phase is done join the running batch, each handed its first token."""
+        self._batch.join(jobs, cache, mask, next_positions)
         for job in jobs:
             self._deliver(job)
 

@@ -193,9 +193,7 @@ class PrefixCachingScheduler(InflightScheduler):
             request = job.sequence.request
             kept = _Row(out.past_key_values, row, mask.shape[1] - len(request.input_ids))
             self.prefix.keep(key, salt, kept, 0, request.retention)
-        self._batch.join(batch, out.past_key_values, mask, positions[:, -1] + 1)
-        for job in batch:
-            self._deliver(job)
+        self._admit(batch, out.past_key_values, mask, positions[:, -1] + 1)
 
     def _looked_up(self, job: Job) -> tuple[list, str, list]:
         """(the prompt's block key, its salt, the cached blocks it starts with); the job's KV counters set."""
@@ -237,8 +235,7 @@ class PrefixCachingScheduler(InflightScheduler):
         self.engine.select([job.sequence], out.logits[:, -1, :])
         if self.engine.fault("ttft_plus_30_percent"):
             time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - began))
-        self._batch.join([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
-        self._deliver(job)
+        self._admit([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
 
 
 class _Row:
