@@ -21,7 +21,7 @@ from ..verdicts import logits as logits_verdict
 from ..verdicts.guided import JudgeUnavailable, problems
 from .guides import load_guides
 from .kv_blocks import kv_reuse_stats, perf_metrics_blocks, table_blocks
-from .kv_retention import kv_retention
+from .kv_retention import kv_retention, kv_retention_decode
 from .matrix import LLMAPI, OPENAI, TENSORRT_LLM, TRITON
 from .requests import Answer, Ask, Unanswerable
 from .triton_paths import FILLERS
@@ -939,6 +939,7 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         perf_metrics,
         kv_reuse_stats,
         kv_retention,
+        kv_retention_decode,
         token_counts,
         logits,
         generation_prompt,

@@ -21,7 +21,8 @@ class Ask:
     embeddings are the prompt table's rows) and extra_id (its KV-cache reuse key, 1 unless given); on tensorrt_llm
     only: after (token ids sent after the prompt's), decay (top-p decay and its floor), lookahead (lookahead
     decoding's window, n-gram and verification-set sizes), retention (KV-cache retention ranges: (start, end or -1,
-    priority, duration ms or None) each)."""
+    priority, duration ms or None) each), decode_retention (with retention: the decode phase's (priority, duration ms
+    or None))."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)

@@ -249,20 +249,26 @@ class TritonPath:
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
         if "retention" in options:
-            self._retention(inputs, options["retention"])
+            self._retention(inputs, options["retention"], options.get("decode_retention"))
         self._returned(inputs, options)
         self._logits(inputs, options)
         return inputs
 
-    def _retention(self, inputs: dict, ranges: tuple) -> None:
+    def _retention(self, inputs: dict, ranges: tuple, decode: tuple | None) -> None:
         """KV-cache retention: (start, end or -1, priority, duration ms or None) per token range; the durations are
-        sent only where one is given (-1: none, upstream's kRetentionNoExpirationTime)."""
+        sent only where one is given (-1: none, upstream's kRetentionNoExpirationTime); `decode`: the decode phase's
+        (priority, duration ms or None), read by the backend only beside the ranges."""
         starts, ends, priorities, durations = zip(*ranges, strict=True)
         self.extra(inputs, "retention_token_range_starts", list(starts))
         self.extra(inputs, "retention_token_range_ends", list(ends))
         self.extra(inputs, "retention_token_range_priorities", list(priorities))
         if any(d is not None for d in durations):
             self.extra(inputs, "retention_token_range_durations_ms", [-1 if d is None else d for d in durations])
+        if decode is not None:
+            priority, duration = decode
+            self.extra(inputs, "retention_decode_priority", priority)
+            if duration is not None:
+                self.extra(inputs, "retention_decode_duration_ms", duration)
 
     def _returned(self, inputs: dict, options: dict) -> None:
         """What the request asks back besides the text: perf metrics, KV-cache reuse stats, several sequences."""

@@ -10,11 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
 
-from prefix_cache import PrefixCache  # noqa: E402  (model dirs on sys.path: conftest)
+from generation import GenerationRequest, Sequence  # noqa: E402  (model dirs on sys.path: conftest)
+from inflight import Job  # noqa: E402
+from prefix_cache import PrefixCache, PrefixCachingScheduler  # noqa: E402
 from retention import Retention, TokenRange, read  # noqa: E402
 from served_contract import RequestError  # noqa: E402
 
 from pytest_triton_llm.properties.kv_retention import probes  # noqa: E402
+from tests.unit.test_inflight import Collector, tiny_engine  # noqa: E402
 
 BLOCK = 4
 
@@ -32,6 +35,14 @@ def test_a_block_takes_the_range_its_first_token_is_in():  # KvCacheRetentionCon
     assert priorities([(0, 63, 80, None), (63, 127, 30, None)], 32, 127) == [80, 80, 30, 30]
     assert priorities([(0, 1, 80, None), (1, 2, 5, None)], 32, 128) == [80, None, None, None]
     assert priorities([(40, None, 80, None)], 32, 128) == [None, None, 80, 80]  # block 32 starts before 40
+
+
+def test_blocks_past_the_context_phase_take_the_decode_retention():
+    """A prompt of 6 tokens allocates 2 blocks of 4 in its context phase (the second holds its first answer tokens
+    too); the blocks after them come from the decode phase (WindowBlockManager::allocateBlock)."""
+    config = Retention((TokenRange(0, None, 90, None),), decode_priority=5, decode_duration_ms=7)
+    assert config.per_block(4, 16, context=6) == [(90, None), (90, None), (5, 7), (5, 7)]
+    assert config.per_block(4, 16) == [(90, None)] * 4  # a prompt's own blocks, looked up or kept at its context phase
 
 
 def test_the_inputs_are_read_as_the_backend_reads_them():
@@ -107,3 +118,34 @@ def test_a_flood_leaves_exactly_the_blocks_kept_above_the_default(fault):
         keep(cache, [1000 * (n + 1) + t for t in range(4 * BLOCK + 1)])
     kept = [0, 2, 0, 1, 0] if fault is None else [0] * 5  # the 1 ms one, the whole prompt, none, the first block, past
     assert [keep(cache, prompt) for prompt in prompts] == kept
+
+
+def test_a_finished_request_keeps_its_answers_blocks_for_the_next_turn():
+    """A prompt of 5 tokens answered with 8: its cache holds 12 tokens (the last answer token was never fed), 3 blocks
+    of 4, kept when it ends. The next turn, prompt and answer sent back with one more token, finds all 3 and answers
+    as a scheduler that had kept nothing: the kept decode-phase keys and values are the right ones."""
+    engine = tiny_engine()
+    prompt = [3, 5, 7, 11, 13]
+    first = _served(engine, PrefixCache(BLOCK, max_blocks=64, enabled=True), [prompt])[0]
+    turn = prompt + first.tokens[:7] + [17]
+    cache = PrefixCache(BLOCK, max_blocks=64, enabled=True)
+    warm = _served(engine, cache, [prompt, turn])[1]
+    cold = _served(engine, PrefixCache(BLOCK, max_blocks=64, enabled=True), [turn])[0]
+    assert (warm.kv.reused, cold.kv.reused) == (3, 0)
+    assert warm.tokens == cold.tokens
+
+
+def _served(engine, cache: PrefixCache, prompts: list) -> list:
+    """The finished sequences of `prompts`, sent one after another to a prefix-caching scheduler over `cache`."""
+    scheduler = PrefixCachingScheduler(lambda: engine, cache)
+    try:
+        done = []
+        for n, prompt in enumerate(prompts):
+            collector = Collector(1)
+            request = GenerationRequest(prompt, max_new_tokens=8, end_id=-1)
+            scheduler.submit(Job(Sequence(request), str(n), collector.emit))
+            assert collector.done.wait(60), "the scheduler did not finish the request"
+            done.append(collector.final[str(n)])
+        return done
+    finally:
+        scheduler.close()

@@ -55,6 +55,7 @@ class Job:
     is_cancelled: Callable[[], bool] = lambda: False
     stop_requested: bool = False
     streamed: int = field(default=0)  # tokens already delivered
+    block_key: tuple | None = None  # where KV-cache blocks are reused: (its prompt's block key, salt), prefix_cache.py
 
     @property
     def cancelled(self) -> bool:
@@ -335,6 +336,11 @@ class InflightScheduler:
         for i, job in enumerate(self._batch.jobs):
             if cancel_check and not job.sequence.finished and job.cancelled:
                 self._finish(job, "cancelled")
-            if not job.sequence.finished:
+            if job.sequence.finished:
+                self._release(i, job)
+            else:
                 keep.append(i)
         self._batch.keep(keep)
+
+    def _release(self, row: int, job: Job) -> None:
+        """A finished job leaves the batch at `row`: what a scheduler that keeps KV-cache blocks keeps of it."""

@@ -5,9 +5,12 @@ A prompt is cut into blocks of `tokens_per_block` tokens; a full block is named 
 before it (and the LoRA adapter), so a block matches only under the same prefix. A prompt-table id (>= vocab_size)
 counts with its prompt_table_extra_id, as in TensorRT-LLM's block key: the same fake ids of two different tables (two
 images) match only where the client gave them the same extra id. After a request's context phase its
-full prompt blocks are kept (their keys and values, per layer); a later prompt that starts with the same blocks takes
-them from here and computes only the rest: real reuse, not bookkeeping. At least one prompt token is always computed
-(its logits give the first output token), as in TensorRT-LLM.
+full prompt blocks are kept (their keys and values, per layer); when the request ends, the full blocks over its prompt
+and its answer but the last token (whose keys and values no step computed) are kept too, as TensorRT-LLM's
+releaseBlocks stores them (storeBlocksForReuse, beam width 1): a next turn that sends prompt and answer back finds
+them. A later prompt that starts with kept blocks takes them from here and computes only the rest: real reuse, not
+bookkeeping. At least one prompt token is always computed (its logits give the first output token), as in
+TensorRT-LLM.
 
 Per request (RequestPerfMetrics.kv_cache_metrics): reused blocks, missed blocks (prompt blocks not found), newly
 allocated blocks, total allocated blocks and the hit rate reused / (reused + missed).
@@ -93,10 +96,10 @@ class PrefixCache:
             names.append(chain.copy().digest())
         return names
 
-    def _retentions(self, retention, length: int) -> list:
+    def _retentions(self, retention, length: int, context: int | None = None) -> list:
         if retention is None or self.fault("kv_retention_ignored"):
             return [(None, None)] * (-(-length // self.block))
-        return retention.per_block(self.block, length)
+        return retention.per_block(self.block, length, context)
 
     def _claim(self, block: _Block, priority: int | None, duration_ms: int | None) -> None:
         """claimBlock then releaseBlock: a priority given replaces the block's; its duration counts from now."""
@@ -126,13 +129,15 @@ class PrefixCache:
         stats = KvStats(reused=len(reused), missed=blocks - len(reused), new=blocks - len(reused), total=blocks)
         return reused, stats
 
-    def keep(self, prompt: list, salt: str, cache, first_new: int, retention=None) -> None:
-        """Keep the full prompt blocks from `first_new` on, out of a one-row cache holding the whole prompt."""
+    def keep(self, prompt: list, salt: str, cache, first_new: int, retention=None, context: int | None = None) -> None:
+        """Keep the full blocks of `prompt` from `first_new` on, out of a one-row cache holding all of it; where
+        `prompt` goes on past the context phase's `context` tokens, its decode-phase blocks take the decode
+        retention."""
         if not self.enabled:
             return
         self._refresh()
         names = self._names(prompt, salt)
-        retentions = self._retentions(retention, len(prompt))
+        retentions = self._retentions(retention, len(prompt), context)
         for index in reversed(range(first_new, len(names))):  # released last block first, as TensorRT-LLM does
             name = names[index]
             if name in self._blocks:
@@ -203,6 +208,7 @@ class PrefixCachingScheduler(InflightScheduler):
             salt = ""
         key = keyed(request, self.engine.vocab_size, self.prefix.fault)
         blocks, job.sequence.kv = self.prefix.lookup(key, salt, request.retention)
+        job.block_key = (key, salt)
         if self.prefix.fault("kv_reuse_without_speedup"):  # reported as reused, computed again all the same
             blocks = []
         return key, salt, blocks
@@ -236,6 +242,17 @@ class PrefixCachingScheduler(InflightScheduler):
         if self.engine.fault("ttft_plus_30_percent"):
             time.sleep(TTFT_SLOWDOWN * (time.perf_counter() - began))
         self._admit([job], out.past_key_values, mask, torch.tensor([len(prompt)]))
+
+    def _release(self, row: int, job: Job) -> None:
+        """releaseBlocks' storeBlocksForReuse, where the request ends: its full blocks over the prompt and the answer
+        but its last token (what its row's cache holds) are kept; those the context phase kept are found by name."""
+        if job.block_key is None or not job.sequence.tokens:
+            return
+        key, salt = job.block_key
+        first = int(self._batch.mask[row].argmax())  # the row's first token: left of it, padding
+        computed = (key + job.sequence.tokens)[: self._batch.mask.shape[1] - first]
+        kept = _Row(self._batch.cache, row, first)
+        self.prefix.keep(computed, salt, kept, 0, job.sequence.request.retention, len(key))
 
 
 class _Row:

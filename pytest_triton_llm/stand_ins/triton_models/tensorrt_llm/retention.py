@@ -31,10 +31,16 @@ class Retention:
     decode_priority: int = DEFAULT_PRIORITY
     decode_duration_ms: int | None = None
 
-    def per_block(self, block: int, length: int) -> list[tuple[int | None, int | None]]:
-        """(priority, duration ms) of each block of a sequence of `length` tokens, None where no range sets it."""
+    def per_block(self, block: int, length: int, context: int | None = None) -> list[tuple[int | None, int | None]]:
+        """(priority, duration ms) of each block of a sequence of `length` tokens, None where no range sets it. Where
+        `context` (the prompt's length) is given, the blocks past the context phase's, which the decode phase
+        allocates (WindowBlockManager::allocateBlock), take the decode priority and duration instead."""
+        context_blocks = -(-(length if context is None else context) // block)
         out = []
-        for first in range(0, length, block):
+        for index, first in enumerate(range(0, length, block)):
+            if index >= context_blocks:
+                out.append((self.decode_priority, self.decode_duration_ms))
+                continue
             entry = next((r for r in self.ranges if r.start <= first and (r.end is None or first < r.end)), None)
             out.append((entry.priority, entry.duration_ms) if entry else (None, None))
         return out
