@@ -35,7 +35,7 @@ class Fault:
     versions: str  # the versions it hit, as the issue says them
     does: str  # what the stand-in does: the observable symptom it reproduces
     model: Literal["tensorrt_llm", "preprocessing", "postprocessing", "tensorrt_llm_bls"]
-    layout: Literal["inflight_batcher_llm", "llmapi"]  # the engine ensemble's models, or the llmapi model
+    layout: Literal["inflight_batcher_llm", "llmapi", "multimodal"]  # the engine ensemble's, the llmapi model, images
     kind: str  # the class of bug: streaming text, stop conditions, sampling, ...
     markers: tuple[str, ...]  # the suites' markers whose tests must catch it
     deployment: str  # the deployment the campaign runs it on

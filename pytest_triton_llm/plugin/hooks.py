@@ -38,6 +38,7 @@ MARKERS = {
     "guided": "guided decoding (structured output): the property matrix's guided cells on every path",
     "speculative": "speculative decoding: draft tokens verified by the target, answers equal to standard decoding",
     "health": "health that tells the truth after the engine dies",
+    "multimodal": "images through a multimodal deployment's encoders, ensemble and BLS",
     "gpu": "needs an NVIDIA GPU",
     **{marker: why for runtime in RUNTIMES.values() for marker, why in runtime.markers.items()},
 }

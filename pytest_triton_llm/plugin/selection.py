@@ -51,7 +51,7 @@ def choices(
     def why(ref: DeploymentRef, entry: str = "ensemble") -> str | None:
         # a test that needs a layout (what a deployment's models take) is skipped, saying why, on deployments of another
         layout = next((LAYOUTS[n].skip_without for n in sorted(needs & set(LAYOUTS)) if n not in ref.capabilities), None)
-        return layout or lacking(ref, needs | {ref.options.batching}, entry)
+        return text_refused(ref, needs) or layout or lacking(ref, needs | {ref.options.batching}, entry)
 
     if fixture == "triton_llm":
         reason = f"needs a deployment with {', '.join(sorted(needs))} (selected: {names})"
@@ -61,7 +61,9 @@ def choices(
         return [Choice(r, r.id, why(r)) for r in refs], reason
     if fixture == "triton_llm_per_engine":
         reason = f"needs a deployment with {', '.join(sorted(needs)) or 'anything'} (selected: {names})"
-        return [Choice(r, r.id, lacking(r, needs | {r.options.batching})) for r in one_per_engine(refs)], reason
+        return [
+            Choice(r, r.id, text_refused(r, needs) or lacking(r, needs | {r.options.batching})) for r in one_per_engine(refs)
+        ], reason
     if fixture == "triton_llm_migration":
         reason = f"needs an engine deployment and an llmapi deployment of the same checkpoint (selected: {names})"
         return [
@@ -73,6 +75,12 @@ def choices(
     reason = f"needs a v1 and an inflight deployment of the same engine (selected: {names})"
     pairs = batching_pairs(refs)
     return [Choice(pair, pair_id(pair), lacking(pair[0], needs | {"v1", "inflight"})) for pair in pairs], reason
+
+
+def text_refused(ref: DeploymentRef, needs: set[str]) -> str | None:
+    """Why a test that does not ask for its layout skips a deployment that answers no text-only request (multimodal)."""
+    layout = ref.serving_layout
+    return None if layout.text_refused is None or layout.name in needs else layout.text_refused
 
 
 def has_dummy_weights(ref: DeploymentRef) -> bool:

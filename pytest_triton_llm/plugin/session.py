@@ -146,7 +146,8 @@ class TritonLLMSession:
         if version is None:
             return None
         family = llmapi_family(version) if ref.serving_layout.one_model else served_family(ref, version)
-        return ServedInputs(family_inputs(family), f"template family {family} (Triton {version})")
+        multimodal = getattr(ref.engine, "vision", None) is not None
+        return ServedInputs(family_inputs(family, multimodal), f"template family {family} (Triton {version})")
 
     def is_stand_in(self, ref: DeploymentRef) -> bool:
         """The reference backend, or (--trtllm-stand-in, in a repository rendered here) any engine: the stand-in serves

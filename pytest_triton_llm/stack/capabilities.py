@@ -40,11 +40,14 @@ def _names(names) -> frozenset[str]:
 
 
 @lru_cache(maxsize=None)
-def family_inputs(family: str) -> Inputs:
-    """The inputs each model of a template family declares (an llmapi family: its one model, tensorrt_llm)."""
+def family_inputs(family: str, multimodal: bool = False) -> Inputs:
+    """The inputs each model of a template family declares (an llmapi family: its one model, tensorrt_llm); with
+    `multimodal`, its multimodal set's ensemble and encoders (fixtures/contracts/multimodal/<family>.toml) in place."""
     contract = load_toml(CONTRACTS / f"{family}.toml")
     if "inputs" in contract:  # llmapi-*: one model
         return {"tensorrt_llm": _names(contract["inputs"])}
+    if multimodal:
+        contract = contract | load_toml(CONTRACTS / "multimodal" / f"{family}.toml")
     return {model: _names(tables["inputs"]) for model, tables in contract.items() if "inputs" in tables}
 
 

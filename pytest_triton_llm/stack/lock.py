@@ -130,7 +130,7 @@ class Source:
 
 
 Batching = Literal["v1", "inflight"]
-Layout = Literal["inflight_batcher_llm", "llmapi"]
+Layout = Literal["inflight_batcher_llm", "llmapi", "multimodal"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,8 @@ class ServingLayout:
     trtllm_metrics: bool  # its tensorrt_llm model publishes TensorRT-LLM's nv_trt_llm_* gauges
     skip_without: str  # why a test that needs this layout is skipped on a deployment of the other
     default_for: str | None = None  # the engine backend whose deployments it serves where they name no layout
+    # why a test that does not ask for this layout is skipped on its deployments (None: text requests are served)
+    text_refused: str | None = None
 
 
 ENSEMBLE_LAYOUT = ServingLayout(
@@ -168,7 +170,20 @@ LLMAPI_LAYOUT = ServingLayout(
     skip_without="checks the llmapi model's own inputs and outputs, which the engine ensemble does not have",
     default_for="llmapi",
 )
-LAYOUTS: dict[str, ServingLayout] = {layout.name: layout for layout in (ENSEMBLE_LAYOUT, LLMAPI_LAYOUT)}
+# upstream's multimodal model set: inflight_batcher_llm's models with all_models/multimodal's ensemble and encoders
+MULTIMODAL_LAYOUT = ServingLayout(
+    "multimodal",
+    one_model=False,
+    entry="ensemble",
+    served_by="C++ backend",
+    families="trtllm-",
+    trtllm_metrics=True,
+    skip_without="checks image inputs, which only a multimodal deployment's ensemble, encoders and BLS take "
+    '(lock: an engine with a [vision] table, a deployment with layout = "multimodal")',
+    text_refused="a multimodal deployment's preprocessing puts the image's prompt-table ids into every prompt and its "
+    "encoders refuse a request without an image (LLaVA's contract): it serves the multimodal suite only",
+)
+LAYOUTS: dict[str, ServingLayout] = {layout.name: layout for layout in (ENSEMBLE_LAYOUT, LLMAPI_LAYOUT, MULTIMODAL_LAYOUT)}
 
 
 def layout_of(backend: str, layout: Layout | None) -> ServingLayout:
@@ -304,6 +319,30 @@ class Accuracy:
                 raise ValueError("field 'tier': give the reference scores it applies to (reference_rouge1/2/Lsum)")
 
 
+@dataclass(frozen=True)
+class Vision:
+    """A vision encoder built beside the engine, whose output rows are the engine's prompt table for an image: the
+    reference backend builds a CLIP vision tower of this shape with seeded random weights and LLaVA's projector
+    (structure, no semantics), served by upstream's multimodal contract of `model_type`."""
+
+    model_type: Literal["llava"] = "llava"
+    image_size: int = 64  # pixels a side
+    patch_size: int = 16  # pixels a side: (image_size / patch_size)^2 patches, the prompt-table rows of an image
+    hidden_size: int = 64  # the vision tower's width
+    layers: int = 2
+    seed: int = 0
+
+    def __post_init__(self):
+        _positive(self, "image_size", "patch_size", "hidden_size", "layers")
+        if self.image_size % self.patch_size:
+            raise ValueError(f"field 'vision.image_size': {self.image_size} is no multiple of patch_size {self.patch_size}")
+
+    @property
+    def features(self) -> int:
+        """Prompt-table rows per image: one per patch (LLaVA drops the class token)."""
+        return (self.image_size // self.patch_size) ** 2
+
+
 # the Engine fields that gather logits, each trtllm-build's flag of the same name and an engine build_config key
 LOGITS_GATHERING = ("gather_context_logits", "gather_generation_logits")
 
@@ -337,6 +376,8 @@ class Engine:
     gather_context_logits: bool = False
     gather_generation_logits: bool = False
     accuracy: Accuracy | None = None
+    # a vision encoder built with the engine (a multimodal deployment's multimodal_encoders model): [engines.X.vision]
+    vision: Vision | None = None
     # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
     equality: Equality | None = None
     # LLM API arguments written into an llmapi deployment's model.yaml over the ones derived from this recipe
@@ -349,9 +390,15 @@ class Engine:
         for name in ("max_prompt_embedding_table_size", "max_draft_len"):
             if getattr(self, name) < 0:
                 raise ValueError(f"field '{name}': must be >= 0, got {getattr(self, name)}")
+        self._check_vision()
         for name, options in self.deployments.items():
             if not _NAME.match(name):
                 raise ValueError(f"field 'deployments.{name}': name must match {_NAME.pattern}")
+            if (options.layout == "multimodal") != (self.vision is not None):
+                raise ValueError(
+                    f"field 'deployments.{name}.layout': a multimodal deployment needs an engine with a [vision] table, "
+                    'and an engine with one serves multimodal deployments only (layout = "multimodal")'
+                )
             llmapi = layout_of(self.backend, options.layout).one_model
             if llmapi and options.batching != "inflight":
                 raise ValueError(
@@ -374,6 +421,20 @@ class Engine:
                     "an engine's batch is the engine's max_batch_size"
                 )
 
+    def _check_vision(self) -> None:
+        """An image's rows must fit a request's share of the prompt table (upstream's preprocessing gives each request
+        max_prompt_embedding_table_size // max_batch_size rows)."""
+        if self.vision is None:
+            return
+        rows = self.max_prompt_embedding_table_size // self.max_batch_size
+        if rows < self.vision.features:
+            raise ValueError(
+                f"field 'max_prompt_embedding_table_size': an image is {self.vision.features} prompt-table rows "
+                f"((vision.image_size / vision.patch_size)^2); give at least {self.vision.features * self.max_batch_size} "
+                f"(max_batch_size {self.max_batch_size} requests of {self.vision.features}), got "
+                f"{self.max_prompt_embedding_table_size}"
+            )
+
     def recipe(self) -> dict:
         """What determines the built engine; deployments, accuracy and equality settings only change serving and testing."""
         data = dataclasses.asdict(self)
@@ -387,6 +448,7 @@ class Engine:
             "max_draft_len": 0,
             "gather_context_logits": False,
             "gather_generation_logits": False,
+            "vision": None,
         }
         for key, default in later.items():
             if data[key] == default:  # fields added later: their defaults keep existing cache keys

@@ -46,6 +46,33 @@ def convert_command(gguf: Path, out: Path, dtype: str) -> list[str]:
     ]
 
 
+def vision_command(engine_dir: Path, engine: Engine) -> list[str]:
+    """vision_tower.py's argv: the lock's [vision] encoder, built into the converted checkpoint's directory."""
+    vision = engine.vision
+    assert vision is not None
+    return [
+        sys.executable,
+        "-m",
+        "pytest_triton_llm.stack.engines.vision_tower",
+        "--engine",
+        str(engine_dir),
+        "--model-type",
+        vision.model_type,
+        "--image-size",
+        str(vision.image_size),
+        "--patch-size",
+        str(vision.patch_size),
+        "--hidden-size",
+        str(vision.hidden_size),
+        "--layers",
+        str(vision.layers),
+        "--seed",
+        str(vision.seed),
+        "--dtype",
+        engine.dtype,
+    ]
+
+
 def dummy_command(config: Path, seed: int, dtype: str, out: Path, tokenizer: Path) -> list[str]:
     """dummy_weights.py's argv; `tokenizer` is a checkpoint directory or a GGUF file that carries one."""
     flag = "--tokenizer-gguf" if tokenizer.is_file() else "--tokenizer-dir"
@@ -90,6 +117,8 @@ class ReferenceBuilder:
                 f"engine {name}: dummy weights of {dummy.config} (seed {dummy.seed}), tokenizer of engine {dummy.tokenizer}"
             )
             self._run(name, "dummy weights", dummy_command(Path(dummy.config), dummy.seed, engine.dtype, out, source))
+        if engine.vision is not None:
+            self._run(name, "vision encoder", vision_command(out, engine))
         build_config: dict[str, object] = {
             "max_batch_size": engine.max_batch_size,
             "max_input_len": engine.max_input_len,

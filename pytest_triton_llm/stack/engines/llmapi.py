@@ -82,6 +82,11 @@ class LlmapiBackend:
             )
         check_arguments(engine)
         refuse_templates(engine, "the LLM API serves its own version's contract")
+        if engine.vision is not None:
+            raise ValueError(
+                "field 'vision': the llmapi model's image_url input is not served yet (issue 47): a multimodal "
+                "deployment is served by the reference backend's stand-ins"
+            )
         drafted = sorted(n for n, d in engine.deployments.items() if d.draft_model is not None)
         if drafted:
             raise ValueError(

@@ -19,7 +19,7 @@ from ..repository.user import render_user_repository
 from .base import NO_SITE, RenderSite, SiteFn
 from .hf_checkpoint import ReferenceBuilder
 
-STAND_IN_MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "tensorrt_llm_bls")
+STAND_IN_MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "tensorrt_llm_bls", "multimodal_encoders")
 
 
 class ReferenceBackend:

@@ -28,6 +28,10 @@ from ...common.schema import load_toml
 from .fill import TemplateError, fill, placeholders
 
 MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
+# upstream's multimodal set: the same models, all_models/multimodal's ensemble (templates/<family>/multimodal) in place
+# of the text one, and the encoders that turn an image into the engine's prompt table
+MULTIMODAL = "multimodal"
+MULTIMODAL_MODELS = (*MODELS, "multimodal_encoders")
 ENTRY_MODELS = ("ensemble", "tensorrt_llm_bls")  # text in, text out: what users and Triton's OpenAI frontend call
 _PACKAGE = resources.files(__package__)
 # a python model's code: fills its version directory, returns where the code came from (for the report)
@@ -74,8 +78,26 @@ def family_version(family: str) -> tuple[int, ...]:
     return tuple(int(p) for p in family.removeprefix("trtllm-").split("."))
 
 
-def template_text(family: str, model: str) -> str:
+def template_text(family: str, model: str, multimodal: bool = False) -> str:
+    """A model's config template; of a multimodal deployment, all_models/multimodal's where upstream has one."""
+    own = _PACKAGE / "templates" / family / MULTIMODAL / model / "config.pbtxt"
+    if multimodal and own.is_file():
+        return own.read_text()
     return (_PACKAGE / "templates" / family / model / "config.pbtxt").read_text()
+
+
+def rendered_models(ref: DeploymentRef, family: str) -> tuple[str, ...]:
+    """The models a deployment's repository holds: the engine ensemble's, and a multimodal deployment's encoders
+    (a family whose templates have no multimodal set is refused, naming those that have one)."""
+    if ref.engine.vision is None:  # the lock serves an engine with a vision encoder by multimodal deployments only
+        return MODELS
+    if not (_PACKAGE / "templates" / family / MULTIMODAL).is_dir():
+        known = sorted(p.name for p in (_PACKAGE / "templates").iterdir() if (p / MULTIMODAL).is_dir())
+        raise TemplateError(
+            f"deployment {ref.id}: family {family} has no multimodal templates here yet (issue 47; field 'templates' "
+            f"may name one that has: {', '.join(known)})"
+        )
+    return MULTIMODAL_MODELS
 
 
 def template_values(
@@ -90,7 +112,9 @@ def template_values(
     tokenizer in `tokenizer_subdir` of the engine, its BLS in `bls_instances` instances (default: upstream's rule);
     None drops an optional parameter line."""
     engine, options = ref.engine, ref.options
-    values = dict.fromkeys(set().union(*(placeholders(template_text(family, m)) for m in MODELS)))
+    multimodal = engine.vision is not None
+    models = rendered_models(ref, family)
+    values = dict.fromkeys(set().union(*(placeholders(template_text(family, m, multimodal)) for m in models)))
     values.update(
         triton_max_batch_size=engine.max_batch_size,
         triton_backend=triton_backend,
@@ -114,6 +138,12 @@ def template_values(
         tensorrt_llm_draft_model_name=options.draft_model,  # the BLS's speculative decoding
         max_tokens_in_paged_kv_cache=options.kv_cache_max_tokens,
     )
+    if multimodal:  # where the vision encoder was built (vision_tower.py), as upstream's docs fill them
+        values.update(
+            multimodal_model_path=str(engine_dir / "vision"),
+            hf_model_path=str(engine_dir),
+            multimodal_encoders_name="multimodal_encoders",
+        )
     if engine.lora is not None:  # the LoRA cache holds adapters up to the engine's max rank
         values.update(
             lora_cache_optimal_adapter_size=engine.lora.max_rank,
@@ -160,9 +190,11 @@ def render_repository(
     )
     out.mkdir(parents=True)
     origins = {}
-    for model in (m for m in MODELS if not ref.options.models or m in ref.options.models):
+    multimodal = ref.engine.vision is not None
+    for model in (m for m in rendered_models(ref, family) if not ref.options.models or m in ref.options.models):
         keep = upstream_python and model in python_code
-        text = fill(template_text(family, model), values, name=f"{family}/{model}/config.pbtxt", keep_unfilled=keep)
+        template = template_text(family, model, multimodal)
+        text = fill(template, values, name=f"{family}/{model}/config.pbtxt", keep_unfilled=keep)
         parse_config(text, f"{out / model / 'config.pbtxt'}")
         (out / model / "1").mkdir(parents=True)
         if model in python_code:

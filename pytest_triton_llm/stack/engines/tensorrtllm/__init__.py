@@ -33,6 +33,11 @@ class TensorrtllmBackend:
                 'not a TensorRT engine; serve the checkpoint from an engine with backend = "llmapi"'
             )
         refuse_templates(engine, "the image's tensorrtllm backend serves its own version's contract")
+        if engine.vision is not None:
+            raise ValueError(
+                "field 'vision': upstream's visual-engine build is not wired into this backend yet (issue 47): a "
+                "multimodal deployment is served by the reference backend's stand-ins"
+            )
         if engine.dummy_weights:
             self._check_dummy(engine)
 

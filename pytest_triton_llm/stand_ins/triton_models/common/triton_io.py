@@ -17,3 +17,14 @@ def optional_input(request, name: str):
     """The input as numpy, or None when the request did not send it."""
     tensor = pb_utils.get_input_tensor_by_name(request, name)
     return None if tensor is None else tensor.as_numpy()
+
+
+def each_answered(requests, answer) -> list:
+    """`answer(request)` for each request; a ValueError becomes that request's error response, in its words."""
+    responses = []
+    for request in requests:
+        try:
+            responses.append(answer(request))
+        except ValueError as exc:
+            responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
+    return responses

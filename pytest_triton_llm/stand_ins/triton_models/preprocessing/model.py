@@ -1,7 +1,7 @@
 """`preprocessing`: text -> token ids, stop/bad word lists, end/pad ids (the upstream tensor contract).
 
-Parameters: tokenizer_dir, add_special_tokens (as in tensorrtllm_backend's preprocessing model); stand_in_fault
-(stand_in_faults.py).
+Parameters: tokenizer_dir, add_special_tokens, and for a multimodal deployment multimodal_model_path, gpt_model_path and
+max_num_images (as in tensorrtllm_backend's preprocessing model: multimodal.py); stand_in_fault (stand_in_faults.py).
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from hf_tokenizer import load_text_tokenizer
+from multimodal import NO_VISION_PREPROCESSOR, LlavaPrompt
 from stand_in_faults import Faults
-from triton_io import flag, model_parameters, optional_input
+from triton_io import each_answered, flag, model_parameters, optional_input
 from words import to_word_list_format
 
 
@@ -34,6 +35,10 @@ class TritonPythonModel:
         self.pad_id = self.tokenizer.encode(self.tokenizer.pad_token, add_special_tokens=False)[0]
         self.vocab = len(self.tokenizer)
         self.fault = Faults(params, "preprocessing")
+        encode = lambda text: self.tokenizer.encode(text, add_special_tokens=self.add_special_tokens)  # noqa: E731
+        self.multimodal = LlavaPrompt.of(params, encode)
+        # ids from here on are prompt-table rows: the checkpoint's vocab_size where an image's rows come after it
+        self.table_from = self.vocab if self.multimodal is None else self.multimodal.vocab_size
 
     def _encode_words(self, word):
         return self.tokenizer.encode(_text(word, "a stop/bad word"), add_special_tokens=False)
@@ -49,6 +54,10 @@ class TritonPythonModel:
             ids = [[self.tokenizer.bos_token_id, *i] for i in ids]
         if self.fault("prompt_start_token_dropped"):  # SmolLM2 adds no BOS to drop: the prompt's own first token goes
             ids = [i[1:] for i in ids]
+        if self.multimodal is not None:
+            if any(optional_input(request, name) is not None for name in ("IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES")):
+                raise ValueError(NO_VISION_PREPROCESSOR)
+            ids = [self.multimodal.wrap(i, self.fault("image_rows_offset_by_one")) for i in ids]
         width = max(len(i) for i in ids)  # 0 for an empty text that the tokenizer adds nothing to, as upstream sends it
         input_ids = np.full((batch, width), self.pad_id, dtype=np.int32)
         for row, seq in enumerate(ids):
@@ -76,7 +85,7 @@ class TritonPythonModel:
         ]
         extra = optional_input(request, "PROMPT_TABLE_EXTRA_ID")
         if extra is not None:
-            table = np.where(input_ids >= self.vocab, extra.reshape(batch, 1), 0).astype(np.uint64)
+            table = np.where(input_ids >= self.table_from, extra.reshape(batch, 1), 0).astype(np.uint64)
             outputs.append(pb_utils.Tensor("OUT_PROMPT_TABLE_EXTRA_IDS", table))
         return pb_utils.InferenceResponse(output_tensors=outputs)
 
@@ -95,10 +104,4 @@ class TritonPythonModel:
         return bias
 
     def execute(self, requests):
-        responses = []
-        for request in requests:
-            try:
-                responses.append(self._one(request))
-            except ValueError as exc:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))))
-        return responses
+        return each_answered(requests, self._one)

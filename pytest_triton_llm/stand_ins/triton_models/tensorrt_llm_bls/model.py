@@ -51,6 +51,8 @@ PREPROCESSED = {
     "OUT_PAD_ID": "pad_id",
     "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
 }
+# multimodal_encoders output -> tensorrt_llm input
+ENCODED = {"OUT_PROMPT_EMBEDDING_TABLE": "prompt_embedding_table", "OUT_PROMPT_VOCAB_SIZE": "prompt_vocab_size"}
 GUIDE_INPUTS = ("guided_decoding_guide_type", "guided_decoding_guide")
 RESEND_FOR_S = 600  # engine_death_kept_ready: how long a request whose tensorrt_llm call fails is sent again
 # BLS input -> tensorrt_llm input, passed on as sent (sampling names of both eras, LoRA, output switches)
@@ -87,6 +89,8 @@ TO_TENSORRT_LLM = {
 }
 # inputs of models this BLS does not run (a draft model, a multimodal encoder): refused unless neutral
 NOT_RUN = {"num_draft_tokens": 0, "use_draft_logits": False, "image_input": None}
+# image inputs, passed to preprocessing (which processes bytes and URLs where its model type has a vision preprocessor)
+IMAGES_TO_PREPROCESSING = {"image_bytes_input": "IMAGE_BYTES", "image_url_input": "IMAGE_URL", "video_bytes_input": "VIDEO_BYTES"}
 # tensorrt_llm outputs answered as they come, next to text_output
 PASSED_ON = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index")
 # tensorrt_llm's token counts, asked for where the request asks (TensorRT-LLM 1.1's BLS, lib/triton_decoder.py)
@@ -106,6 +110,7 @@ class TritonPythonModel:
         params = model_parameters(args)
         self.llm = params.get("tensorrt_llm_model_name", "tensorrt_llm")
         self.draft_llm = params.get("tensorrt_llm_draft_model_name") or None  # speculative decoding's draft model
+        self.encoders = params.get("multimodal_encoders_name") or None  # a multimodal deployment's image -> prompt table
         self.accumulate = flag(params.get("accumulate_tokens"), False)
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
@@ -143,12 +148,13 @@ class TritonPythonModel:
         if max_tokens is None or max_tokens.size != 1 or int(max_tokens.reshape(-1)[0]) <= 0:
             raise BlsError("max_tokens must be a single value > 0")
         for name, neutral in NOT_RUN.items():
-            if name == "num_draft_tokens" and self.draft_llm:  # run by _speculative
-                continue
+            if (name == "num_draft_tokens" and self.draft_llm) or (name == "image_input" and self.encoders):
+                continue  # run by _speculative, by _encoded
             value = tensors.get(name)
             if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
                 raise BlsError(f"input {name!r} needs a model this BLS does not run (draft model, multimodal encoder)")
-        pre = [pb_utils.Tensor(target, tensors[name]) for name, target in TO_PREPROCESSING.items() if name in tensors]
+        to_preprocessing = TO_PREPROCESSING | (IMAGES_TO_PREPROCESSING if self.encoders else {})
+        pre = [pb_utils.Tensor(target, tensors[name]) for name, target in to_preprocessing.items() if name in tensors]
         dropped = GUIDE_INPUTS if self.fault("guide_dropped_on_the_bls") else ()  # read per request: switchable
         core = {
             target: tensors[name]
@@ -162,6 +168,7 @@ class TritonPythonModel:
     def _llm_request(self, request):
         pre, core = self._inputs(request)
         preprocessed = self._call("preprocessing", pre, list(PREPROCESSED))
+        core |= self._encoded(request)
         inputs = [pb_utils.Tensor(PREPROCESSED[name], value) for name, value in preprocessed.items()]
         inputs += [pb_utils.Tensor(name, value) for name, value in core.items()]
         # asked for only where the request wants them: a family before TensorRT-LLM 0.19 declares none of them but the
@@ -174,6 +181,15 @@ class TritonPythonModel:
             inputs=inputs,
             requested_output_names=["output_ids", "sequence_length", *PASSED_ON, *perf, *counts],
         )
+
+    def _encoded(self, request) -> dict[str, np.ndarray]:
+        """A multimodal deployment's image_input through its encoders: tensorrt_llm's prompt table and its size (upstream's
+        BLS passes image_input alone to them; bytes and URLs went to preprocessing)."""
+        image = pb_utils.get_input_tensor_by_name(request, "image_input")
+        if self.encoders is None or image is None:
+            return {}
+        encoded = self._call(self.encoders, [pb_utils.Tensor("IMAGE", image.as_numpy())], list(ENCODED))
+        return {ENCODED[name]: value for name, value in encoded.items()}
 
     @staticmethod
     def _call(model: str, inputs: list, outputs: list[str]) -> dict[str, np.ndarray]:
@@ -205,6 +221,10 @@ class TritonPythonModel:
             return False
         if not self.draft_llm:
             raise BlsError("cannot perform speculative decoding without draft model")
+        if any(
+            pb_utils.get_input_tensor_by_name(request, name) is not None for name in ("image_input", *IMAGES_TO_PREPROCESSING)
+        ):
+            raise BlsError("Multimodal and speculative decoding is not currently supported")
         stream = pb_utils.get_input_tensor_by_name(request, "stream")
         if stream is not None and stream.as_numpy().any():
             raise BlsError("streaming is not supported with speculative decoding")
