@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from pytest_triton_llm.multimodal.images import drawn, pixels, png
+from pytest_triton_llm.properties.kv_blocks import fresh_prompt
+from pytest_triton_llm.stack.kv_reuse import kv_cache_reuse, tokens_per_block
 from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.triton.tensor_contract import returned_ids
 from pytest_triton_llm.verdicts.equality import assert_agree
@@ -162,3 +164,35 @@ def test_an_image_of_the_wrong_size_is_one_error(triton_llm, pictures):
     with pytest.raises(GenerationError):
         triton_llm.client.request(triton_llm.client.ensemble, inputs(triton_llm, image_input=wrong))
     assert answer(triton_llm, pictures[0]), f"{triton_llm.client.ensemble}: no answer after the refused image"
+
+
+@pytest.mark.triton_llm_requires("bls_image_kv_keys")
+def test_an_images_kv_cache_blocks_are_keyed_by_its_prompt_table_extra_id(triton_llm, pictures):
+    """With KV-cache reuse, the client names each image by prompt_table_extra_id (upstream's docs/multimodal.md: the same
+    image the same id, from 1): an image's fake prompt ids are the same for every image, and only the id keeps one
+    image's blocks from another's. A question long enough to fill a block after the image's rows, through the BLS (the
+    multimodal ensemble of v0.19.0 returns no block counts): image B as 2, image A as 1, find no block; each again
+    under its id finds the whole block and answers as before; A as 3 finds none."""
+    bls = triton_llm.at_entry("tensorrt_llm_bls")
+    reuse, why = kv_cache_reuse(triton_llm)
+    size, size_from = tokens_per_block(triton_llm)
+    if not reuse or size is None:
+        pytest.skip(f"{triton_llm.id}: KV-cache blocks are not reused here ({why if not reuse else size_from})")
+    question = fresh_prompt(triton_llm.tokenizer, size)  # with LLaVA's prompt and the rows: one whole block and more
+    a, b = pictures[:2]
+    steps = [("B as 2", b, 2, 0), ("A as 1", a, 1, 0), ("A as 1", a, 1, 1), ("B as 2", b, 2, 1), ("A as 3", a, 3, 0)]
+    answers, found = {}, []
+    for what, picture, extra_id, _ in steps:
+        outputs = bls.client.request(bls.client.ensemble, keyed(bls, picture, question, extra_id))
+        found.append(int(outputs["kv_cache_reused_blocks"].reshape(-1)[0]))
+        text = outputs["text_output"].reshape(-1)[0].decode()
+        assert answers.setdefault(what, text) == text, f"{what} answered {text!r} after {answers[what]!r}"
+    assert found == [want for *_, want in steps], f"blocks found by {[s[0] for s in steps]}: {found}"
+
+
+def keyed(served, picture, question: str, extra_id: int) -> dict:
+    sent = served.client.ensemble_inputs(question, TOKENS)
+    sent["image_input"] = image_input(served, picture)
+    sent["prompt_table_extra_id"] = (np.array([[extra_id]], dtype=np.uint64), "UINT64")
+    sent["return_perf_metrics"] = (np.array([[True]]), "BOOL")
+    return sent
