@@ -32,6 +32,7 @@ from .requests import Ask, Unanswerable
 Context = Any  # effects.Context
 
 HIGH = 100  # kMaxRetentionPriority
+DEFAULT_RANGE = ((0, -1, 35, None),)  # the whole sequence at kDefaultRetentionPriority: how a check lets its blocks go
 FLOOD_BLOCKS_PER_PROMPT = 4  # whole blocks of each flooding prompt
 FLOOD_BUDGET_TOKENS = 4096  # the most prompt tokens the flood may take: a larger cache is skipped, saying how to size it
 KV_MAX = ("nv_trt_llm_kv_cache_block_metrics", "max")
@@ -55,6 +56,13 @@ def kv_retention(ctx: Context) -> None:
     cases = probes(size)
     capacity = _capacity(ctx, size, len(cases))
     prompts = [fresh_prompt(ctx.path.tokenizer, FULL_BLOCKS * size + 1) for _ in cases]
+    try:
+        _kept_ranges(ctx, cases, prompts, option, size, capacity)
+    finally:
+        _let_go(ctx, [Ask.of(prompt, 1, retention=DEFAULT_RANGE) for prompt in prompts])
+
+
+def _kept_ranges(ctx: Context, cases: list, prompts: list[str], option: str, size: int, capacity: int) -> None:
     first = [_ask(ctx, prompt, option, ranges) for prompt, (_, ranges, _) in zip(prompts, cases, strict=True)]
     _fresh(ctx, [found for found, _ in first])
     _flood(ctx, size, capacity)
@@ -80,7 +88,18 @@ def kv_retention_decode(ctx: Context) -> None:
     capacity = _capacity(ctx, size, len(cases))
     answered = size + 2  # the prompt's 2 * size - 1 tokens and these but the last fill 3 blocks
     prompts = [fresh_prompt(ctx.path.tokenizer, 2 * size - 1) for _ in cases]
-    first = [_first_turn(ctx, prompt, option, decode, answered) for prompt, (_, decode, _) in zip(prompts, cases, strict=True)]
+    first: list[tuple[int, list[int]]] = []
+    try:
+        _kept_decode(ctx, cases, prompts, option, answered, first, size, capacity)
+    finally:  # each prompt answered so far, with its answer's blocks: the decode block where it is kept
+        answered_so_far = zip(prompts, first, strict=False)
+        _let_go(ctx, [Ask.of(p, 1, after=tuple(ids[:answered]), retention=DEFAULT_RANGE) for p, (_, ids) in answered_so_far])
+
+
+def _kept_decode(ctx: Context, cases, prompts, option: str, answered: int, first: list, size: int, capacity: int) -> None:
+    """The decode check's turns; `first` gets each first turn's (blocks found, token ids) as it is answered."""
+    for prompt, (_, decode, _) in zip(prompts, cases, strict=True):
+        first.append(_first_turn(ctx, prompt, option, decode, answered))
     _fresh(ctx, [found for found, _ in first])
     _flood(ctx, size, capacity)
     again = [
@@ -103,6 +122,13 @@ def _first_turn(ctx: Context, prompt: str, option: str, decode: tuple | None, an
         raise Unanswerable(f"{ctx.path.name} returns no token ids to send back")
     assert len(ids) == answered + ANSWER_TOKENS, f"{ctx.path.name} ({ctx.mode}): no end_id, {len(ids)} tokens came"
     return _reused(ctx, answer, option), ids
+
+
+def _let_go(ctx: Context, asks: list[Ask]) -> None:
+    """The check's kept blocks back at the default priority (a reused block takes the priority its request's range
+    gives it): left at 100 with no expiry, they would hold the server's small cache for every later test."""
+    for ask in asks:
+        ctx.path.answer(ask, "unary")
 
 
 def _readable(ctx: Context) -> tuple[int, str]:

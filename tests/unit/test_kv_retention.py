@@ -149,3 +149,17 @@ def _served(engine, cache: PrefixCache, prompts: list) -> list:
         return done
     finally:
         scheduler.close()
+
+
+def test_kept_blocks_asked_again_at_the_default_priority_can_be_evicted():
+    """How the retention checks let their blocks go (properties/kv_retention._let_go): a reused block takes the priority
+    its request's range gives it, so blocks kept at 100 with no expiry, asked for again at 35, go with a flood."""
+    cache = PrefixCache(BLOCK, max_blocks=4, enabled=True)
+    prompt = list(range(2 * BLOCK + 1))
+    keep(cache, prompt, ((0, None, 100, None),))
+    for n in range(2):
+        keep(cache, [1000 * (n + 1) + t for t in range(2 * BLOCK + 1)])
+    assert keep(cache, prompt, ((0, None, 35, None),)) == 2  # still kept over the flood, now let go
+    for n in range(2):
+        keep(cache, [5000 * (n + 1) + t for t in range(2 * BLOCK + 1)])
+    assert keep(cache, prompt) == 0
