@@ -42,8 +42,9 @@ def image_input(served, picture) -> tuple[np.ndarray, str]:
     return pixels(picture, image_size(served))[np.newaxis, np.newaxis], "FP16"
 
 
-def inputs(served, picture=None, tokens: int = TOKENS, **extra) -> dict:
-    sent = served.client.ensemble_inputs(QUESTION, tokens)
+def inputs(served, picture=None, question: str = QUESTION, **extra) -> dict:
+    """The entry model's inputs for `question` about `picture` (none: no image_input), `extra` inputs added."""
+    sent = served.client.ensemble_inputs(question, TOKENS)
     if picture is not None:
         sent["image_input"] = image_input(served, picture)
     return sent | extra
@@ -183,16 +184,9 @@ def test_an_images_kv_cache_blocks_are_keyed_by_its_prompt_table_extra_id(triton
     steps = [("B as 2", b, 2, 0), ("A as 1", a, 1, 0), ("A as 1", a, 1, 1), ("B as 2", b, 2, 1), ("A as 3", a, 3, 0)]
     answers, found = {}, []
     for what, picture, extra_id, _ in steps:
-        outputs = bls.client.request(bls.client.ensemble, keyed(bls, picture, question, extra_id))
+        keyed = inputs(bls, picture, question, prompt_table_extra_id=(np.array([[extra_id]], dtype=np.uint64), "UINT64"))
+        outputs = bls.client.request(bls.client.ensemble, keyed | {"return_perf_metrics": (np.array([[True]]), "BOOL")})
         found.append(int(outputs["kv_cache_reused_blocks"].reshape(-1)[0]))
         text = outputs["text_output"].reshape(-1)[0].decode()
         assert answers.setdefault(what, text) == text, f"{what} answered {text!r} after {answers[what]!r}"
     assert found == [want for *_, want in steps], f"blocks found by {[s[0] for s in steps]}: {found}"
-
-
-def keyed(served, picture, question: str, extra_id: int) -> dict:
-    sent = served.client.ensemble_inputs(question, TOKENS)
-    sent["image_input"] = image_input(served, picture)
-    sent["prompt_table_extra_id"] = (np.array([[extra_id]], dtype=np.uint64), "UINT64")
-    sent["return_perf_metrics"] = (np.array([[True]]), "BOOL")
-    return sent

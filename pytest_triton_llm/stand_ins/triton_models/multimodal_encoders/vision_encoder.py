@@ -19,7 +19,6 @@ class VisionEncoder:
 
         torch.set_num_threads(1)  # beside the language model's one thread, as the stand-ins run (generation.cpu_threads)
         record = json.loads((path / "config.json").read_text())
-        self.model_type = record["builder_config"]["model_type"]
         self.layer = record["vision_feature_layer"]
         weights = load_file(str(path / "model.safetensors"))
         self.tower = CLIPVisionModel(CLIPVisionConfig(**record["vision_config"])).eval()
