@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .schema import load_toml
@@ -15,6 +15,7 @@ class Prompts:
     completion: dict[str, str]
     chat_question: str
     chat_expected: str
+    copying: dict[str, str] = field(default_factory=dict)  # answers that copy the prompt: prompt lookup drafts them
 
     def batch(self, count: int | None = None) -> list[str]:
         """The first `count` completion prompts (all by default), in the file's order."""
@@ -23,4 +24,4 @@ class Prompts:
 
 def load_prompts(path: Path) -> Prompts:
     data = load_toml(path)
-    return Prompts(data["completion"], data["chat"]["question"], data["chat"]["expected_substring"])
+    return Prompts(data["completion"], data["chat"]["question"], data["chat"]["expected_substring"], data.get("copying", {}))

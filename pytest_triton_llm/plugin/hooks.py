@@ -44,7 +44,13 @@ MARKERS = {
 }
 OPENAI_FIXTURE = "openai_target"  # the /v1 suites' endpoint (--openai-url)
 # parametrized from the lock
-DEPLOYMENT_FIXTURES = ("triton_llm", "triton_llm_per_engine", "triton_llm_pair", "triton_llm_migration")
+DEPLOYMENT_FIXTURES = (
+    "triton_llm",
+    "triton_llm_per_engine",
+    "triton_llm_pair",
+    "triton_llm_migration",
+    "triton_llm_speculation",
+)
 REQUIRES = "triton_llm_requires"  # @pytest.mark.triton_llm_requires("streaming", ...)
 STAND_IN_ONLY = "triton_llm_stand_in_only"  # @pytest.mark.triton_llm_stand_in_only("why real engines differ")
 TRAINED_WEIGHTS = "triton_llm_trained_weights"  # @pytest.mark.triton_llm_trained_weights("why random ones will not do")
@@ -341,6 +347,12 @@ def triton_llm_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 @pytest.fixture(scope="session")
 def triton_llm_migration(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """(engine deployment, llmapi deployment) of one checkpoint, both served: the engine -> PyTorch migration gate."""
+    yield from _serve_pair(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def triton_llm_speculation(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(llmapi deployment that speculates, llmapi deployment of its engine that does not), both served."""
     yield from _serve_pair(request, tmp_path_factory)
 
 

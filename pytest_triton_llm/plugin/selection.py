@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..stack.lock import LAYOUTS, DeploymentRef, batching_pairs, migration_pairs
+from ..stack.lock import LAYOUTS, DeploymentRef, batching_pairs, migration_pairs, speculation_pairs
 from ..stack.repository import entry_models
 
 # a deployment (or pair), what the test needs and its entry model -> why it is skipped, or None
@@ -43,7 +43,7 @@ def refs_of(value) -> tuple[DeploymentRef, ...]:
 def choices(
     fixture: str, selected: list[DeploymentRef], needs: set[str], lacking: Lacking, entries: bool = False
 ) -> tuple[list[Choice], str]:
-    """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or `triton_llm_pair` fixture;
+    """(choices, why there are none) for the `triton_llm`, `triton_llm_per_engine` or a pair fixture;
     `entries`: `triton_llm` once per entry model of each deployment."""
     refs = [r for r in selected if needs & DEPLOYMENT_CAPABILITIES <= r.capabilities]
     names = ", ".join(r.id for r in selected) or "none"
@@ -71,6 +71,15 @@ def choices(
                 pair, pair_id(pair), lacking(pair[0], needs | {pair[0].options.batching}) or lacking(pair[1], needs | {"llmapi"})
             )
             for pair in migration_pairs(selected)
+        ], reason
+    if fixture == "triton_llm_speculation":
+        reason = (
+            "needs an llmapi deployment whose model.yaml has a speculative_config and one of the same engine without "
+            f"(selected: {names})"
+        )
+        return [
+            Choice(pair, pair_id(pair), lacking(pair[0], needs | {"llmapi"}) or lacking(pair[1], needs | {"llmapi"}))
+            for pair in speculation_pairs(selected)
         ], reason
     reason = f"needs a v1 and an inflight deployment of the same engine (selected: {names})"
     pairs = batching_pairs(refs)
@@ -122,6 +131,6 @@ def pair_id(pair: tuple[DeploymentRef, DeploymentRef]) -> str:
 def schedule_groups(selected: list[DeploymentRef]) -> dict[str, str]:
     """Parameter id -> the deployments it serves, for scheduling tests over xdist workers."""
     groups = {r.id: r.id for r in selected}
-    pairs = batching_pairs(selected) + migration_pairs(selected)
+    pairs = batching_pairs(selected) + migration_pairs(selected) + speculation_pairs(selected)
     groups.update({pair_id(pair): f"{pair[0].id}+{pair[1].id}" for pair in pairs})
     return groups

@@ -232,6 +232,9 @@ class Deployment:
     # tensorrt_llm's max_tokens_in_paged_kv_cache: a KV cache of this many tokens at most (None: the backend sizes it
     # from the free GPU memory), small enough that a few prompts evict each other's blocks (the retention check)
     kv_cache_max_tokens: int | None = None
+    # an llmapi deployment's LLM API arguments over the engine's [engines.X.llmapi] table (model.yaml), e.g. its
+    # speculative_config: two deployments of one checkpoint, one speculating, compare their answers
+    llmapi: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         _positive(self, "preprocessing_instances", "postprocessing_instances")
@@ -410,6 +413,11 @@ class Engine:
                     f"field 'deployments.{name}.repository': a repository of your own is served with the "
                     "engine ensemble's templates; an llmapi deployment is rendered from model.yaml"
                 )
+            if options.llmapi and not llmapi:
+                raise ValueError(
+                    f"field 'deployments.{name}.llmapi': LLM API arguments go into an llmapi deployment's model.yaml; "
+                    'this deployment serves the engine ensemble (give it layout = "llmapi")'
+                )
             if llmapi and options.kv_cache_max_tokens is not None:
                 raise ValueError(
                     f"field 'deployments.{name}.kv_cache_max_tokens': the engine ensemble's tensorrt_llm parameter; "
@@ -501,6 +509,13 @@ class DeploymentRef:
         return self.options.templates or server_family
 
     @property
+    def speculative_config(self) -> dict | None:
+        """An llmapi deployment's model.yaml speculative_config (the deployment's table over the engine's), or None."""
+        if self.layout != "llmapi":
+            return None
+        return self.options.llmapi.get("speculative_config", self.engine.llmapi.get("speculative_config")) or None
+
+    @property
     def capabilities(self) -> frozenset[str]:
         """The deployment's own, its layout (what its models take: token ids through tensorrt_llm, or text through
         llmapi), plus `lora` where its engine was built with LoRA."""
@@ -559,6 +574,20 @@ def migration_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, Depl
         old.sort(key=lambda r: (r.engine_name != new.engine_name, r.options.batching != "inflight"))
         if old:
             pairs.append((old[0], new))
+    return pairs
+
+
+def speculation_pairs(refs: list[DeploymentRef]) -> list[tuple[DeploymentRef, DeploymentRef]]:
+    """(speculating llmapi deployment, an llmapi deployment of the same engine that does not speculate) among `refs`:
+    greedy answers with speculation must equal those without."""
+    pairs = []
+    for drafting in (r for r in refs if r.speculative_config):
+        twin = next(
+            (r for r in refs if r.layout == "llmapi" and r.engine_name == drafting.engine_name and not r.speculative_config),
+            None,
+        )
+        if twin is not None:
+            pairs.append((drafting, twin))
     return pairs
 
 

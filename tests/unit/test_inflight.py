@@ -73,8 +73,8 @@ class Collector:
                 self.done.set()
 
 
-def run(engine, jobs_kwargs, collector, stats=None):
-    scheduler = InflightScheduler(lambda: engine, None if stats is None else stats.append)
+def run(engine, jobs_kwargs, collector, stats=None, drafter=None):
+    scheduler = InflightScheduler(lambda: engine, None if stats is None else stats.append, drafter)
     try:
         for kwargs in jobs_kwargs:
             scheduler.submit(Job(emit=collector.emit, **kwargs))

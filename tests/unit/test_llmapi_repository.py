@@ -9,7 +9,7 @@ from tritonclient.grpc import model_config_pb2
 
 from pytest_triton_llm.stack.cache import BuiltEngine
 from pytest_triton_llm.stack.engines import backend_of, check_lock
-from pytest_triton_llm.stack.lock import LockError, load_lock
+from pytest_triton_llm.stack.lock import LockError, load_lock, speculation_pairs
 from pytest_triton_llm.stack.repository.llmapi import llmapi_family
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,3 +85,34 @@ def test_an_llmapi_deployment_must_batch_in_flight(tmp_path):
     path = _lock(tmp_path, '\n[engines.smollm2-135m.deployments.llmapi-v1]\nlayout = "llmapi"\nbatching = "v1"\n')
     with pytest.raises(LockError, match="the llmapi model batches in flight"):
         load_lock(path)
+
+
+def test_a_deployments_llmapi_table_goes_over_the_engines_and_pairs_it_with_a_twin(tmp_path):
+    spec = '{ decoding_type = "NGram", max_draft_len = 4 }'
+    extra = (
+        f'\n[engines.smollm2-135m.deployments.llmapi-ngram]\nlayout = "llmapi"\nbatching = "inflight"\ndecoupled = true\n'
+        f"[engines.smollm2-135m.deployments.llmapi-ngram.llmapi]\nspeculative_config = {spec}\n"
+    )
+    refs = load_lock(_lock(tmp_path, extra)).deployments()
+    engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
+    repo = backend_of("reference").render(refs["smollm2-135m:llmapi-ngram"], engine, tmp_path / "repo", "2.71.0", "/e")
+    model_yaml = yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
+    assert model_yaml["speculative_config"] == {"decoding_type": "NGram", "max_draft_len": 4}
+    assert "ngram.py" in {p.name for p in (repo / "tensorrt_llm" / "1").iterdir()}  # the stand-in's drafter beside it
+    assert "speculative_config" not in model_yaml_of(refs["smollm2-135m:llmapi"], tmp_path, engine)
+    pairs = speculation_pairs(list(refs.values()))
+    assert [(a.name, b.name) for a, b in pairs] == [("llmapi-ngram", "llmapi")]
+
+
+def model_yaml_of(ref, tmp_path, engine) -> dict:
+    repo = backend_of("reference").render(ref, engine, tmp_path / "plain", "2.71.0", "/e")
+    return yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
+
+
+def test_a_deployments_llmapi_table_is_checked_and_refused_on_the_engine_ensemble(tmp_path):
+    extra = "\n[engines.smollm2-135m.deployments.llmapi.llmapi]\nno_such_argument = 1\n"
+    with pytest.raises(LockError, match=r"field 'deployments.llmapi.llmapi.no_such_argument': not an LLM API argument"):
+        check_lock(load_lock(_lock(tmp_path, extra)))
+    extra = "\n[engines.smollm2-135m.deployments.inflight.llmapi]\nmax_num_tokens = 64\n"
+    with pytest.raises(LockError, match="field 'deployments.inflight.llmapi': LLM API arguments go into an llmapi"):
+        load_lock(_lock(tmp_path, extra))

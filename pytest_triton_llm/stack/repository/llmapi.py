@@ -3,7 +3,7 @@
 <out>/tensorrt_llm/config.pbtxt      the family's (templates/llmapi-*), with model.yaml's triton_config
                                      (max_batch_size, decoupled) appended, as upstream's auto-complete sets them
 <out>/tensorrt_llm/1/model.yaml      the family's, with LLM API arguments from the lock's recipe, then the
-                                     engine's [engines.X.llmapi] table over them
+                                     engine's [engines.X.llmapi] table over them, then the deployment's
 <out>/tensorrt_llm/1/model.py, ...   the engine backend's code: for TensorRT-LLM itself, links to the image's
                                      own /app/all_models/llmapi/tensorrt_llm/1/ (link_image_model: resolved inside
                                      the server's container; tensorrtllm_backend's Dockerfile.triton.trt_llm_backend
@@ -44,14 +44,17 @@ def known_arguments(family: str | None = None) -> set[str]:
 
 
 def check_arguments(engine: Engine, family: str | None = None) -> None:
-    """ValueError naming the first [engines.X.llmapi] key the family (any family, when None) does not know."""
-    unknown = sorted(set(engine.llmapi) - known_arguments(family))
-    if unknown:
-        where = f"the llmapi model of {family}" if family else "any llmapi model"
-        raise ValueError(
-            f"field 'llmapi.{unknown[0]}': not an LLM API argument of {where} (known: "
-            f"pytest_triton_llm/stack/repository/{ARGUMENTS_FILE})"
-        )
+    """ValueError naming the first [engines.X.llmapi] (or [engines.X.deployments.Y.llmapi]) key the family (any
+    family, when None) does not know."""
+    tables = {"llmapi": engine.llmapi, **{f"deployments.{n}.llmapi": d.llmapi for n, d in engine.deployments.items()}}
+    for where_in_lock, table in tables.items():
+        unknown = sorted(set(table) - known_arguments(family))
+        if unknown:
+            where = f"the llmapi model of {family}" if family else "any llmapi model"
+            raise ValueError(
+                f"field '{where_in_lock}.{unknown[0]}': not an LLM API argument of {where} (known: "
+                f"pytest_triton_llm/stack/repository/{ARGUMENTS_FILE})"
+            )
 
 
 def _merged(base: dict, over: dict) -> dict:
@@ -86,7 +89,7 @@ def model_yaml(ref: DeploymentRef, family: str, checkpoint: str) -> dict:
     }
     if engine.lora is not None:  # the LLM API's LoraConfig; adapters come per request (lora_path), none preloaded
         derived["lora_config"] = {"max_lora_rank": engine.lora.max_rank, "lora_target_modules": list(engine.lora.target_modules)}
-    return _merged(_merged(base, derived), engine.llmapi)
+    return _merged(_merged(_merged(base, derived), engine.llmapi), options.llmapi)
 
 
 def link_image_model(version_dir: Path) -> str:

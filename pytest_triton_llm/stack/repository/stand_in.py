@@ -34,7 +34,16 @@ SHARED_MODULES = (
     resources.files("pytest_triton_llm") / "triton" / "hf_tokenizer.py",
 )
 # the llmapi stand-in: its own model and the reference generation code it shares with the tensorrt_llm stand-in
-LLMAPI_SHARED = ("generation.py", "guided.py", "inflight.py", "lora.py", "errors.py", "prefix_cache.py", "retention.py")
+LLMAPI_SHARED = (
+    "generation.py",
+    "guided.py",
+    "inflight.py",
+    "lora.py",
+    "errors.py",
+    "prefix_cache.py",
+    "retention.py",
+    "ngram.py",
+)
 LLMAPI_EXTRA = {
     "llmapi_contract.py": resources.files("pytest_triton_llm") / "triton" / "llmapi_contract.py",
     "lora_convert.py": resources.files("pytest_triton_llm") / "lora" / "convert.py",

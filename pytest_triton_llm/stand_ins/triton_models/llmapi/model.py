@@ -25,6 +25,7 @@ from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from hf_tokenizer import load_tokenizer
 from llmapi_contract import GREEDY_BEST_OF, KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
 from lora_convert import peft_to_trtllm
+from ngram import NGramDrafter
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
 from stand_in_faults import Faults
 from triton_io import model_parameters
@@ -45,6 +46,7 @@ ENGINE_FAULTS = (
     "kv_reuse_changes_outputs",
     "kv_reuse_without_speedup",
     "llmapi_adapter_leaks_onto_the_batch",
+    "rejected_draft_kv_kept",
 )
 
 
@@ -113,7 +115,7 @@ class TritonPythonModel:
             fault=engine_fault,
         )
         load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config}, fault=engine_fault)
-        self.scheduler = PrefixCachingScheduler(load, self.prefix)
+        self.scheduler = PrefixCachingScheduler(load, self.prefix, drafter=_drafter(args_yaml.get("speculative_config")))
         self.engine = self.scheduler.engine
         pb_utils.Logger.log_info(f"reference llmapi stand-in: {checkpoint} on {self.engine.describe()}")
         self._ids = itertools.count(1)
@@ -325,12 +327,28 @@ class TritonPythonModel:
             arrival = job.first_token_ns if self.fault("llmapi_arrival_time_not_passed") else job.arrival_ns
             times = (arrival, job.first_scheduled_ns, job.first_token_ns, job.last_token_ns)
             figures.update(zip(TIMESTAMP_OUTPUTS, times, strict=True))
-            figures.update(acceptance_rate=0.0, total_accepted_draft_tokens=0, total_draft_tokens=0)  # no draft model
+            drafted, accepted = (0, 0) if self.fault("llmapi_draft_counts_zeroed") else (seq.drafted, seq.accepted)
+            rate = accepted / drafted if drafted else 0.0
+            figures.update(acceptance_rate=rate, total_accepted_draft_tokens=accepted, total_draft_tokens=drafted)
             tensors.extend(pb_utils.Tensor(name, _strings([value])) for name, value in figures.items())
         return tensors
 
     def finalize(self):
         self.scheduler.close()
+
+
+def _drafter(config: dict | None) -> NGramDrafter | None:
+    """model.yaml's speculative_config: the stand-in drafts as TensorRT-LLM's NGram (prompt lookup) drafter; the
+    modes that need a draft model's weights (draft-target, Eagle3, MTP) it cannot load, and says so."""
+    if not config:
+        return None
+    kind = str(config.get("decoding_type", ""))
+    if kind.lower() != "ngram":
+        raise ValueError(
+            f"speculative_config decoding_type {kind!r}: the reference stand-in drafts by prompt lookup only "
+            "(decoding_type: NGram); serve the other modes with TensorRT-LLM itself"
+        )
+    return NGramDrafter.from_config(config)
 
 
 def _cancelled():

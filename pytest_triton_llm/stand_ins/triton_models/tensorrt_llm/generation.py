@@ -154,6 +154,8 @@ class Sequence:
     first_token_ns: int = 0
     last_token_ns: int = 0
     kv: object | None = None  # prefix_cache.KvStats, where a prefix cache looked the prompt's blocks up
+    drafted: int = 0  # speculative decoding by the scheduler's drafter: draft tokens proposed, and kept by the target
+    accepted: int = 0
 
     @property
     def finished(self) -> bool:

@@ -30,6 +30,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from generation import ReferenceEngine, Sequence
+from ngram import NGramDrafter
 
 TTFT_SLOWDOWN = 0.3  # ttft_plus_30_percent: the extra wait before a first token, as a share of its prefill time
 STALL_AFTER = 5  # engine_stalls_after_a_few_requests: "a few" in the issue
@@ -94,8 +95,22 @@ class _Batch:
         self.positions = torch.cat([self.positions, positions])
         self.jobs = self.jobs + list(jobs)  # a new list: request_stop() reads it from another thread
 
-    def keep(self, keep: list[int]) -> None:
-        if len(keep) == len(self.jobs):
+    def realign(self, shifts: list[int]) -> None:
+        """Move row i's columns right by shifts[i] (its last shifts[i] columns, masked, wrap round to its left end):
+        after a speculative step, the columns of a row's rejected draft tokens become padding on its left, so that
+        each row's tokens stay contiguous and end at the last column."""
+        if not any(shifts):
+            return
+        width = self.mask.shape[1]
+        index = (torch.arange(width).unsqueeze(0) - torch.tensor(shifts).unsqueeze(1)) % width  # [rows, width]
+        self.mask = self.mask.gather(1, index)
+        for layer in self.cache.layers:
+            columns = index[:, None, :, None].expand_as(layer.keys)
+            layer.keys, layer.values = layer.keys.gather(2, columns), layer.values.gather(2, columns)
+        self.keep(list(range(len(self.jobs))), force=True)
+
+    def keep(self, keep: list[int], force: bool = False) -> None:
+        if len(keep) == len(self.jobs) and not force:
             return
         self.jobs = [self.jobs[i] for i in keep]
         if not keep:
@@ -114,7 +129,13 @@ class InflightScheduler:
     """Runs the batch on its own thread, which also loads the engine: torch's OpenMP pool then lives
     in that one thread (a pool left in the loading thread competes with it: 40% slower on 2 cores)."""
 
-    def __init__(self, load_engine: Callable[[], ReferenceEngine], on_stats: Callable[[dict], None] | None = None):
+    def __init__(
+        self,
+        load_engine: Callable[[], ReferenceEngine],
+        on_stats: Callable[[dict], None] | None = None,
+        drafter: NGramDrafter | None = None,
+    ):
+        self.drafter = drafter  # speculative decoding: proposes draft tokens before each generation step (ngram.py)
         self.on_stats = on_stats or (lambda stats: None)  # each iteration's statistics (metrics.TrtllmMetrics.iteration)
         self._waiting: deque[Job] = deque()
         self._admitting: list[Job] = []  # taken from the queue, in their context phase, not yet in the batch
@@ -284,18 +305,28 @@ class InflightScheduler:
     def _decode(self) -> None:
         batch = self._batch
         start = time.perf_counter()
-        step = torch.tensor([[j.sequence.tokens[-1]] for j in batch.jobs], dtype=torch.long)
-        mask = torch.cat([batch.mask, torch.ones((len(batch), 1), dtype=torch.long)], dim=1)
+        drafts = [self._draft(job) for job in batch.jobs]
+        width = 1 + max(len(d) for d in drafts)  # each row's last token, then its draft (padding where shorter)
+        step = torch.zeros((len(batch), width), dtype=torch.long)
+        fed = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, (job, draft) in enumerate(zip(batch.jobs, drafts, strict=True)):
+            step[i, : 1 + len(draft)] = torch.tensor([job.sequence.tokens[-1], *draft])
+            fed[i, : 1 + len(draft)] = 1
+        mask = torch.cat([batch.mask, fed], dim=1)
         out = self.engine.forward(
             [j.sequence.request.lora for j in batch.jobs],
             input_ids=step,
             attention_mask=mask,
-            position_ids=batch.positions.unsqueeze(1),
+            position_ids=batch.positions.unsqueeze(1) + torch.arange(width),
             past_key_values=batch.cache,
             use_cache=True,
         )
-        batch.cache, batch.mask, batch.positions = out.past_key_values, mask, batch.positions + 1
-        self.engine.select([j.sequence for j in batch.jobs], out.logits[:, -1, :])
+        batch.cache, batch.mask = out.past_key_values, mask
+        if width == 1:
+            batch.positions = batch.positions + 1
+            self.engine.select([j.sequence for j in batch.jobs], out.logits[:, -1, :])
+        else:
+            self._verify(drafts, out.logits)
         if self.engine.fault("throughput_minus_20_percent"):
             time.sleep(STEP_SLOWDOWN * (time.perf_counter() - start))
         logging = any(j.sequence.request.return_log_probs for j in batch.jobs)
@@ -303,6 +334,39 @@ class InflightScheduler:
             time.sleep(LOG_PROBS_SLOWDOWN * (time.perf_counter() - start))
         for job in batch.jobs:
             self._deliver(job)
+
+    def _draft(self, job: Job) -> list[int]:
+        """The drafter's proposal for the job's next step (none without a drafter)."""
+        if self.drafter is None:
+            return []
+        seq = job.sequence
+        prefix = [*seq.request.input_ids, *seq.tokens]
+        return self.drafter.draft(id(job), prefix, len(seq.request.input_ids) + seq.request.max_new_tokens)
+
+    def _verify(self, drafts: list[list[int]], logits: torch.Tensor) -> None:
+        """Each row's tokens chosen position by position from one forward over its last token and its draft: a draft
+        token the target chooses too is kept and the next position is read, the first it does not choose is replaced
+        by the target's own, which ends the row's step (as after the last draft token). The cache keeps the columns of
+        the row's last token and its kept draft tokens; the rest are masked and realigned away."""
+        batch, kept = self._batch, []
+        for i, (job, draft) in enumerate(zip(batch.jobs, drafts, strict=True)):
+            seq, accepted = job.sequence, 0
+            for at in range(len(draft) + 1):
+                before = len(seq.tokens)
+                self.engine.select([seq], logits[i, at : at + 1])
+                agreed = at < len(draft) and len(seq.tokens) > before and seq.tokens[-1] == draft[at]
+                accepted += agreed
+                if not agreed or seq.finished:
+                    break
+            seq.drafted, seq.accepted = seq.drafted + len(draft), seq.accepted + accepted
+            kept.append(1 + accepted)
+        width = logits.shape[1]
+        batch.positions = batch.positions + torch.tensor(kept)
+        if self.engine.fault("rejected_draft_kv_kept"):  # the rejected tokens' keys and values stay attended
+            return
+        for i, columns in enumerate(kept):
+            batch.mask[i, batch.mask.shape[1] - width + columns :] = 0
+        batch.realign([width - columns for columns in kept])
 
     def _deliver(self, job: Job) -> None:
         """Hand a streaming job its new tokens; a finished job gets everything and the final flag."""
@@ -319,6 +383,8 @@ class InflightScheduler:
 
     def _finish(self, job: Job, reason: str) -> None:
         self._ended += 1
+        if self.drafter is not None:
+            self.drafter.forget(id(job))
         seq = job.sequence
         if seq.finish_reason is None:
             seq.finish_reason = reason

@@ -175,9 +175,9 @@ class PrefixCache:
 class PrefixCachingScheduler(InflightScheduler):
     """The in-flight scheduler, each newcomer's context phase starting from the prompt blocks already cached."""
 
-    def __init__(self, load_engine, prefix: PrefixCache, on_stats=None):
+    def __init__(self, load_engine, prefix: PrefixCache, on_stats=None, drafter=None):
         self.prefix = prefix
-        super().__init__(load_engine, on_stats)
+        super().__init__(load_engine, on_stats, drafter)
 
     @torch.inference_mode()
     def _prefill(self, jobs: list[Job]) -> None:

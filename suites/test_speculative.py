@@ -1,0 +1,108 @@
+"""Speculative decoding on TensorRT-LLM's PyTorch path: an llmapi deployment whose model.yaml sets a
+speculative_config, against an llmapi deployment of the same engine that does not speculate (the
+`triton_llm_speculation` pair). Greedy answers with speculation must be the answers without, unary, streamed and in
+a concurrent batch (NVIDIA/TensorRT-LLM#11125: gibberish answers once Eagle3 drafted); the draft counts the model
+returns with sampling_param_return_perf_metrics must add up, and be counted at all (NVIDIA/TensorRT-LLM#17082: zeroed
+in the PyTorch flow). The engine ensemble's speculation (draft tokens through tensorrt_llm, the BLS's draft model)
+is the property matrix's (suites/test_properties.py: draft_tokens, draft_model, lookahead)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pytest_triton_llm.stand_ins.triton_models.tensorrt_llm.ngram import NGramDrafter
+from pytest_triton_llm.triton.llmapi_contract import DRAFT_OUTPUTS, output_number, output_text
+from pytest_triton_llm.verdicts.equality import compare_texts, rule_of
+
+TOKENS = 48
+pytestmark = [pytest.mark.speculative, pytest.mark.triton_llm_requires("llmapi")]
+
+
+@pytest.fixture(scope="session")
+def speculation_rule(triton_llm_speculation):
+    """The rule of the speculating side's engine: how equal its answers must be to the plain deployment's."""
+    return rule_of(triton_llm_speculation[0])
+
+
+def _answers(served, prompts: list[str], concurrently: bool = False) -> list[str]:
+    if not concurrently:
+        return [served.client.generate(p, TOKENS).text for p in prompts]
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(lambda p: served.client.generate(p, TOKENS).text, prompts))
+
+
+def _same(expected: list[str], actual: list[str], rule, served, what: str) -> None:
+    verdict = compare_texts(expected, actual, rule, served.tokenizer)
+    assert verdict.passed, verdict.report(labels=[f"{what}: {name}" for name in range(len(expected))])
+
+
+@pytest.mark.functional
+@pytest.mark.parametrize("mode", ["alone", "batched"])
+def test_greedy_answers_with_speculation_equal_those_without(triton_llm_speculation, prompts, speculation_rule, mode):
+    drafting, plain = triton_llm_speculation
+    asked = list(prompts.copying.values()) + prompts.batch(2)  # answers that copy the prompt, and two that need not
+    expected = _answers(plain, asked)
+    _same(expected, _answers(drafting, asked, concurrently=mode == "batched"), speculation_rule, drafting, mode)
+
+
+@pytest.mark.streaming
+@pytest.mark.triton_llm_requires("streaming")
+def test_streamed_speculative_answers_equal_those_without_and_come_several_tokens_a_step(
+    triton_llm_speculation, prompts, speculation_rule
+):
+    drafting, plain = triton_llm_speculation
+    prompt = prompts.copying["list"]
+    expected = plain.client.generate(prompt, TOKENS).text
+    events = drafting.client.stream(prompt, TOKENS).content_events
+    texts = [e.text() for e in events]  # the llmapi model streams the text so far
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:], strict=False)), texts
+    _same([expected], texts[-1:], speculation_rule, drafting, "streamed")
+    tokens = len(drafting.tokenizer.encode(texts[-1], add_special_tokens=False))
+    # one response per step; a step that kept draft tokens carries them with the target's own: fewer steps than tokens
+    assert len(events) < tokens, f"{len(events)} responses for {tokens} tokens: no step kept a draft token"
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi_perf_metrics")
+def test_draft_counts_add_up_and_drafts_were_taken_on_a_copying_answer(triton_llm_speculation, prompts):
+    drafting, plain = triton_llm_speculation
+    prompt = prompts.copying["list"]
+    raw = drafting.client.generate(prompt, TOKENS, return_perf_metrics=True).raw
+    rate, accepted, drafted = (output_number(raw, name) for name in DRAFT_OUTPUTS)
+    tokens = len(drafting.tokenizer.encode(output_text(raw, "text_output"), add_special_tokens=False))
+    # the first token comes from the context phase, undrafted; every later one may have been a kept draft token
+    assert 1 <= accepted <= min(drafted, tokens - 1), (accepted, drafted, tokens)
+    assert rate == pytest.approx(accepted / drafted, abs=1e-6), (rate, accepted, drafted)
+    figures = [output_number(plain.client.generate(prompt, TOKENS, return_perf_metrics=True).raw, n) for n in DRAFT_OUTPUTS]
+    assert figures == [0, 0, 0], f"the deployment that does not speculate counted drafts: {figures}"
+
+
+@pytest.mark.functional
+@pytest.mark.triton_llm_requires("llmapi_perf_metrics")
+@pytest.mark.triton_llm_stand_in_only(
+    "replays the drafter on the answer's re-encoded tokens: TensorRT-LLM's overlap scheduler drafts one step behind "
+    "and CUDA-graph padding can count padded drafts, which the replay does not model"
+)
+def test_draft_counts_are_the_drafters_on_this_answer(triton_llm_speculation, prompts):
+    drafting, _ = triton_llm_speculation
+    config = drafting.ref.speculative_config
+    if str(config.get("decoding_type", "")).lower() != "ngram" or config.get("is_public_pool", True):
+        pytest.skip("the replay models a private NGram pool (speculative_config decoding_type NGram, is_public_pool false)")
+    prompt = prompts.copying["counting"]
+    raw = drafting.client.generate(prompt, TOKENS, return_perf_metrics=True).raw
+    prompt_ids = drafting.tokenizer.encode(prompt)
+    answer = drafting.tokenizer.encode(output_text(raw, "text_output"), add_special_tokens=False)
+    drafter, drafted, accepted = NGramDrafter.from_config(config), 0, 0
+    at = 1  # the context phase gave the first token; each later step drafts from the tokens so far
+    while at < len(answer):
+        draft = drafter.draft("replay", [*prompt_ids, *answer[:at]], len(prompt_ids) + TOKENS)
+        kept = _agreeing(draft, answer[at:])
+        drafted, accepted, at = drafted + len(draft), accepted + kept, at + kept + 1
+    assert [output_number(raw, n) for n in DRAFT_OUTPUTS[1:]] == [accepted, drafted]
+
+
+def _agreeing(draft: list[int], rest: list[int]) -> int:
+    """How many of the draft's first tokens the answer goes on with."""
+    return next((i for i, (d, t) in enumerate(zip(draft, rest, strict=False)) if d != t), min(len(draft), len(rest)))
