@@ -8,15 +8,23 @@ is the property matrix's (suites/test_properties.py: draft_tokens, draft_model, 
 
 from __future__ import annotations
 
+import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from pytest_triton_llm.host.hardware import hardware_class
+from pytest_triton_llm.perf.budgets import Budget, find_budget
 
 from pytest_triton_llm.stand_ins.triton_models.tensorrt_llm.ngram import NGramDrafter
 from pytest_triton_llm.triton.llmapi_contract import DRAFT_OUTPUTS, output_number, output_text
 from pytest_triton_llm.verdicts.equality import compare_texts, rule_of
 
 TOKENS = 48
+SPEED_TOKENS = 24  # about the copied sentence: the answers' part that drafts can predict
+SPEED_ROUNDS = 3  # odd: the median round's ratio is one round's
+NOT_SLOWER = 1.0  # the floor where no budget sets min_speedup_vs_no_speculation: speculation must not cost time
 pytestmark = [pytest.mark.speculative, pytest.mark.triton_llm_requires("llmapi")]
 
 
@@ -53,7 +61,7 @@ def test_streamed_speculative_answers_equal_those_without_and_come_several_token
     triton_llm_speculation, prompts, speculation_rule
 ):
     drafting, plain = triton_llm_speculation
-    prompt = prompts.copying["list"]
+    prompt = prompts.copying["fox"]
     expected = plain.client.generate(prompt, TOKENS).text
     events = drafting.client.stream(prompt, TOKENS).content_events
     texts = [e.text() for e in events]  # the llmapi model streams the text so far
@@ -68,7 +76,7 @@ def test_streamed_speculative_answers_equal_those_without_and_come_several_token
 @pytest.mark.triton_llm_requires("llmapi_perf_metrics")
 def test_draft_counts_add_up_and_drafts_were_taken_on_a_copying_answer(triton_llm_speculation, prompts):
     drafting, plain = triton_llm_speculation
-    prompt = prompts.copying["list"]
+    prompt = prompts.copying["fox"]
     raw = drafting.client.generate(prompt, TOKENS, return_perf_metrics=True).raw
     rate, accepted, drafted = (output_number(raw, name) for name in DRAFT_OUTPUTS)
     tokens = len(drafting.tokenizer.encode(output_text(raw, "text_output"), add_special_tokens=False))
@@ -90,7 +98,7 @@ def test_draft_counts_are_the_drafters_on_this_answer(triton_llm_speculation, pr
     config = drafting.ref.speculative_config
     if str(config.get("decoding_type", "")).lower() != "ngram" or config.get("is_public_pool", True):
         pytest.skip("the replay models a private NGram pool (speculative_config decoding_type NGram, is_public_pool false)")
-    prompt = prompts.copying["counting"]
+    prompt = prompts.copying["garden"]
     raw = drafting.client.generate(prompt, TOKENS, return_perf_metrics=True).raw
     prompt_ids = drafting.tokenizer.encode(prompt)
     answer = drafting.tokenizer.encode(output_text(raw, "text_output"), add_special_tokens=False)
@@ -101,6 +109,58 @@ def test_draft_counts_are_the_drafters_on_this_answer(triton_llm_speculation, pr
         kept = _agreeing(draft, answer[at:])
         drafted, accepted, at = drafted + len(draft), accepted + kept, at + kept + 1
     assert [output_number(raw, n) for n in DRAFT_OUTPUTS[1:]] == [accepted, drafted]
+
+
+@pytest.mark.perf
+@pytest.mark.triton_llm_requires("llmapi_perf_metrics")
+def test_speculation_is_not_slower_at_concurrency_1_on_answers_that_copy_their_prompts(
+    triton_llm_speculation, prompts, triton_llm_report, perf_budgets
+):
+    drafting, plain = triton_llm_speculation
+    asked = list(prompts.copying.values())
+    rounds = []
+    for _ in range(SPEED_ROUNDS):  # interleaved: what the neighbours do slows both sides alike
+        plain_s, _ = _timed(plain, asked)
+        drafting_s, counts = _timed(drafting, asked)
+        rounds.append({"no_speculation_s": plain_s, "speculation_s": drafting_s, **counts})
+    speedup = statistics.median(r["no_speculation_s"] / r["speculation_s"] for r in rounds)
+    budgets_file, budgets = perf_budgets
+    identity = {"engine": drafting.ref.engine_name, "deployment": drafting.ref.name, "hardware": drafting.hardware}
+    budget = find_budget(
+        budgets, **identity, hardware_class=hardware_class(drafting.hardware), image=drafting.image, load_point="speculation"
+    )
+    if budget is None or budget.min_speedup_vs_no_speculation is None:
+        budget = Budget(engine=drafting.ref.engine_name, min_speedup_vs_no_speculation=NOT_SLOWER)
+    rows = budget.check({"speedup_vs_no_speculation": round(speedup, 3)})
+    triton_llm_report.record(
+        drafting.id,
+        "speculation_perf",
+        {
+            "against": plain.id,
+            "concurrency": 1,
+            "prompts": len(asked),
+            "rounds": rounds,
+            "speedup": round(speedup, 3),
+            "budget": rows,
+        },
+    )
+    assert all(r["drafted"] > 0 for r in rounds), rounds
+    assert not [row for row in rows if row[-1] == "MISSED"], f"speculation perf ({budgets_file}): {rows}; rounds {rounds}"
+
+
+def _timed(served, asked: list[str]) -> tuple[float, dict]:
+    """Seconds for the prompts one after the other, and the draft counts of their answers."""
+    start, accepted, drafted = time.perf_counter(), 0, 0
+    for prompt in asked:
+        raw = served.client.generate(prompt, SPEED_TOKENS, return_perf_metrics=True).raw
+        accepted += int(output_number(raw, "total_accepted_draft_tokens"))
+        drafted += int(output_number(raw, "total_draft_tokens"))
+    seconds = round(time.perf_counter() - start, 3)
+    return seconds, {
+        "accepted": accepted,
+        "drafted": drafted,
+        "acceptance_rate": round(accepted / drafted, 3) if drafted else 0.0,
+    }
 
 
 def _agreeing(draft: list[int], rest: list[int]) -> int:

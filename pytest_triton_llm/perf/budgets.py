@@ -23,6 +23,7 @@ LIMITS = {
     "max_latency_p99_ms": "latency_ms.p99",
     "max_ttft_p99_ms": "ttft_ms.p99",
     "min_throughput_ratio_vs_engine": "throughput_ratio_vs_engine",
+    "min_speedup_vs_no_speculation": "speedup_vs_no_speculation",
 }
 VERDICTS = {"pass": "ok", "fail": "MISSED", "inconclusive": "inconclusive"}
 
@@ -42,6 +43,9 @@ class Budget:
     max_ttft_p99_ms: float | None = None
     # the migration gate (load_point "migration", deployment the llmapi one): its throughput / the engine deployment's
     min_throughput_ratio_vs_engine: float | None = None
+    # speculative decoding (load_point "speculation", deployment the speculating one): its time for answers that copy
+    # their prompts, at concurrency 1, over the same answers' time on an llmapi deployment of its engine that does not
+    min_speedup_vs_no_speculation: float | None = None
 
     KEYS = ("engine", "deployment", "hardware", "image", "load_point", "workload", "engine_digest")
 
