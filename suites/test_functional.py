@@ -460,3 +460,33 @@ class TestOverV1:
             timing = entry["perf_metrics"]["timing_metrics"]
             times = [timing[name] for name in TIMES]
             assert times == sorted(times), dict(zip(TIMES, times, strict=True))
+
+    @pytest.mark.speculative
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_draft_counts_add_up_where_the_server_speculates(self, openai_target, prompts, endpoint):
+        """trtllm-serve's /perf_metrics: the entry of a request that drafted carries speculative_decoding (get_perf_metrics
+        adds it when total_draft_tokens > 0): the rate is accepted / drafted and accepted <= min(drafted, completion
+        tokens - 1), the first token being the context phase's; on a completion that copies its prompt at least one draft
+        token is kept. Skipped where the server keeps no perf metrics, or drafts nothing (no speculative_config)."""
+        if PERF_METRICS not in openai_target.family.endpoints:
+            pytest.skip(f"{openai_target.family.title}: no {PERF_METRICS} endpoint")
+        openai_target.endpoint.request("GET", PERF_METRICS, under_v1=False)  # what earlier requests left
+        prompt = prompts.copying["fox"]
+        if endpoint == "chat":
+            answer = openai_target.endpoint.chat(openai_target.chat(prompt, 24))
+        else:
+            answer = openai_target.endpoint.complete(openai_target.completion(prompt, 24))
+        entries = openai_target.endpoint.request("GET", PERF_METRICS, under_v1=False).body
+        if entries == []:
+            pytest.skip(f"the server keeps no perf metrics ({PERF_METRICS} answered []): {KEPT_WHEN}")
+        drafts = [e["perf_metrics"]["speculative_decoding"] for e in entries if "speculative_decoding" in e["perf_metrics"]]
+        if not drafts:
+            pytest.skip("no request drafted: the server does not speculate (no speculative_config in its LLM API options)")
+        for counts in drafts:
+            accepted, drafted = counts["total_accepted_draft_tokens"], counts["total_draft_tokens"]
+            assert 0 <= accepted <= drafted and counts["acceptance_rate"] == pytest.approx(accepted / drafted), counts
+        if len(entries) == 1:  # ours alone (another client's request would leave an entry too)
+            [counts] = drafts
+            assert counts["total_accepted_draft_tokens"] <= answer.usage["completion_tokens"] - 1, (counts, answer.usage)
+            if endpoint == "completions":
+                assert counts["total_accepted_draft_tokens"] >= 1, (counts, answer.text)

@@ -12,6 +12,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import yaml
+
 from ..openai import llama_cpp, trtllm_serve
 from ..stack.cache import EngineCache
 from ..stack.deployments import DeploymentManager
@@ -137,6 +139,13 @@ def add_trtllm_stand_in_arguments(parser) -> None:
         help="serve response_format as trtllm-serve does with guided_decoding_backend set (needs the guided extra; "
         "default: unset, and a guided request is refused as trtllm-serve refuses it)",
     )
+    parser.add_argument(
+        "--extra-llm-api-options",
+        metavar="YAML",
+        default=None,
+        help="LLM API arguments, as trtllm-serve's --extra_llm_api_options (over the two options above), e.g. a "
+        "speculative_config with decoding_type NGram: the stand-in drafts by prompt lookup, as TensorRT-LLM's NGram",
+    )
     add_engine_options(_Declare(parser))
 
 
@@ -158,6 +167,7 @@ def serve_trtllm_stand_in(args, progress: Progress | None = None, stop: threadin
         port=args.port,
         perf_metrics=args.perf_metrics,
         guided_decoding_backend=args.guided_decoding_backend,
+        extra_options=_llm_api_options(args.extra_llm_api_options),
     )
     try:
         log = workdir / "trtllm_serve_stand_in.log"
@@ -175,6 +185,19 @@ def serve_trtllm_stand_in(args, progress: Progress | None = None, stop: threadin
     finally:
         with shielded():
             server.stop()
+
+
+def _llm_api_options(path: str | None) -> dict:
+    """--extra-llm-api-options's YAML mapping; a file that is not one stops the command in one line."""
+    if path is None:
+        return {}
+    try:
+        options = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SystemExit(f"--extra-llm-api-options {path}: {exc}") from None
+    if not isinstance(options, dict):
+        raise SystemExit(f"--extra-llm-api-options {path}: expected a YAML mapping of LLM API arguments")
+    return options
 
 
 def _until_stopped(stop: threading.Event, alive, gone: Callable[[], str], progress: Progress) -> int:

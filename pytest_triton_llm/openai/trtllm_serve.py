@@ -41,6 +41,7 @@ MODULES = (
     ("triton_models/common", "served_contract.py"),
     ("triton_models/tensorrt_llm", "prefix_cache.py"),
     ("triton_models/tensorrt_llm", "retention.py"),
+    ("triton_models/tensorrt_llm", "ngram.py"),
 )
 SHARED = resources.files("pytest_triton_llm") / "triton" / "hf_tokenizer.py"
 MAX_SEQ_LEN = 2048  # tokens, as the llama.cpp server's context: the embedded default's lengths fit
@@ -105,6 +106,7 @@ def serve_engine(
     port: int | None = None,
     perf_metrics: int = 0,
     guided_decoding_backend: str | None = None,
+    extra_options: dict | None = None,
 ) -> TrtllmServeStandIn:
     """The stand-in on lock engine `name`'s reference checkpoint, built or reused in `cache` as the reference backend
     builds it (the conversion runs here, whatever the runtime: no build site is asked for)."""
@@ -125,6 +127,7 @@ def serve_engine(
         port=port,
         perf_metrics=perf_metrics,
         guided_decoding_backend=guided_decoding_backend,
+        extra_options=extra_options,
     )
 
 
@@ -139,12 +142,13 @@ def start(
     port: int | None = None,
     perf_metrics: int = 0,
     guided_decoding_backend: str | None = None,
+    extra_options: dict | None = None,
     timeout_s: float = 180.0,
 ) -> TrtllmServeStandIn:
     """Start the stand-in on `checkpoint` and wait until /v1/models answers. `perf_metrics` > 0 runs it as trtllm-serve
     with `return_perf_metrics: true` and `perf_metrics_max_requests: N` in --extra_llm_api_options, and
-    `guided_decoding_backend` ("xgrammar") with that option. Its answers carry the project's version in the stand-in
-    header."""
+    `guided_decoding_backend` ("xgrammar") with that option; `extra_options` (LLM API arguments, e.g. a
+    speculative_config) go over them. Its answers carry the project's version in the stand-in header."""
     missing = installed(guided=guided_decoding_backend is not None)
     if missing is not None:
         raise StandInUnavailable(missing)
@@ -153,6 +157,7 @@ def start(
     options: dict = {"guided_decoding_backend": guided_decoding_backend} if guided_decoding_backend else {}
     if perf_metrics > 0:
         options.update(return_perf_metrics=True, perf_metrics_max_requests=perf_metrics)
+    options.update(extra_options or {})
     options_file = None
     if options:
         options_file = run_dir / "extra_llm_api_options.yaml"

@@ -17,6 +17,7 @@ from pytest_triton_llm.openai import llama_cpp as llama_cpp_server
 from pytest_triton_llm.openai.client import OpenAIEndpoint, OpenAIRequestError
 from pytest_triton_llm.openai.target import OpenAITarget, openai_options
 from pytest_triton_llm.common.progress import Progress
+from pytest_triton_llm.common.prompts import load_prompts
 from pytest_triton_llm.stack.repository.stand_in import version
 
 from ..conftest import BUILT_CACHE
@@ -132,3 +133,29 @@ def test_the_stand_in_with_its_guided_backend_passes_the_guided_cells_on_both_en
         argv += ["--openai-url", printed["--openai-url"], "--tokenizer", printed["--tokenizer"]]
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:]
+
+
+SPECULATIVE_TESTS = [
+    f"suites/test_functional.py::TestOverV1::test_draft_counts_add_up_where_the_server_speculates[{e}]"
+    for e in ("completions", "chat")
+]
+
+
+@pytest.mark.trtllm_stand_in
+def test_the_stand_in_speculating_by_prompt_lookup_answers_as_without_and_reports_its_drafts(tmp_path):
+    """--extra-llm-api-options with an NGram speculative_config (as trtllm-serve takes it): greedy answers equal those of
+    the stand-in without, and the /v1 suites' draft-count checks pass on both endpoints (they skip without drafts)."""
+    options = tmp_path / "speculative.yaml"
+    options.write_text("speculative_config:\n  decoding_type: NGram\n  max_draft_len: 4\n  max_matching_ngram_size: 2\n")
+    prompts = load_prompts(ROOT / "fixtures" / "prompts.toml")
+    asked = [*prompts.copying.values(), *prompts.batch(2)]
+    with _served("serve-trtllm-stand-in", "--perf-metrics", "100", "--extra-llm-api-options", str(options)) as printed:
+        argv = [sys.executable, "-m", "pytest", *SPECULATIVE_TESTS, "-p", "no:cacheprovider", "-q", "-rA"]
+        argv += ["--openai-url", printed["--openai-url"], "--tokenizer", printed["--tokenizer"]]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        drafting = OpenAITarget(openai_options(printed["--openai-url"], [], None, None, None, tokenizer=printed["--tokenizer"]))
+        speculated = [drafting.endpoint.complete(drafting.completion(p, 24)).text for p in asked]
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:]
+    with _served("serve-trtllm-stand-in") as printed:
+        plain = OpenAITarget(openai_options(printed["--openai-url"], [], None, None, None, tokenizer=printed["--tokenizer"]))
+        assert [plain.endpoint.complete(plain.completion(p, 24)).text for p in asked] == speculated

@@ -67,3 +67,23 @@ def test_greedy_tokens_with_ngram_drafts_equal_those_without(engine, streaming):
             pieces = [tokens for tokens, _ in collector.deliveries[str(i)]]
             assert [t for piece in pieces for t in piece] == s.tokens
         assert max(len(tokens) for d in collector.deliveries.values() for tokens, _ in d) > 1
+
+
+def test_a_speculative_config_the_stand_ins_cannot_draft_for_is_one_line_naming_the_one_they_can():
+    from ngram import drafter_for
+
+    assert drafter_for(None) is None
+    assert drafter_for({"decoding_type": "NGram", "max_draft_len": 3}).max_draft_len == 3
+    with pytest.raises(ValueError, match="'Eagle3': the reference stand-in drafts by prompt lookup only"):
+        drafter_for({"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model_dir": "/m"})
+
+
+def test_extra_llm_api_options_must_be_a_yaml_mapping(tmp_path):
+    from pytest_triton_llm.cli.serve import _llm_api_options
+
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("speculative_config:\n  decoding_type: NGram\n")
+    bad.write_text("- NGram\n")
+    assert _llm_api_options(str(good)) == {"speculative_config": {"decoding_type": "NGram"}}
+    with pytest.raises(SystemExit, match="expected a YAML mapping of LLM API arguments"):
+        _llm_api_options(str(bad))

@@ -38,6 +38,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from guided import GuidedDecoder
 from hf_tokenizer import load_tokenizer
+from ngram import drafter_for
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
 from protocol import (
     ChatCompletionLogProb,
@@ -116,6 +117,14 @@ class StandInRefusal(ValueError):
         super().__init__(f"pytest-triton-llm's trtllm-serve stand-in does not implement {what} (trtllm-serve does): {advice}")
 
 
+def _speculative_decoding(seq) -> dict:
+    """get_perf_metrics: the entry's speculative_decoding, only where the request drafted (total_draft_tokens > 0)."""
+    if not seq.drafted:
+        return {}
+    counts = {"total_accepted_draft_tokens": seq.accepted, "total_draft_tokens": seq.drafted}
+    return {"speculative_decoding": {"acceptance_rate": seq.accepted / seq.drafted, **counts}}
+
+
 def _error(message: str, kind: str = "BadRequestError", status: int = 400) -> JSONResponse:
     """openai_server.create_error_response: ErrorResponse with HTTP 400 BadRequestError unless told otherwise."""
     return JSONResponse(ErrorResponse(message=message, type=kind, code=status).model_dump(), status_code=status)
@@ -152,7 +161,11 @@ class StandIn:
             int(kv.get("tokens_per_block", TOKENS_PER_BLOCK)), max_blocks=4096, enabled=bool(kv.get("enable_block_reuse", True))
         )
         load = partial(ReferenceEngine, model_dir, None, {"dtype": "float32", "build_config": build_config})
-        self.scheduler = PrefixCachingScheduler(load, self.prefix)
+        try:
+            drafter = drafter_for(options.get("speculative_config"))
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        self.scheduler = PrefixCachingScheduler(load, self.prefix, drafter=drafter)
         self.engine = self.scheduler.engine
         backend = options.get("guided_decoding_backend")
         if backend not in (None, "xgrammar"):  # the stand-in's one backend (TensorRT-LLM also has llguidance)
@@ -283,6 +296,7 @@ class StandIn:
                         "num_reused_blocks": kv.reused if kv else 0,
                         "num_missed_blocks": kv.missed if kv else 0,
                     },
+                    **_speculative_decoding(job.sequence),
                 },
             }
         )

@@ -25,7 +25,7 @@ from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence
 from hf_tokenizer import load_tokenizer
 from llmapi_contract import GREEDY_BEST_OF, KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS
 from lora_convert import peft_to_trtllm
-from ngram import NGramDrafter
+from ngram import drafter_for
 from prefix_cache import PrefixCache, PrefixCachingScheduler, TimedJob
 from stand_in_faults import Faults
 from triton_io import model_parameters
@@ -115,7 +115,7 @@ class TritonPythonModel:
             fault=engine_fault,
         )
         load = partial(ReferenceEngine, checkpoint, None, {"dtype": dtype, "build_config": build_config}, fault=engine_fault)
-        self.scheduler = PrefixCachingScheduler(load, self.prefix, drafter=_drafter(args_yaml.get("speculative_config")))
+        self.scheduler = PrefixCachingScheduler(load, self.prefix, drafter=drafter_for(args_yaml.get("speculative_config")))
         self.engine = self.scheduler.engine
         pb_utils.Logger.log_info(f"reference llmapi stand-in: {checkpoint} on {self.engine.describe()}")
         self._ids = itertools.count(1)
@@ -335,20 +335,6 @@ class TritonPythonModel:
 
     def finalize(self):
         self.scheduler.close()
-
-
-def _drafter(config: dict | None) -> NGramDrafter | None:
-    """model.yaml's speculative_config: the stand-in drafts as TensorRT-LLM's NGram (prompt lookup) drafter; the
-    modes that need a draft model's weights (draft-target, Eagle3, MTP) it cannot load, and says so."""
-    if not config:
-        return None
-    kind = str(config.get("decoding_type", ""))
-    if kind.lower() != "ngram":
-        raise ValueError(
-            f"speculative_config decoding_type {kind!r}: the reference stand-in drafts by prompt lookup only "
-            "(decoding_type: NGram); serve the other modes with TensorRT-LLM itself"
-        )
-    return NGramDrafter.from_config(config)
 
 
 def _cancelled():

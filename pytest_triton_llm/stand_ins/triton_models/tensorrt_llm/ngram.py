@@ -70,6 +70,21 @@ class NGramDrafter:
             self.pools.pop(key, None)
 
 
+def drafter_for(speculative_config: dict | None) -> NGramDrafter | None:
+    """The drafter of an LLM API speculative_config (model.yaml, --extra_llm_api_options), None without one. The
+    stand-ins draft as the NGram drafter; the modes that need a draft model's weights (draft-target, Eagle3, MTP) they
+    cannot load: ValueError saying so."""
+    if not speculative_config:
+        return None
+    kind = str(speculative_config.get("decoding_type", ""))
+    if kind.lower() != "ngram":
+        raise ValueError(
+            f"speculative_config decoding_type {kind!r}: the reference stand-in drafts by prompt lookup only "
+            "(decoding_type: NGram); serve the other modes with TensorRT-LLM itself"
+        )
+    return NGramDrafter.from_config(speculative_config)
+
+
 def _drop_shorter(matches: list, length: int) -> None:
     """Upstream removes the matches shorter than a new one while iterating over the same OrderedSet (a list inside):
     after each removal its iterator skips the match that moved into the removed one's place. Kept as it is, so that
