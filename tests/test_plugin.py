@@ -298,7 +298,7 @@ def test_entry_model_tests_run_once_per_entry_model_and_each_deployment_runs_in_
     assert sorted(blocks) == ["smollm2-135m:inflight", "smollm2-135m:llmapi", "smollm2-135m:v1"]  # one server start each
 
 
-PERF_SUITES = ("suites/test_perf.py::", "suites/test_anti_caching.py::")  # the modules marked perf
+PERF_SUITES = ("suites/test_perf.py::", "suites/test_anti_caching.py::", "suites/test_speculative.py::")  # marked perf
 
 
 def test_the_product_command_from_the_repository_root_selects_the_suites():

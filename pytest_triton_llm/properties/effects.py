@@ -659,6 +659,63 @@ def draft_tokens(ctx: Context) -> None:
         )
 
 
+PEAK = 30.0  # a draft logit this far above the rest: the draft's probability of its token rounds to 1 in float32
+WHOLE = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}  # sampling over the whole vocabulary: every token's p > 0
+
+
+def draft_acceptance(ctx: Context) -> None:
+    """draft_logits and draft_acceptance_threshold on tensorrt_llm: the target accepts a draft token d by probability,
+    p[d] > threshold * q[d] (acceptDraftTokensByLogits; p its sampling's distribution, q the draft's softmax). Sampling
+    over the whole vocabulary, a draft of the greedy answer's first 3 tokens with logits peaked on them: at threshold 0
+    every token is kept whatever the seed (4 tokens, the draft's 3 first; compared by token, as without logits, a
+    sampled answer would leave the draft); at threshold 1 the first is refused (p[d] < q[d], which rounds to 1) and
+    its replacement, drawn from max(p - q, 0), is never d: one token, another than the draft's."""
+    if ctx.path.surface != TENSORRT_LLM:
+        raise Unanswerable(f"{ctx.path.name}: draft logits are tensorrt_llm's input (the BLS sends its draft model's)")
+    greedy = ctx.reference_ids(LONG, 4)
+    if len(greedy) < 4:
+        raise Unanswerable(f"{ctx.path.name}: the greedy answer ends before 4 tokens: {greedy}")
+    draft, left = greedy[:3], False
+    peaked = [[PEAK if i == token else 0.0 for i in range(len(ctx.path.tokenizer))] for token in draft]
+    for seed in SEEDS:
+        plain = ctx.unary(Ask.of(ctx.prompts[LONG], 4, **WHOLE, seed=seed)).token_ids or []
+        left = left or plain[:3] != draft
+        kept = ctx.ask(Ask.of(ctx.prompts[LONG], 4, **WHOLE, seed=seed, draft=tuple(draft), draft_logits=peaked, threshold=0.0))
+        assert (kept.token_ids or [])[:3] == draft and len(kept.token_ids or []) == 4, (
+            f"{ctx.path.name} ({ctx.mode}, seed {seed}): at threshold 0 every draft token with p > 0 is kept: "
+            f"expected {draft} and one token more, got {kept.token_ids}"
+        )
+        refused = ctx.ask(
+            Ask.of(ctx.prompts[LONG], 4, **WHOLE, seed=seed, draft=tuple(draft), draft_logits=peaked, threshold=1.0)
+        )
+        replaced = refused.token_ids or []
+        assert len(replaced) == 1 and replaced[0] != draft[0], (
+            f"{ctx.path.name} ({ctx.mode}, seed {seed}): at threshold 1 a draft token whose q rounds to 1 is refused and "
+            f"replaced by another: expected one token other than {draft[0]}, got {refused.token_ids}"
+        )
+    # where both seeds sample the draft itself, an engine that compared tokens would pass the threshold-0 check too
+    assert left, f"{ctx.path.name} ({ctx.mode}): the whole-vocabulary samples of seeds {SEEDS} were the greedy {draft}"
+
+
+def draft_logits(ctx: Context) -> None:
+    """use_draft_logits through the BLS: its draft model's generation logits go with its tokens to tensorrt_llm, which
+    accepts by probability (upstream's lib/decode.py); greedy, the target's distribution is one-hot, so the answer is
+    still the one without speculation. Without a draft model, and streamed, upstream's BLS refuses it in its words."""
+    ask = Ask.of(ctx.prompts[LONG], 12, num_draft_tokens=3, use_draft_logits=True)
+    refusal = None if ctx.path.drafts else "no draft model"
+    refusal = refusal or ("streamed" if ctx.mode == "streamed" else None)
+    if refusal is not None:
+        ctx.refused(ask, (SPECULATIVE_REFUSALS[refusal],), f"{refusal}: use_draft_logits must be refused")
+        return
+    if not ctx.path.served.ref.engine.gather_generation_logits:
+        raise Unanswerable(f"{ctx.path.name}: its engine returns no generation logits (gather_generation_logits)")
+    ctx.same(
+        ctx.greedy(LONG, 12).text,
+        ctx.ask(ask).text,
+        "speculative decoding with the draft's logits (use_draft_logits) must not change the greedy answer",
+    )
+
+
 # top-p decay: a floor far below any likeliest token's probability turns decoding greedy after the first token
 DECAY, FLOOR = 1e-3, 1e-6
 WIDE = {"temperature": 1.0, "top_p": 0.95, "top_k": 0}  # top_k 0: TensorRT-LLM decays top-p in its top-p layer only
@@ -935,7 +992,9 @@ EFFECTS: dict[str, Callable[[Context], None]] = {
         prompt_table,
         guided,
         draft_tokens,
+        draft_acceptance,
         draft_model,
+        draft_logits,
         perf_metrics,
         kv_reuse_stats,
         kv_retention,

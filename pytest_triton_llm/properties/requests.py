@@ -22,7 +22,8 @@ class Ask:
     only: after (token ids sent after the prompt's), decay (top-p decay and its floor), lookahead (lookahead
     decoding's window, n-gram and verification-set sizes), retention (KV-cache retention ranges: (start, end or -1,
     priority, duration ms or None) each), decode_retention (with retention: the decode phase's (priority, duration ms
-    or None))."""
+    or None)), draft (external draft token ids), draft_logits (with them, their logits [tokens, vocab]) and threshold
+    (draft_acceptance_threshold); on the BLS: num_draft_tokens, use_draft_logits (its draft model's logits sent too)."""
 
     prompt: str
     max_tokens: int | None  # None: left out (on /v1 only: the family's own limit)

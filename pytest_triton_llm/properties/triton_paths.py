@@ -161,6 +161,8 @@ class TritonPath:
         self._logits(inputs, options)
         if "num_draft_tokens" in options:  # the BLS's speculative decoding through its draft model
             self.extra(inputs, "num_draft_tokens", options["num_draft_tokens"])
+        if options.get("use_draft_logits"):  # and the draft model's logits sent with its tokens
+            self.extra(inputs, "use_draft_logits", True)
         return inputs
 
     @property
@@ -248,6 +250,10 @@ class TritonPath:
                 self.extra(inputs, name, value)
         if "draft" in options:  # speculative decoding's external draft tokens, for the engine to verify
             self.extra(inputs, "draft_input_ids", list(options["draft"]))
+        if "draft_logits" in options:  # with them, the draft's logits [tokens, vocab]: acceptance by probability
+            self.extra(inputs, "draft_logits", np.asarray(options["draft_logits"], dtype=np.float32)[None])
+        if "threshold" in options:
+            self.extra(inputs, "draft_acceptance_threshold", options["threshold"])
         if "retention" in options:
             self._retention(inputs, options["retention"], options.get("decode_retention"))
         self._returned(inputs, options)

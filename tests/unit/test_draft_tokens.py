@@ -2,12 +2,13 @@
 draft-tokens-external mode does by comparison (hand-made logits, no model), the lock's max_draft_len, and the
 trtllm-build flags it becomes."""
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
 
 from errors import ExecutorError  # noqa: E402  (model dirs on sys.path: conftest)
-from generation import GenerationRequest, ReferenceEngine, Sequence  # noqa: E402
+from generation import GenerationRequest, ReferenceEngine, Sampling, Sequence  # noqa: E402
 from outputs import complete_outputs  # noqa: E402
 
 from .test_build_commands import commands  # noqa: E402
@@ -23,13 +24,46 @@ def engine(fault: str | None = None, max_draft_len: int = 4) -> ReferenceEngine:
     return e
 
 
-def decode(e: ReferenceEngine, draft: list[int] | None, max_new_tokens: int, perf: bool = False) -> Sequence:
-    seq = Sequence(GenerationRequest([1], max_new_tokens, END, draft_tokens=draft, return_perf_metrics=perf))
+def decode(e: ReferenceEngine, draft: list[int] | None, max_new_tokens: int, perf: bool = False, **request) -> Sequence:
+    seq = Sequence(GenerationRequest([1], max_new_tokens, END, draft_tokens=draft, return_perf_metrics=perf, **request))
     while not seq.finished:
         row = torch.zeros(1, VOCAB)
         row[0, GREEDY[len(seq.tokens)]] = 5.0  # step i's greedy token is GREEDY[i]
         e.select([seq], row)
     return seq
+
+
+def _peaked(draft: list[int]) -> np.ndarray:
+    logits = np.zeros((len(draft), VOCAB), dtype=np.float32)
+    logits[np.arange(len(draft)), draft] = 30.0  # the draft's probability of its token rounds to 1
+    return logits
+
+
+WHOLE = Sampling(top_k=0, top_p=1.0, temperature=1.0, seed=3)  # every token has p > 0
+
+
+def test_with_draft_logits_threshold_0_keeps_a_draft_the_target_would_not_sample_and_1_refuses_it():
+    wrong = [0, 1, 2]  # none is the greedy token, each has p > 0 under whole-vocabulary sampling
+    kept = decode(engine(), wrong, 4, draft_logits=_peaked(wrong), draft_acceptance_threshold=0.0, sampling=WHOLE)
+    assert kept.tokens[:3] == wrong and len(kept.tokens) == 4
+    compared = decode(engine(), wrong, 4, sampling=WHOLE)  # without logits: by comparison, with the sampled tokens
+    assert compared.tokens[:3] != wrong
+    refused = decode(engine(), wrong, 4, draft_logits=_peaked(wrong), draft_acceptance_threshold=1.0, sampling=WHOLE)
+    assert len(refused.tokens) == 1 and refused.tokens[0] != wrong[0]  # drawn from max(p - q, 0): never the draft's
+
+
+def test_greedy_with_draft_logits_answers_as_by_comparison():
+    for draft in ([4, 5, 6], [4, 0, 6]):
+        by_logits = decode(engine(), draft, 4, draft_logits=_peaked(draft))  # a uniform threshold per token
+        assert by_logits.tokens == decode(engine(), draft, 4).tokens
+
+
+def test_draft_logits_dropped_are_the_faults_symptom():
+    wrong = [0, 1, 2]
+    seq = decode(
+        engine("draft_logits_ignored"), wrong, 4, draft_logits=_peaked(wrong), draft_acceptance_threshold=0.0, sampling=WHOLE
+    )
+    assert seq.tokens[:3] != wrong
 
 
 @pytest.mark.parametrize(

@@ -253,7 +253,8 @@ def test_a_users_budgets_and_workloads_files_replace_the_fixtures(tmp_path):
             '[[budget]]\nengine = "e"\ngpu = "H200"\n',
             "--perf-budgets: {path}: budget #1: unknown field 'gpu' "
             "(allowed: deployment, engine, engine_digest, hardware, image, load_point, max_latency_p99_ms, max_ttft_p99_ms, "
-            "min_output_tokens_per_s, min_throughput_ratio_vs_engine, min_throughput_rps, workload)",
+            "min_output_tokens_per_s, min_speedup_vs_no_speculation, min_throughput_ratio_vs_engine, min_throughput_rps, "
+            "workload)",
         ),
         (
             "perf_workloads",

@@ -21,6 +21,7 @@ def test_a_lookahead_config_is_refused_in_tensorrt_llms_words_where_the_instance
 
 
 def test_an_input_the_stand_in_does_not_honour_is_refused_by_name():
-    with pytest.raises(RequestError, match="input 'draft_logits' is not supported by the reference backend"):
-        check({"draft_logits": np.zeros((1, 2, 3), dtype=np.float32)})
+    with pytest.raises(RequestError, match="input 'mrope_position_deltas' is not supported by the reference backend"):
+        check({"mrope_position_deltas": np.zeros((1, 1), dtype=np.int32)})
+    check({"draft_logits": np.zeros((1, 2, 3), dtype=np.float32)})  # honoured: acceptance by probability
     check({"return_num_input_tokens": np.array([[True]])})  # honoured: the token counts come with each response

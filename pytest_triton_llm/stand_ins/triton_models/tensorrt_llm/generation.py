@@ -114,6 +114,9 @@ class GenerationRequest:
     # speculative decoding's external draft tokens (draft_input_ids): the target keeps those its own choice agrees with,
     # adds its own token at the first that it does not (or after the last), and the request ends there
     draft_tokens: list[int] | None = None
+    # with them, the draft's logits [draft tokens, vocab] and the acceptance threshold (None: a uniform draw per token)
+    draft_logits: np.ndarray | None = None
+    draft_acceptance_threshold: float | None = None
     retention: object | None = None  # retention.Retention: the priority of its KV-cache blocks (prefix_cache.py)
     return_perf_metrics: bool = False  # the executor's RequestPerfMetrics with each response (outputs.perf_metrics)
     return_kv_cache_reuse_stats: bool = False  # their KV-cache block counts alone (families before v0.19.0)
@@ -369,7 +372,7 @@ class ReferenceEngine:
             if i in simple or seq.finished:
                 continue
             row = self._process(seq, logits[i].to("cpu", copy=True))  # penalties and sampling on the CPU
-            token = self._sample(seq, row, slot=i)
+            token = self._accept_by_logits(seq, row) if self._by_logits(seq) else self._sample(seq, row, slot=i)
             log_probs = torch.log_softmax(row, dim=-1)
             self._append(seq, token, float(log_probs[token]), _top(log_probs, seq.request.top_logprobs))
 
@@ -397,7 +400,14 @@ class ReferenceEngine:
             or len(seq.tokens) < r.sampling.min_length
             or r.guide is not None
             or (r.sampling.temperature == 0 and self.fault("temperature_zero_not_greedy"))
+            or self._by_logits(seq)
         )
+
+    @staticmethod
+    def _by_logits(seq: Sequence) -> bool:
+        """At a draft token's position, with the draft's logits: the target accepts by probability."""
+        r = seq.request
+        return r.draft_logits is not None and len(seq.tokens) < len(r.draft_tokens or [])
 
     def _process(self, seq: Sequence, row: torch.Tensor) -> torch.Tensor:
         r, s = seq.request, seq.request.sampling
@@ -427,12 +437,37 @@ class ReferenceEngine:
             row /= s.temperature
         return row
 
-    def _sample(self, seq: Sequence, row: torch.Tensor, slot: int = 0) -> int:
-        """`slot`: the sequence's row in the batch it is decoded in."""
+    def _accept_by_logits(self, seq: Sequence, row: torch.Tensor) -> int:
+        """TensorRT-LLM's acceptDraftTokensByLogits at the draft token d of this position: the target's probabilities p
+        (its sampling's: one-hot where greedy, else over its top-k/top-p set) against the draft's q = softmax of its
+        logits; d is kept when p[d] > threshold * q[d] (the request's draft_acceptance_threshold, else a uniform draw),
+        else the token is drawn from max(p - q, 0) normalized, which never gives d."""
+        r = seq.request
+        draft = r.draft_tokens[len(seq.tokens)]
+        greedy = r.sampling.greedy or r.sampling.temperature == 0
+        p = F.one_hot(row.argmax(), row.numel()).float() if greedy else torch.softmax(self._filtered(seq, row), dim=-1)
+        q = torch.softmax(torch.from_numpy(r.draft_logits[len(seq.tokens)]), dim=-1)
+        generator = self._generator(seq, 0)
+        threshold = r.draft_acceptance_threshold
+        threshold = float(torch.rand(1, generator=generator)) if threshold is None else threshold
+        if self.fault("draft_logits_ignored"):  # verified by comparison, as if no logits had come
+            return self._sample(seq, row)
+        if p[draft] > threshold * q[draft]:
+            return draft
+        corrected = (p - q).clamp(min=0)
+        return int(torch.multinomial(corrected / corrected.sum(), 1, generator=generator))
+
+    def _generator(self, seq: Sequence, slot: int) -> torch.Generator:
+        if seq.generator is None:
+            s = seq.request.sampling
+            # seed_follows_batch_slot: a seed read by the row's batch slot, not by the request's own index
+            seed = s.seed + slot if self.fault("seed_follows_batch_slot") else s.seed
+            seq.generator = torch.Generator().manual_seed(seed)
+        return seq.generator
+
+    def _filtered(self, seq: Sequence, row: torch.Tensor) -> torch.Tensor:
+        """The logits the sampler draws from: top-k, then top-p (the runtime top-p, once decayed), then min-p."""
         s = seq.request.sampling
-        # temperature_zero_not_greedy: temperature 0 is not passed on, so the row is sampled at the default temperature
-        if not (s.temperature == 0 and self.fault("temperature_zero_not_greedy")) and (s.greedy or s.temperature == 0):
-            return int(row.argmax())
         if s.top_k > 0:
             kth = torch.topk(row, min(s.top_k, row.numel())).values[-1]
             row = row.masked_fill(row < kth, NEG_INF)
@@ -446,11 +481,17 @@ class ReferenceEngine:
         if s.min_p > 0.0:
             probs = torch.softmax(row, dim=-1)
             row = row.masked_fill(probs < s.min_p * probs.max(), NEG_INF)
-        if seq.generator is None:
-            # seed_follows_batch_slot: a seed read by the row's batch slot, not by the request's own index
-            seed = s.seed + slot if self.fault("seed_follows_batch_slot") else s.seed
-            seq.generator = torch.Generator().manual_seed(seed)
-        token = int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=seq.generator))
+        return row
+
+    def _sample(self, seq: Sequence, row: torch.Tensor, slot: int = 0) -> int:
+        """`slot`: the sequence's row in the batch it is decoded in."""
+        s = seq.request.sampling
+        # temperature_zero_not_greedy: temperature 0 is not passed on, so the row is sampled at the default temperature
+        if not (s.temperature == 0 and self.fault("temperature_zero_not_greedy")) and (s.greedy or s.temperature == 0):
+            return int(row.argmax())
+        top_p = s.top_p if seq.top_p is None else seq.top_p
+        row = self._filtered(seq, row)
+        token = int(torch.multinomial(torch.softmax(row, dim=-1), 1, generator=self._generator(seq, slot)))
         # top-p decay lives in the top-p layer, which TensorRT-LLM skips where top_k > 0 (setTopPRuntimeArgs);
         # top_p_decay_dropped: the three fields never reach the sampler (TensorRT-LLM#16184's PyTorch backend)
         if s.top_k == 0 and not self.fault("top_p_decay_dropped"):

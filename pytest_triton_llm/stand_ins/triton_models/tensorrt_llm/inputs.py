@@ -14,6 +14,8 @@ from tensor_contract import RENAMED
 
 HONOURED = frozenset(
     {
+        "draft_logits",
+        "draft_acceptance_threshold",
         "input_ids",
         "input_lengths",
         "request_output_len",
@@ -79,8 +81,6 @@ IGNORED_AS_TENSORRT_LLM = frozenset(
 )
 # input -> the neutral value a client may send (None: any value is refused)
 REFUSED = {
-    "draft_logits": None,
-    "draft_acceptance_threshold": None,
     "encoder_input_features": None,
     "encoder_output_lengths": None,
     "cross_attention_mask": None,
@@ -89,7 +89,7 @@ REFUSED = {
     "mrope_position_deltas": None,
     "context_phase_params": None,
 }
-WHY_REFUSED = "the reference backend verifies draft tokens by comparison only (no draft logits), and has no encoders"
+WHY_REFUSED = "the reference backend serves decoder-only models: it has no encoders, mrope or disaggregated serving"
 # a request's lookahead decoding config, read as the C++ backend's utils.cc getLookaheadDecodingFromTensors reads it:
 # only where the window size is sent, all three then; no deployment the harness renders sets the model instance's
 # lookahead parameters (decoding_mode lookahead), so a request's is refused in TLLM_CHECK's words

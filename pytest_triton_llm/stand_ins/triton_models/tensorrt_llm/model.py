@@ -89,6 +89,7 @@ ENGINE_FAULTS = (
     "kv_retention_ignored",
     "draft_tokens_accepted_unverified",
     "draft_acceptance_not_reported",
+    "draft_logits_ignored",
     "generation_logits_step_dropped_at_the_end_token",
     "top_p_decay_dropped",
     # the tracker catalog's (fixtures/tracker_faults.toml)
@@ -153,6 +154,38 @@ def _extra_ids(tensors: dict, row: int) -> list[int]:
 def _draft_tokens(tensors: dict, row: int) -> list[int] | None:
     draft = _row(tensors.get("draft_input_ids"), row)
     return None if draft is None or np.asarray(draft).size == 0 else [int(t) for t in np.asarray(draft).reshape(-1)]
+
+
+def _sampling(tensors: dict, row: int) -> Sampling:
+    """The row's sampling config, TensorRT-LLM's defaults where an input is absent."""
+    return Sampling(
+        top_k=_scalar(tensors, "runtime_top_k", row, 0, int),
+        top_p=_scalar(tensors, "runtime_top_p", row, 0.0, float),
+        temperature=_scalar(tensors, "temperature", row, 1.0, float),
+        repetition_penalty=_scalar(tensors, "repetition_penalty", row, 1.0, float),
+        presence_penalty=_scalar(tensors, "presence_penalty", row, 0.0, float),
+        frequency_penalty=_scalar(tensors, "frequency_penalty", row, 0.0, float),
+        min_length=_renamed(tensors, "min_length", row, 0, int),
+        seed=_renamed(tensors, "random_seed", row, 0, int),
+        top_p_decay=_scalar(tensors, "runtime_top_p_decay", row, 1.0, float),
+        top_p_min=_scalar(tensors, "runtime_top_p_min", row, 1e-6, float),
+        top_p_reset_id=_scalar(tensors, "runtime_top_p_reset_ids", row, None, int),
+    )
+
+
+def _draft_logits(tensors: dict, row: int, draft: list[int] | None, vocab: int) -> np.ndarray | None:
+    """The row's draft_logits [draft tokens, vocab]: the draft model's logits for its tokens, which make the target
+    accept by probability (acceptDraftTokensByLogits) instead of by comparison."""
+    logits = _row(tensors.get("draft_logits"), row)
+    if logits is None or np.asarray(logits).size == 0:
+        return None
+    logits = np.asarray(logits, dtype=np.float32).reshape(-1, np.asarray(logits).shape[-1])
+    if draft is None or logits.shape != (len(draft), vocab):
+        raise RequestError(
+            f"draft_logits of shape {list(logits.shape)}: expected [{len(draft or [])}, {vocab}] (a row of the vocabulary "
+            "per draft token)"
+        )
+    return logits
 
 
 def _guide(tensors: dict, row: int) -> tuple[str, str] | None:
@@ -315,19 +348,7 @@ class TritonPythonModel:
         end_id = _scalar(tensors, "end_id", row, -1, int)
         if end_id >= self.engine.vocab_size and self.fault("hostile_request_kills_model"):
             os._exit(1)  # the model's process dies on an end_id past the vocabulary
-        sampling = Sampling(
-            top_k=_scalar(tensors, "runtime_top_k", row, 0, int),
-            top_p=_scalar(tensors, "runtime_top_p", row, 0.0, float),
-            temperature=_scalar(tensors, "temperature", row, 1.0, float),
-            repetition_penalty=_scalar(tensors, "repetition_penalty", row, 1.0, float),
-            presence_penalty=_scalar(tensors, "presence_penalty", row, 0.0, float),
-            frequency_penalty=_scalar(tensors, "frequency_penalty", row, 0.0, float),
-            min_length=_renamed(tensors, "min_length", row, 0, int),
-            seed=_renamed(tensors, "random_seed", row, 0, int),
-            top_p_decay=_scalar(tensors, "runtime_top_p_decay", row, 1.0, float),
-            top_p_min=_scalar(tensors, "runtime_top_p_min", row, 1e-6, float),
-            top_p_reset_id=_scalar(tensors, "runtime_top_p_reset_ids", row, None, int),
-        )
+        sampling = _sampling(tensors, row)
         if self.fault("top_k_top_p_ignored"):  # neither reaches the sampler: greedy
             sampling.top_k, sampling.top_p = 0, 0.0
         bias = tensors.get("embedding_bias")
@@ -345,6 +366,8 @@ class TritonPythonModel:
             guide=_guide(tensors, row),
             retention=read_retention(tensors, row),
             draft_tokens=_draft_tokens(tensors, row),
+            draft_logits=_draft_logits(tensors, row, _draft_tokens(tensors, row), self.engine.vocab_size),
+            draft_acceptance_threshold=_scalar(tensors, "draft_acceptance_threshold", row, None, float),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             return_perf_metrics=_scalar(tensors, "return_perf_metrics", row, False, bool),
             # from v0.19.0 only a deprecation warning (model_instance_state.cc): no outputs of its own

@@ -148,7 +148,7 @@ class TritonPythonModel:
         if max_tokens is None or max_tokens.size != 1 or int(max_tokens.reshape(-1)[0]) <= 0:
             raise BlsError("max_tokens must be a single value > 0")
         for name, neutral in NOT_RUN.items():
-            if (name == "num_draft_tokens" and self.draft_llm) or (name == "image_input" and self.encoders):
+            if (name in ("num_draft_tokens", "use_draft_logits") and self.draft_llm) or (name == "image_input" and self.encoders):
                 continue  # run by _speculative, by _encoded
             value = tensors.get(name)
             if value is not None and (neutral is None or any(v != neutral for v in value.reshape(-1).tolist())):
@@ -240,29 +240,29 @@ class TritonPythonModel:
         base.update(streaming=np.zeros((1, 1), dtype=bool), exclude_input_in_output=np.ones((1, 1), dtype=bool))
         prompt = [int(t) for t in base["input_ids"][0, : int(base["input_lengths"].reshape(-1)[0])]]
 
+        flag = pb_utils.get_input_tensor_by_name(request, "use_draft_logits")
+        by_logits = flag is not None and bool(flag.as_numpy().any())
+        drafted_logits: list[np.ndarray] = []  # the last draft's generation logits, where use_draft_logits asks for them
+
         def generate(model: str, ids: list[int], tokens: int, draft: list[int] | None = None) -> list[int]:
             inputs = base | {
                 "input_ids": np.array([ids], dtype=np.int32),
                 "input_lengths": np.array([[len(ids)]], dtype=np.int32),
                 "request_output_len": np.array([[tokens]], dtype=np.int32),
             }
+            drafting = by_logits and model == self.draft_llm and not draft
             if draft:
                 inputs["draft_input_ids"] = np.array([draft], dtype=np.int32)
+                if by_logits:  # upstream's lib/decode.py: the draft's logits of its tokens, [1, n, vocab]
+                    inputs["draft_logits"] = drafted_logits[-1][None, -len(draft) :]
+            if drafting:
+                inputs["return_generation_logits"] = np.ones((1, 1), dtype=bool)
             call = pb_utils.InferenceRequest(
                 model_name=model,
                 inputs=[pb_utils.Tensor(k, v) for k, v in inputs.items()],
-                requested_output_names=["output_ids", "sequence_length"],
+                requested_output_names=["output_ids", "sequence_length", *(["generation_logits"] if drafting else [])],
             )
-            # a decoupled tensorrt_llm answers on a stream even when not streaming: its one response, then the final
-            responses = list(call.exec(decoupled=True)) if self.decoupled else [call.exec()]
-            tokens = []
-            for response in responses:
-                if response.has_error():
-                    raise BlsError(response.error().message())
-                out = {t.name(): t.as_numpy() for t in response.output_tensors()}
-                if "output_ids" in out:
-                    tokens += [int(t) for t in out["output_ids"][0, 0, : int(out["sequence_length"].reshape(-1)[0])]]
-            return tokens
+            return self._answered(call, drafted_logits if drafting else None)
 
         def verify(ids: list[int], proposal: list[int]) -> list[int]:
             answer = generate(self.llm, ids, len(proposal) + 1, proposal)
@@ -283,6 +283,21 @@ class TritonPythonModel:
         echoed = "exclude_input_in_output" in core and not core["exclude_input_in_output"].any()
         ids = np.array([[(prompt if echoed else []) + done.tokens]], dtype=np.int32)
         return self._text({"output_ids": ids, "sequence_length": np.array([[ids.shape[2]]], dtype=np.int32)})
+
+    def _answered(self, call, logits: list | None) -> list[int]:
+        """The tokens a call to tensorrt_llm answered; its generation logits [tokens, vocab] added to `logits`."""
+        # a decoupled tensorrt_llm answers on a stream even when not streaming: its one response, then the final
+        responses = list(call.exec(decoupled=True)) if self.decoupled else [call.exec()]
+        tokens = []
+        for response in responses:
+            if response.has_error():
+                raise BlsError(response.error().message())
+            out = {t.name(): t.as_numpy() for t in response.output_tensors()}
+            if "output_ids" in out:
+                tokens += [int(t) for t in out["output_ids"][0, 0, : int(out["sequence_length"].reshape(-1)[0])]]
+            if logits is not None and "generation_logits" in out:  # [1, beam, tokens, vocab] -> [tokens, vocab]
+                logits.append(out["generation_logits"][0, 0])
+        return tokens
 
     def _resent(self, send, failed):
         """send()'s result (each call a new request to tensorrt_llm); under the fault engine_death_kept_ready a failed
