@@ -111,3 +111,12 @@ def test_zeroed_counts_are_the_faults_symptom():
     seq = decode(engine(), [4, 5, 6], 4, perf=True)
     out = complete_outputs(seq, exclude_input=True, fault=lambda name: name == "draft_acceptance_not_reported")
     assert (out["total_draft_tokens"].item(), out["total_accepted_draft_tokens"].item()) == (0, 0)
+
+
+def test_a_refusal_that_leaves_nothing_of_max_p_minus_q_draws_from_the_targets_own_distribution():
+    """q = p, both one-hot at the greedy token, threshold 1: 1 > 1 x 1 is false, and max(p - q, 0) is all 0, which the
+    kernel would divide by (undefined upstream): the stand-in draws from p, here the greedy token, and does not fail."""
+    onehot = np.full((3, VOCAB), -1e4, dtype=np.float32)
+    onehot[np.arange(3), GREEDY[:3]] = 0.0
+    seq = decode(engine(), GREEDY[:3], 4, draft_logits=onehot, draft_acceptance_threshold=1.0)
+    assert seq.tokens == GREEDY[:4]

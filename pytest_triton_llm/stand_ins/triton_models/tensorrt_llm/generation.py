@@ -455,6 +455,8 @@ class ReferenceEngine:
         if p[draft] > threshold * q[draft]:
             return draft
         corrected = (p - q).clamp(min=0)
+        if corrected.sum() <= 0:  # q >= p everywhere (a draft as likely as the target): the kernel divides by 0; draw p
+            corrected = p
         return int(torch.multinomial(corrected / corrected.sum(), 1, generator=generator))
 
     def _generator(self, seq: Sequence, slot: int) -> torch.Generator:
