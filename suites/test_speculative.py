@@ -16,7 +16,6 @@ import pytest
 
 from pytest_triton_llm.host.hardware import hardware_class
 from pytest_triton_llm.perf.budgets import Budget, find_budget
-
 from pytest_triton_llm.stand_ins.triton_models.tensorrt_llm.ngram import NGramDrafter
 from pytest_triton_llm.triton.llmapi_contract import DRAFT_OUTPUTS, output_number, output_text
 from pytest_triton_llm.verdicts.equality import compare_texts, rule_of
