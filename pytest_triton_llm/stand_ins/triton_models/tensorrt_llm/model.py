@@ -349,6 +349,7 @@ class TritonPythonModel:
         if end_id >= self.engine.vocab_size and self.fault("hostile_request_kills_model"):
             os._exit(1)  # the model's process dies on an end_id past the vocabulary
         sampling = _sampling(tensors, row)
+        draft = _draft_tokens(tensors, row)
         if self.fault("top_k_top_p_ignored"):  # neither reaches the sampler: greedy
             sampling.top_k, sampling.top_p = 0, 0.0
         bias = tensors.get("embedding_bias")
@@ -365,8 +366,8 @@ class TritonPythonModel:
             prompt_table_extra_ids=_extra_ids(tensors, row),
             guide=_guide(tensors, row),
             retention=read_retention(tensors, row),
-            draft_tokens=_draft_tokens(tensors, row),
-            draft_logits=_draft_logits(tensors, row, _draft_tokens(tensors, row), self.engine.vocab_size),
+            draft_tokens=draft,
+            draft_logits=_draft_logits(tensors, row, draft, self.engine.vocab_size),
             draft_acceptance_threshold=_scalar(tensors, "draft_acceptance_threshold", row, None, float),
             return_log_probs=_scalar(tensors, "return_log_probs", row, False, bool),
             return_perf_metrics=_scalar(tensors, "return_perf_metrics", row, False, bool),
