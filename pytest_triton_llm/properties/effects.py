@@ -811,19 +811,25 @@ SPECULATIVE_REFUSALS = {  # upstream's tensorrt_llm_bls (model.py and lib/decode
 
 def draft_model(ctx: Context) -> None:
     """num_draft_tokens through the BLS: its draft model proposes, tensorrt_llm verifies, in turns; greedy, the answer
-    is the one without speculation (the equality rule). Where the deployment names no draft model
-    (tensorrt_llm_draft_model_name) and for a stream, upstream's BLS refuses it with its own words."""
-    ask = Ask.of(ctx.prompts[LONG], 12, num_draft_tokens=3)
+    is the one without speculation (the equality rule), whatever the draft's length: one token a turn, and the engine's
+    max_draft_len (TensorRT-LLM#2208 saw answers change with num_draft_tokens). A draft model of its own (the lock's
+    tensorrt_llm_draft) has drafts refused mid-way, where a target drafting for itself has all kept. Where the
+    deployment names no draft model (tensorrt_llm_draft_model_name) and for a stream, upstream's BLS refuses it with
+    its own words."""
+    longest = max(1, ctx.path.served.ref.engine.max_draft_len)
     refusal = None if ctx.path.drafts else "no draft model"
     refusal = refusal or ("streamed" if ctx.mode == "streamed" else None)
     if refusal is not None:
+        ask = Ask.of(ctx.prompts[LONG], 12, num_draft_tokens=longest)
         ctx.refused(ask, (SPECULATIVE_REFUSALS[refusal],), f"{refusal}: num_draft_tokens must be refused")
         return
-    ctx.same(
-        ctx.greedy(LONG, 12).text,
-        ctx.ask(ask).text,
-        "speculative decoding (num_draft_tokens 3) must not change the greedy answer",
-    )
+    greedy = ctx.greedy(LONG, 12).text
+    for drafted in sorted({1, longest}):
+        ctx.same(
+            greedy,
+            ctx.ask(Ask.of(ctx.prompts[LONG], 12, num_draft_tokens=drafted)).text,
+            f"speculative decoding (num_draft_tokens {drafted}) must not change the greedy answer",
+        )
 
 
 def perf_metrics(ctx: Context) -> None:

@@ -227,8 +227,9 @@ class Deployment:
     guided_decoding_backend: Literal["xgrammar"] | None = None
     # the BLS's tensorrt_llm_draft_model_name: the model of the repository that drafts for its speculative decoding
     # (num_draft_tokens); "tensorrt_llm": the target drafts for itself, as upstream's speculative client can be pointed
-    # at one server; None leaves it unset, and a request with num_draft_tokens is refused
-    draft_model: Literal["tensorrt_llm"] | None = None
+    # at one server; "tensorrt_llm_draft": a second tensorrt_llm model serving the engine's [draft] engine, as
+    # upstream's draft-target docs wire it; None leaves it unset, and a request with num_draft_tokens is refused
+    draft_model: Literal["tensorrt_llm", "tensorrt_llm_draft"] | None = None
     # tensorrt_llm's max_tokens_in_paged_kv_cache: a KV cache of this many tokens at most (None: the backend sizes it
     # from the free GPU memory), small enough that a few prompts evict each other's blocks (the retention check)
     kv_cache_max_tokens: int | None = None
@@ -240,7 +241,7 @@ class Deployment:
         _positive(self, "preprocessing_instances", "postprocessing_instances")
         if self.fill and self.repository is None:
             raise ValueError("field 'fill': applies to a 'repository'; give one")
-        rendered = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
+        rendered = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls", "tensorrt_llm_draft")
         unknown = [m for m in self.models if m not in rendered]
         if self.repository is None and unknown:
             raise ValueError(f"field 'models': {unknown[0]!r} is none of the rendered models ({', '.join(rendered)})")
@@ -346,6 +347,22 @@ class Vision:
         return (self.image_size // self.patch_size) ** 2
 
 
+@dataclass(frozen=True)
+class Draft:
+    """A draft engine built beside the engine for draft-target speculative decoding: the reference backend writes the
+    engine's own checkpoint without the decoder layers `drop_layers` (self-speculative decoding, Zhang et al. 2023,
+    "Draft & Verify"): a cheaper model of the same vocabulary whose greedy tokens agree with the target's often, not
+    always, so that a verifier's rejections are exercised as a real draft model exercises them."""
+
+    drop_layers: tuple[int, ...]
+
+    def __post_init__(self):
+        if not self.drop_layers:
+            raise ValueError("field 'draft.drop_layers': name the target's decoder layers the draft leaves out")
+        if min(self.drop_layers) < 0 or len(set(self.drop_layers)) != len(self.drop_layers):
+            raise ValueError(f"field 'draft.drop_layers': distinct layer indices >= 0, got {list(self.drop_layers)}")
+
+
 # the Engine fields that gather logits, each trtllm-build's flag of the same name and an engine build_config key
 LOGITS_GATHERING = ("gather_context_logits", "gather_generation_logits")
 
@@ -381,6 +398,8 @@ class Engine:
     accuracy: Accuracy | None = None
     # a vision encoder built with the engine (a multimodal deployment's multimodal_encoders model): [engines.X.vision]
     vision: Vision | None = None
+    # a draft engine built with the engine (a deployment's draft_model = "tensorrt_llm_draft"): [engines.X.draft]
+    draft: Draft | None = None
     # how equal outputs that should be the same must be (equality.py); absent: equality.DEFAULT_RULES by dtype
     equality: Equality | None = None
     # LLM API arguments written into an llmapi deployment's model.yaml over the ones derived from this recipe
@@ -403,6 +422,11 @@ class Engine:
                     'and an engine with one serves multimodal deployments only (layout = "multimodal")'
                 )
             llmapi = layout_of(self.backend, options.layout).one_model
+            if options.draft_model == "tensorrt_llm_draft" and self.draft is None:
+                raise ValueError(
+                    f"field 'deployments.{name}.draft_model': \"tensorrt_llm_draft\" serves the engine's draft engine; "
+                    'give the engine a [draft] table (drop_layers), or let the target draft for itself ("tensorrt_llm")'
+                )
             if llmapi and options.batching != "inflight":
                 raise ValueError(
                     f"field 'deployments.{name}.batching': the llmapi model batches in flight (TensorRT-LLM's "
@@ -457,6 +481,7 @@ class Engine:
             "gather_context_logits": False,
             "gather_generation_logits": False,
             "vision": None,
+            "draft": None,
         }
         for key, default in later.items():
             if data[key] == default:  # fields added later: their defaults keep existing cache keys

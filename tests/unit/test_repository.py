@@ -64,6 +64,27 @@ def test_a_deployments_kv_cache_size_fills_max_tokens_in_paged_kv_cache(tmp_path
     assert (repo / "tensorrt_llm" / "1" / "retention.py").is_file()
 
 
+def test_a_draft_engine_is_served_by_tensorrt_llm_draft_as_upstreams_draft_target_docs_wire_it(tmp_path):
+    """tensorrt_llm's config under the name tensorrt_llm_draft, its engine the draft's directory, its code the
+    stand-in's; the BLS names it as its draft model. The target keeps its own engine."""
+    ref = load_lock(ROOT / "fixtures" / "engines.variants.lock").deployments()["smollm2-135m:inflight-guided"]
+    engine = BuiltEngine("smollm2-135m", tmp_path / "engine", {"digest": "0" * 64}, True, 0.0)
+    repo = backend_of(ref.engine.backend).render(ref, engine, tmp_path / "repo", TRITON, None)
+    draft, target = parse(repo, "tensorrt_llm_draft"), parse(repo, "tensorrt_llm")
+    assert draft.name == "tensorrt_llm_draft" and target.name == "tensorrt_llm"
+    params = {model: {k: v.string_value for k, v in c.parameters.items()} for model, c in (("d", draft), ("t", target))}
+    assert params["d"]["gpt_model_path"] == str(tmp_path / "engine" / "draft")
+    assert params["t"]["gpt_model_path"] == str(tmp_path / "engine")
+    assert {k: v for k, v in params["d"].items() if k != "gpt_model_path"} == {
+        k: v for k, v in params["t"].items() if k != "gpt_model_path"
+    }
+    assert [i.name for i in draft.input] == [i.name for i in target.input]
+    bls = {k: v.string_value for k, v in parse(repo, "tensorrt_llm_bls").parameters.items()}
+    assert bls["tensorrt_llm_draft_model_name"] == "tensorrt_llm_draft"
+    code = [(repo / model / "1" / "model.py").read_bytes() for model in ("tensorrt_llm_draft", "tensorrt_llm")]
+    assert code[0] == code[1]
+
+
 def test_python_models_get_their_code_and_the_ensemble_none(rendered):
     _, repo = rendered
     assert (repo / "preprocessing" / "1" / "model.py").is_file()

@@ -73,6 +73,14 @@ def vision_command(engine_dir: Path, engine: Engine) -> list[str]:
     ]
 
 
+def draft_command(engine_dir: Path, engine: Engine) -> list[str]:
+    """draft_checkpoint.py's argv: the lock's [draft] engine, written into the converted checkpoint's directory."""
+    assert engine.draft is not None
+    layers = ",".join(str(i) for i in engine.draft.drop_layers)
+    module = "pytest_triton_llm.stack.engines.draft_checkpoint"
+    return [sys.executable, "-m", module, "--engine", str(engine_dir), "--drop-layers", layers]
+
+
 def dummy_command(config: Path, seed: int, dtype: str, out: Path, tokenizer: Path) -> list[str]:
     """dummy_weights.py's argv; `tokenizer` is a checkpoint directory or a GGUF file that carries one."""
     flag = "--tokenizer-gguf" if tokenizer.is_file() else "--tokenizer-dir"
@@ -139,6 +147,8 @@ class ReferenceBuilder:
         (out / ENGINE_CONFIG).write_text(
             json.dumps({"backend": "reference", "dtype": engine.dtype, "build_config": build_config, **weights}, indent=2)
         )
+        if engine.draft is not None:  # from the engine's weights and engine.json, both written above
+            self._run(name, "draft engine", draft_command(out, engine))
         origin: dict[str, object] = {"source_file": str(source)}
         if dummy is not None:
             origin = {"weights": DUMMY, "dummy": {**dummy.describe(), "tokenizer_from": str(source)}}

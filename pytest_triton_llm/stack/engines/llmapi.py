@@ -87,6 +87,11 @@ class LlmapiBackend:
                 "field 'vision': the llmapi model's image_url input is not served yet (issue 47): a multimodal "
                 "deployment is served by the reference backend's stand-ins"
             )
+        if engine.draft is not None:
+            raise ValueError(
+                "field 'draft': the llmapi model drafts as model.yaml's speculative_config says (an llmapi table), "
+                "not from a draft engine beside the checkpoint"
+            )
         drafted = sorted(n for n, d in engine.deployments.items() if d.draft_model is not None)
         if drafted:
             raise ValueError(

@@ -12,7 +12,7 @@ from typing import ClassVar
 from ..cache import BuiltEngine, EngineCache
 from ..compat import ImageEntry
 from ..lock import DeploymentRef, Engine
-from ..repository import render_repository, template_family
+from ..repository import DRAFT_MODEL, render_repository, template_family
 from ..repository import stand_in as stand_in_code
 from ..repository.llmapi import check_arguments, render_llmapi_repository
 from ..repository.user import render_user_repository
@@ -54,6 +54,7 @@ class ReferenceBackend:
             swap_in = partial(stand_in_code.swap_in, family=template_family(triton_version))
             return render_user_repository(ref, built, out, engine_dir or str(built.path), swap_in)
         code = {model: partial(stand_in_code.copy_model, model) for model in STAND_IN_MODELS}
+        code[DRAFT_MODEL] = code["tensorrt_llm"]  # the draft engine served as the engine is, by its own instance
         # the stand-in's decoupled BLS streams each request from a thread: one instance (one stub) serves every slot
         bls_instances = 1 if ref.options.decoupled else None
         return render_repository(ref, built, out, triton_version, engine_dir, "python", code, marked, bls_instances=bls_instances)

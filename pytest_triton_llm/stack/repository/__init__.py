@@ -32,6 +32,9 @@ MODELS = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensor
 # of the text one, and the encoders that turn an image into the engine's prompt table
 MULTIMODAL = "multimodal"
 MULTIMODAL_MODELS = (*MODELS, "multimodal_encoders")
+# upstream's draft-target wiring: tensorrt_llm's config copied under this name (its `name:` line changed), filled with
+# the draft engine's directory (docs/source/advanced/speculative-decoding.md); the BLS names it as its draft model
+DRAFT_MODEL = "tensorrt_llm_draft"
 ENTRY_MODELS = ("ensemble", "tensorrt_llm_bls")  # text in, text out: what users and Triton's OpenAI frontend call
 _PACKAGE = resources.files(__package__)
 # a python model's code: fills its version directory, returns where the code came from (for the report)
@@ -79,7 +82,10 @@ def family_version(family: str) -> tuple[int, ...]:
 
 
 def template_text(family: str, model: str, multimodal: bool = False) -> str:
-    """A model's config template; of a multimodal deployment, all_models/multimodal's where upstream has one."""
+    """A model's config template; of a multimodal deployment, all_models/multimodal's where upstream has one; the
+    draft model's, tensorrt_llm's under its own name."""
+    if model == DRAFT_MODEL:
+        return template_text(family, "tensorrt_llm", multimodal).replace('name: "tensorrt_llm"', f'name: "{DRAFT_MODEL}"', 1)
     own = _PACKAGE / "templates" / family / MULTIMODAL / model / "config.pbtxt"
     if multimodal and own.is_file():
         return own.read_text()
@@ -88,7 +94,10 @@ def template_text(family: str, model: str, multimodal: bool = False) -> str:
 
 def rendered_models(ref: DeploymentRef, family: str) -> tuple[str, ...]:
     """The models a deployment's repository holds: the engine ensemble's, and a multimodal deployment's encoders
-    (a family whose templates have no multimodal set is refused, naming those that have one)."""
+    (a family whose templates have no multimodal set is refused, naming those that have one), and the draft model
+    where the BLS drafts with the engine's draft engine."""
+    if ref.options.draft_model == DRAFT_MODEL:
+        return (*MODELS, DRAFT_MODEL)
     if ref.engine.vision is None:  # the lock serves an engine with a vision encoder by multimodal deployments only
         return MODELS
     if not (_PACKAGE / "templates" / family / MULTIMODAL).is_dir():
@@ -194,7 +203,8 @@ def render_repository(
     for model in (m for m in rendered_models(ref, family) if not ref.options.models or m in ref.options.models):
         keep = upstream_python and model in python_code
         template = template_text(family, model, multimodal)
-        text = fill(template, values, name=f"{family}/{model}/config.pbtxt", keep_unfilled=keep)
+        own = values if model != DRAFT_MODEL else {**values, "engine_dir": f"{values['engine_dir']}/draft"}
+        text = fill(template, own, name=f"{family}/{model}/config.pbtxt", keep_unfilled=keep)
         parse_config(text, f"{out / model / 'config.pbtxt'}")
         (out / model / "1").mkdir(parents=True)
         if model in python_code:

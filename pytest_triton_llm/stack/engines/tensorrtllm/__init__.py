@@ -38,6 +38,11 @@ class TensorrtllmBackend:
                 "field 'vision': upstream's visual-engine build is not wired into this backend yet (issue 47): a "
                 "multimodal deployment is served by the reference backend's stand-ins"
             )
+        if engine.draft is not None:
+            raise ValueError(
+                "field 'draft': a draft of the engine's own layers is the reference backend's (issue 48); a real draft "
+                "engine, a smaller model of the same tokenizer built by trtllm-build, is not wired into this backend yet"
+            )
         if engine.dummy_weights:
             self._check_dummy(engine)
 
