@@ -54,6 +54,33 @@ def test_greedy_answers_with_speculation_equal_those_without(triton_llm_speculat
     _same(expected, _answers(drafting, asked, concurrently=mode == "batched"), speculation_rule, drafting, mode)
 
 
+# max_tokens that end an answer inside the copied sentence, where a step keeps several draft tokens (max_draft_len 4)
+CUT_AT = (5, 7)
+
+
+@pytest.mark.functional
+def test_stop_words_and_max_tokens_end_speculative_answers_where_they_end_those_without(
+    triton_llm_speculation, prompts, speculation_rule
+):
+    """A step that keeps several draft tokens can cross a stop word or max_tokens; the answer must still end where
+    the one without speculation ends, nothing of the step after it (vLLM#47616 kept the tokens past a stop string,
+    SGLang#31599 checked max_new_tokens first and emitted them), with the same finish and stop reasons. Stop words
+    from the middle of each copied sentence, where drafts are kept."""
+    drafting, plain = triton_llm_speculation
+    for name, prompt in prompts.copying.items():
+        words = plain.client.generate(prompt, TOKENS).text.split()
+        if len(words) < 8:
+            pytest.fail(f"{name}: the plain answer has {len(words)} words, too few to stop inside: {words}")
+        asks = [{"max_tokens": cut} for cut in CUT_AT] + [{"max_tokens": TOKENS, "stop_words": [words[len(words) // 3]]}]
+        for ask in asks:
+            tokens, options = ask["max_tokens"], {k: v for k, v in ask.items() if k != "max_tokens"}
+            flags = {"return_finish_reason": True, "return_stop_reason": True}
+            got = [s.client.generate(prompt, tokens, **flags, **options) for s in (plain, drafting)]
+            _same([got[0].text], [got[1].text], speculation_rule, drafting, f"{name} {ask}")
+            why = [(output_text(g.raw, "finish_reason"), output_text(g.raw, "stop_reason")) for g in got]
+            assert why[0] == why[1], f"{name} {ask}: (finish, stop) reasons {why[1]} with speculation, {why[0]} without"
+
+
 @pytest.mark.streaming
 @pytest.mark.triton_llm_requires("streaming")
 def test_streamed_speculative_answers_equal_those_without_and_come_several_tokens_a_step(

@@ -47,6 +47,7 @@ ENGINE_FAULTS = (
     "kv_reuse_without_speedup",
     "llmapi_adapter_leaks_onto_the_batch",
     "rejected_draft_kv_kept",
+    "drafts_kept_past_the_stop",
 )
 
 
@@ -289,21 +290,30 @@ class TritonPythonModel:
         except Exception:  # the client closed its stream (the scheduler frees the slot all the same), or a bug
             traceback.print_exc()
 
+    def _cut_stop(self, tokens: list[int], stops: list[str]) -> tuple[list[int], str | None]:
+        """As the LLM API's result handler (executor/result.py _handle_sequence): a stop word whose ids end the
+        answer's is its stop reason, and its ids are cut off (include_stop_str_in_output false); where none ends it,
+        the tokens stay as they are."""
+        for stop in stops:
+            for variant in (stop, f" {stop}"):
+                ids = self.tokenizer.encode(variant, add_special_tokens=False)
+                if ids and tokens[-len(ids) :] == ids:
+                    return tokens[: -len(ids)], stop
+        return tokens, None
+
     def _outputs(self, job: TimedJob, prompt_ids, stops, exclude, wanted, perf: bool, final: bool) -> list:
         seq = job.sequence
-        text = self.tokenizer.decode(seq.tokens if exclude else [*prompt_ids, *seq.tokens], skip_special_tokens=True)
+        tokens, stop_reason = seq.tokens, None
+        if seq.finish_reason == "stop_words":  # the stop word that ends the tokens is cut off and named
+            tokens, stop_reason = self._cut_stop(tokens, stops)
+        text = self.tokenizer.decode(tokens if exclude else [*prompt_ids, *tokens], skip_special_tokens=True)
         # as the LLM API's incremental detokenizer: a character still missing bytes is held back
         if not final and not self.fault("llmapi_stream_splits_multibyte_characters"):
             text = text.rstrip("\ufffd")
         if seq.finish_reason == "end_id" and self.fault("llmapi_end_token_text_returned"):
             text += self.tokenizer.eos_token
-        stop_reason = None
         if seq.finish_reason == "end_id" and self.fault("llmapi_stop_reason_is_the_end_token"):
             stop_reason = self.tokenizer.eos_token_id  # the end token's id, as if it were a stop token
-        if seq.finish_reason == "stop_words":  # the stop string ends the text and is not part of it
-            stop_reason = next((s for s in stops if s in text), None)
-            if stop_reason is not None:
-                text = text[: text.rindex(stop_reason)]
         if job.streaming and self.fault("llmapi_stream_sends_deltas"):  # the new text only, not the text so far
             text, job.sent_text = text[len(job.sent_text) :], text
         tensors = [pb_utils.Tensor("text_output", _strings([text]))]

@@ -356,6 +356,8 @@ class InflightScheduler:
                 self.engine.select([seq], logits[i, at : at + 1])
                 agreed = at < len(draft) and len(seq.tokens) > before and seq.tokens[-1] == draft[at]
                 accepted += agreed
+                if agreed and seq.finished and self.engine.fault("drafts_kept_past_the_stop"):
+                    self._leak(seq, draft[at + 1 :], logits[i, at + 1 : len(draft)])
                 if not agreed or seq.finished:
                     break
             seq.drafted, seq.accepted = seq.drafted + len(draft), seq.accepted + accepted
@@ -367,6 +369,16 @@ class InflightScheduler:
         for i, columns in enumerate(kept):
             batch.mask[i, batch.mask.shape[1] - width + columns :] = 0
         batch.realign([width - columns for columns in kept])
+
+    @staticmethod
+    def _leak(seq, rest: list[int], logits: torch.Tensor) -> None:
+        """drafts_kept_past_the_stop: the step's draft tokens after the one that ended the answer (a stop word, its
+        max_tokens), as far as the target agrees with them, appended as if no stop had come in the step."""
+        for token, row in zip(rest, logits, strict=False):
+            if int(row.argmax()) != token:
+                return
+            seq.tokens.append(token)
+            seq.log_probs.append(float(torch.log_softmax(row.float(), dim=-1)[token]))
 
     def _deliver(self, job: Job) -> None:
         """Hand a streaming job its new tokens; a finished job gets everything and the final flag."""
