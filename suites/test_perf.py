@@ -93,7 +93,7 @@ def test_load_point(
             f"perf: {s.id}",
             s.id,
             Target(s.server.endpoints),
-            encode(requests, s.client, workload.fixed_output, s.client.decoupled),
+            encode(requests, s.client, workload.fixed_output, s.client.decoupled, bool(s.ref.speculative_config)),
             encode(warmup, s.client, workload.fixed_output, s.client.decoupled),
             # load processes per side: --perf-workers, else by the clients and the cores its server leaves this host
             load_processes(options.workers, point, free_cores(s.hardware == "cpu")),
@@ -209,7 +209,7 @@ def test_saturation_sweep(
         warmup = synthetic_requests(workload, workload.warmup, vocab, engine.max_input_len, engine.max_output_len, 1)
         load = (
             Target(triton_llm.server.endpoints),
-            encode(requests, client, workload.fixed_output, streaming),
+            encode(requests, client, workload.fixed_output, streaming, bool(triton_llm.ref.speculative_config)),
             encode(warmup, client, workload.fixed_output, streaming),
         )
         runs, records_all, seconds_all = [], [], 0.0

@@ -119,4 +119,17 @@ def summarize(records: list[RequestRecord], duration_s: float) -> dict:
         "tpot_ms": stats_ms([v for r in streamed if (v := tpot_s(r)) is not None]),
         "output_token_throughput_per_user": stats([1.0 / v for v in itl if v > 0]),
         "error_samples": sorted({r.error for r in records if r.error})[:3],
+        **speculation(ok),
     }
+
+
+def speculation(records: list[RequestRecord]) -> dict:
+    """Speculative decoding's counts over the load point's requests that returned them (the deployment speculates and
+    the requests asked for perf metrics), as TensorRT-LLM counts them per request: draft tokens proposed, those kept,
+    and kept / proposed; nothing where no request returned them."""
+    counted = [r for r in records if r.drafted is not None]
+    if not counted:
+        return {}
+    drafted, accepted = sum(r.drafted or 0 for r in counted), sum(r.accepted or 0 for r in counted)
+    rate = round(accepted / drafted, 3) if drafted else 0.0
+    return {"speculation": {"requests": len(counted), "drafted": drafted, "accepted": accepted, "acceptance_rate": rate}}

@@ -81,14 +81,20 @@ def synthetic_requests(
     return [PerfRequest(rng.integers(vocab.start, vocab.stop, n).tolist(), m) for n, m in zip(inputs, outputs, strict=True)]
 
 
-def encode(requests: list[PerfRequest], client: LLMClient, fixed_output: bool, streaming: bool) -> list[Inputs]:
+def encode(
+    requests: list[PerfRequest], client: LLMClient, fixed_output: bool, streaming: bool, draft_counts: bool = False
+) -> list[Inputs]:
     """tensorrt_llm inputs, named as the served model has them. fixed_output: no end_id and min_length =
     max_tokens, so every request yields its length; streaming: token by token (decoupled deployments).
     The llmapi model takes text and has no end_id or min_tokens input: its prompts are the ids decoded, and its
-    outputs end where the model ends them (at most max_tokens): `fixed_output` cannot hold there."""
+    outputs end where the model ends them (at most max_tokens): `fixed_output` cannot hold there. draft_counts: a
+    speculating llmapi model is asked for its perf metrics, whose draft counts the load point reports."""
     if client.speaks_llmapi:
         assert client.decode is not None, "an llmapi deployment's client decodes with its tokenizer"
-        return [client.ensemble_inputs(client.decode(r.input_ids), r.max_tokens, stream=streaming or None) for r in requests]
+        perf = {"return_perf_metrics": True} if draft_counts else {}
+        return [
+            client.ensemble_inputs(client.decode(r.input_ids), r.max_tokens, stream=streaming or None, **perf) for r in requests
+        ]
     encoded = []
     for r in requests:
         fixed = {"end_id": NO_END, "sampling": Sampling(min_length=r.max_tokens)} if fixed_output else {}

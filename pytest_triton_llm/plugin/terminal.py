@@ -143,6 +143,7 @@ def perf_lines(perf: dict, dummy: frozenset[str] = frozenset()) -> list[str]:
         *repeat_lines(entries),
         *goodput_lines(entries),
         *mlperf_lines(entries),
+        *speculation_lines(entries),
         "",
         *table(["deployment", "load point", "hardware", "budget", "baseline"], verdicts),
         *(f"perf budgets: {f}" for f in files),
@@ -165,6 +166,16 @@ def repeat_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
         return []
     headers = ["deployment", "load point", "runs", *(f"{m} mean [95% CI] (CV)" for m in REPEATED)]
     rows = [[d, name, len(p.get("runs", [])), *(_spread(p["repeats"].get(m)) for m in REPEATED)] for d, name, p in repeated]
+    return ["", *table(headers, rows)]
+
+
+def speculation_lines(entries: list[tuple[str, str, dict]]) -> list[str]:
+    """A speculating deployment's load points: the draft tokens its requests proposed, those kept, the rate."""
+    counted = [(d, name, p["speculation"]) for d, name, p in entries if p.get("speculation")]
+    if not counted:
+        return []
+    headers = ["deployment", "load point", "requests", "draft tokens", "accepted", "acceptance rate"]
+    rows = [[d, name, s["requests"], s["drafted"], s["accepted"], s["acceptance_rate"]] for d, name, s in counted]
     return ["", *table(headers, rows)]
 
 

@@ -24,7 +24,11 @@ import numpy as np
 
 from ..host.endpoints import Endpoints
 from .streaming import StreamError, sse_payload
+from .llmapi_contract import output_number
 from .tensor_contract import Inputs, Unbatched, batched, returned_token_count
+
+DRAFTED, ACCEPTED = "total_draft_tokens", "total_accepted_draft_tokens"
+ALWAYS_READ = ("sequence_length", DRAFTED, ACCEPTED)
 
 HTTP_PROTOCOLS = ("infer", "generate", "generate_stream")
 
@@ -74,6 +78,9 @@ class RequestRecord:
     responses: list[dict] = field(default_factory=list)  # each response's outputs, when kept
     worker: int = 0  # the load process that sent it
     server_sent: list[float] = field(default_factory=list)  # a stamping server's send times (CLOCK_MONOTONIC s)
+    # speculative decoding's counts where the request asked for perf metrics (the llmapi model's, with its last response)
+    drafted: int | None = None
+    accepted: int | None = None
 
     @property
     def latency_s(self) -> float:
@@ -87,6 +94,8 @@ class RequestRecord:
         if tokens:
             self.tokens += tokens
             self.token_times.append(now)
+        if outputs.get(DRAFTED) is not None:  # totals over the request so far: the last response's are its own
+            self.drafted, self.accepted = (int(output_number(outputs, n) or 0) for n in (DRAFTED, ACCEPTED))
         if keep and outputs:
             self.responses.append(outputs)
 
@@ -181,9 +190,9 @@ class _GrpcSender:
                     record.error = response.error_message
                     break
                 infer = response.infer_response
-                # without keep only sequence_length is read (the token count): a streamed response costs less
+                # without keep only the token count and draft counts are read: a streamed response costs less
                 outputs = {
-                    o.name: _decode(o.datatype, o.shape, raw) if self.keep or o.name == "sequence_length" else None
+                    o.name: _decode(o.datatype, o.shape, raw) if self.keep or o.name in ALWAYS_READ else None
                     for o, raw in zip(infer.outputs, infer.raw_output_contents, strict=True)
                 }
                 record.add(outputs, self.keep)

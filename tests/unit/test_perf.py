@@ -3,6 +3,7 @@ import shutil
 from types import SimpleNamespace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_triton_llm.perf.baseline import BaselineError, FailRule, load_baseline, save_baseline
@@ -918,3 +919,18 @@ def test_perf_repeats_max_needs_an_interval_to_start_from_and_room_above_the_rep
     with pytest.raises(OptionError, match="no more than itself"):
         perf_options(perf_repeats=4, perf_repeats_max=3)
     assert perf_options(perf_repeats=3, perf_repeats_max=8).repeats_max == 8
+
+
+def test_a_speculating_deployments_draft_counts_add_up_per_load_point_and_show_in_the_summary():
+    """The llmapi model's counts come with a request's last response as strings; the load point sums them over the
+    requests that returned them, and its rate is accepted / drafted over those."""
+    records = [RequestRecord(i, sent=0.0, token_times=[0.1], tokens=1, done=0.2) for i in range(3)]
+    for record, (drafted, accepted) in zip(records, [("8", "5"), ("4", "0")], strict=False):
+        record.add({"text_output": np.array([b"x"]), "total_draft_tokens": np.array([drafted.encode()]),
+                    "total_accepted_draft_tokens": np.array([accepted.encode()])}, keep=False)  # fmt: skip
+    counts = summarize(records, 1.0)["speculation"]
+    assert counts == {"requests": 2, "drafted": 12, "accepted": 5, "acceptance_rate": round(5 / 12, 3)}
+    assert "speculation" not in summarize(records[2:], 1.0)  # no request returned counts: nothing said
+    lines = perf_lines({"smollm2-135m:llmapi-ngram": {"concurrency=1": {**JUDGED, "speculation": counts}}})
+    header = next(line for line in lines if "acceptance rate" in line)
+    assert lines[lines.index(header) + 2].split() == ["smollm2-135m:llmapi-ngram", "concurrency=1", "2", "12", "5", "0.417"]
