@@ -463,6 +463,30 @@ class TestOverV1:
 
     @pytest.mark.speculative
     @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_a_copying_answer_ends_at_its_stop_word_and_at_max_tokens(self, openai_target, prompts, endpoint):
+        """On a prompt whose answer copies it, where a speculating server keeps several draft tokens a step (and one that
+        does not answers alike): max_tokens 5 and 7 give the longer answer's first 5 and 7 tokens, and a stop word from
+        the middle of the copy ends the answer just before it. A step must not carry the answer past either
+        (vLLM#47616 kept the tokens after a stop string, SGLang#31599 those after max_new_tokens)."""
+        ask = openai_target.endpoint.chat if endpoint == "chat" else openai_target.endpoint.complete
+        body = openai_target.chat if endpoint == "chat" else openai_target.completion
+        prompt = prompts.copying["fox"]
+        long = ask(body(prompt, 24))
+        cut_reason = openai_target.max_tokens_finish_reason
+        for n in (5, 7):
+            short = ask(body(prompt, n))
+            assert long.text.startswith(short.text) and short.usage["completion_tokens"] == n, (n, short.text, long.text)
+            assert cut_reason is None or short.finish_reason == cut_reason, (n, short.finish_reason)
+        words = [w for w in long.text.split() if w.isalpha() and len(w) > 3 and long.text.index(w) > len(long.text) // 4]
+        if not words:
+            pytest.fail(f"the copying answer has no word to stop at: {long.text!r}")
+        stopped = ask(body(prompt, 24, stop=[words[0]]))
+        expected = long.text[: long.text.index(words[0])]
+        assert stopped.text.rstrip() == expected.rstrip(), f"stop {words[0]!r}: {stopped.text!r}, expected {expected!r}"
+        assert stopped.finish_reason == "stop", (words[0], stopped.finish_reason)
+
+    @pytest.mark.speculative
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
     def test_draft_counts_add_up_where_the_server_speculates(self, openai_target, prompts, endpoint):
         """trtllm-serve's /perf_metrics: the entry of a request that drafted carries speculative_decoding (get_perf_metrics
         adds it when total_draft_tokens > 0): the rate is accepted / drafted and accepted <= min(drafted, completion
