@@ -96,17 +96,16 @@ def rendered_models(ref: DeploymentRef, family: str) -> tuple[str, ...]:
     """The models a deployment's repository holds: the engine ensemble's, and a multimodal deployment's encoders
     (a family whose templates have no multimodal set is refused, naming those that have one), and the draft model
     where the BLS drafts with the engine's draft engine."""
-    if ref.options.draft_model == DRAFT_MODEL:
-        return (*MODELS, DRAFT_MODEL)
+    drafted = (DRAFT_MODEL,) if ref.options.draft_model == DRAFT_MODEL else ()
     if ref.engine.vision is None:  # the lock serves an engine with a vision encoder by multimodal deployments only
-        return MODELS
+        return (*MODELS, *drafted)
     if not (_PACKAGE / "templates" / family / MULTIMODAL).is_dir():
         known = sorted(p.name for p in (_PACKAGE / "templates").iterdir() if (p / MULTIMODAL).is_dir())
         raise TemplateError(
             f"deployment {ref.id}: family {family} has no multimodal templates here yet (issue 47; field 'templates' "
             f"may name one that has: {', '.join(known)})"
         )
-    return MULTIMODAL_MODELS
+    return (*MULTIMODAL_MODELS, *drafted)
 
 
 def template_values(
@@ -203,6 +202,7 @@ def render_repository(
     for model in (m for m in rendered_models(ref, family) if not ref.options.models or m in ref.options.models):
         keep = upstream_python and model in python_code
         template = template_text(family, model, multimodal)
+        # the draft engine is built into <engine>/draft (engines/draft_checkpoint.py)
         own = values if model != DRAFT_MODEL else {**values, "engine_dir": f"{values['engine_dir']}/draft"}
         text = fill(template, own, name=f"{family}/{model}/config.pbtxt", keep_unfilled=keep)
         parse_config(text, f"{out / model / 'config.pbtxt'}")
