@@ -22,7 +22,7 @@ def test_kept_layers_are_renumbered_and_the_rest_kept_by_name():
 
 @pytest.fixture
 def engine(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="the reference backend extra is not installed")
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
