@@ -835,8 +835,8 @@ def draft_model(ctx: Context) -> None:
 def perf_metrics(ctx: Context) -> None:
     """return_perf_metrics: the executor's RequestPerfMetrics come back (model_instance_state.cc). Its time points are
     in order over an answer of 8 tokens (arrival <= first scheduled <= first token < last token); with no draft its
-    speculative counts are 0; its KV-cache block counts are those of a prompt sent twice (kv_blocks.py). On
-    tensorrt_llm, given external draft tokens, the counts are the draft's
+    speculative counts are 0 (where the deployment speculates by itself, they add up); its KV-cache block counts are
+    those of a prompt sent twice (kv_blocks.py). On tensorrt_llm, given external draft tokens, the counts are the draft's
     (LlmRequest::updateNumTokensPerIteration): a right draft of 3 gives 3 drafted and 3 accepted (rate 1), one wrong
     from its second token 3 and 1 (rate 1/3)."""
     answer = ctx.ask(Ask.of(ctx.prompts[LONG], 8, perf_metrics=True))
@@ -852,7 +852,14 @@ def perf_metrics(ctx: Context) -> None:
     )
     # the counts only: where nothing was drafted, the rate's value is not read from upstream's code (0 or NaN)
     counts = (m.get("total_draft_tokens"), m.get("total_accepted_draft_tokens"))
-    assert counts == (0, 0), f"{where}: no draft was sent, yet (drafted, accepted) = {counts}"
+    if ctx.path.served.ref.speculative_config:  # it drafts by itself (model.yaml): the counts must add up
+        proposed, kept = counts
+        assert proposed is not None and kept is not None and 0 <= kept <= min(proposed, 7), (
+            f"{where}: the deployment speculates; (drafted, accepted) over an 8-token answer must have 0 <= accepted <= "
+            f"min(drafted, 7), the first token being the context phase's: {counts}"
+        )
+    else:
+        assert counts == (0, 0), f"{where}: no draft was sent, yet (drafted, accepted) = {counts}"
     perf_metrics_blocks(ctx)
     if ctx.path.surface != TENSORRT_LLM:
         return
