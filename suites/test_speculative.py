@@ -71,14 +71,14 @@ def test_stop_words_and_max_tokens_end_speculative_answers_where_they_end_those_
         words = plain.client.generate(prompt, TOKENS).text.split()
         if len(words) < 8:
             pytest.fail(f"{name}: the plain answer has {len(words)} words, too few to stop inside: {words}")
-        asks = [{"max_tokens": cut} for cut in CUT_AT] + [{"max_tokens": TOKENS, "stop_words": [words[len(words) // 3]]}]
-        for ask in asks:
-            tokens, options = ask["max_tokens"], {k: v for k, v in ask.items() if k != "max_tokens"}
+        asks = [(cut, {}) for cut in CUT_AT] + [(TOKENS, {"stop_words": [words[len(words) // 3]]})]
+        for tokens, options in asks:
+            what = f"{name} max_tokens {tokens} {options}"
             flags = {"return_finish_reason": True, "return_stop_reason": True}
             got = [s.client.generate(prompt, tokens, **flags, **options) for s in (plain, drafting)]
-            _same([got[0].text], [got[1].text], speculation_rule, drafting, f"{name} {ask}")
+            _same([got[0].text], [got[1].text], speculation_rule, drafting, what)
             why = [(output_text(g.raw, "finish_reason"), output_text(g.raw, "stop_reason")) for g in got]
-            assert why[0] == why[1], f"{name} {ask}: (finish, stop) reasons {why[1]} with speculation, {why[0]} without"
+            assert why[0] == why[1], f"{what}: (finish, stop) reasons {why[1]} with speculation, {why[0]} without"
 
 
 @pytest.mark.streaming

@@ -159,6 +159,8 @@ class TritonPythonModel:
         stops = [s.decode("utf-8") for s in stops.as_numpy().reshape(-1)] if stops is not None else []
         if self.fault("llmapi_stop_strings_ignored"):  # the stop strings never reach the sampler
             stops = []
+        # TensorRT-LLM matches stop strings on the text; here on tokens, as the word alone or after a space
+        stop_ids = [(s, ids) for s in stops for v in (s, f" {s}") if (ids := self.tokenizer.encode(v, add_special_tokens=False))]
         ids = self._prompt_ids(prompt)
         _check_best_of(request)
         max_tokens = _scalar(request, "sampling_param_max_tokens")
@@ -180,8 +182,7 @@ class TritonPythonModel:
             max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens),
             end_id=self.tokenizer.eos_token_id,
             sampling=sampling,
-            # TensorRT-LLM matches stop strings on the text; here on tokens, as the word alone or after a space
-            stop_words=[self.tokenizer.encode(v, add_special_tokens=False) for s in stops for v in (s, f" {s}")],
+            stop_words=[word for _, word in stop_ids],
             return_log_probs=bool(_scalar(request, "return_cumulative_logprob")),
             lora=self._lora(request),
         )
@@ -193,7 +194,7 @@ class TritonPythonModel:
             exclude = False
         wanted = self._wanted(request)
         perf = bool(_scalar(request, "sampling_param_return_perf_metrics"))
-        respond = partial(self._respond, sender, ids, stops, exclude, wanted, perf)
+        respond = partial(self._respond, sender, ids, stop_ids, exclude, wanted, perf)
         return TimedJob(
             Sequence(generation),
             request.request_id() or f"llmapi-{next(self._ids)}",
@@ -265,7 +266,7 @@ class TritonPythonModel:
         self,
         sender,
         prompt_ids,
-        stops,
+        stop_ids,
         exclude,
         wanted,
         perf,
@@ -285,27 +286,26 @@ class TritonPythonModel:
             elif job.streaming or final:
                 if final:
                     job.last_token_ns = time.monotonic_ns()
-                outputs = self._outputs(job, prompt_ids, stops, exclude, wanted, perf and final, final)
+                outputs = self._outputs(job, prompt_ids, stop_ids, exclude, wanted, perf and final, final)
                 sender.send(pb_utils.InferenceResponse(output_tensors=outputs), flags=FINAL if final else 0)
         except Exception:  # the client closed its stream (the scheduler frees the slot all the same), or a bug
             traceback.print_exc()
 
-    def _cut_stop(self, tokens: list[int], stops: list[str]) -> tuple[list[int], str | None]:
+    @staticmethod
+    def _cut_stop(tokens: list[int], stop_ids: list[tuple[str, list[int]]]) -> tuple[list[int], str | None]:
         """As the LLM API's result handler (executor/result.py _handle_sequence): a stop word whose ids end the
         answer's is its stop reason, and its ids are cut off (include_stop_str_in_output false); where none ends it,
-        the tokens stay as they are."""
-        for stop in stops:
-            for variant in (stop, f" {stop}"):
-                ids = self.tokenizer.encode(variant, add_special_tokens=False)
-                if ids and tokens[-len(ids) :] == ids:
-                    return tokens[: -len(ids)], stop
+        the tokens stay as they are. `stop_ids`: (stop string, the ids the request's stop words were matched by)."""
+        for stop, ids in stop_ids:
+            if tokens[-len(ids) :] == ids:
+                return tokens[: -len(ids)], stop
         return tokens, None
 
-    def _outputs(self, job: TimedJob, prompt_ids, stops, exclude, wanted, perf: bool, final: bool) -> list:
+    def _outputs(self, job: TimedJob, prompt_ids, stop_ids, exclude, wanted, perf: bool, final: bool) -> list:
         seq = job.sequence
         tokens, stop_reason = seq.tokens, None
         if seq.finish_reason == "stop_words":  # the stop word that ends the tokens is cut off and named
-            tokens, stop_reason = self._cut_stop(tokens, stops)
+            tokens, stop_reason = self._cut_stop(tokens, stop_ids)
         text = self.tokenizer.decode(tokens if exclude else [*prompt_ids, *tokens], skip_special_tokens=True)
         # as the LLM API's incremental detokenizer: a character still missing bytes is held back
         if not final and not self.fault("llmapi_stream_splits_multibyte_characters"):
