@@ -19,6 +19,7 @@ from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.stack.repository import ENTRY_MODELS, entry_models
 from pytest_triton_llm.triton.tensor_contract import NO_END
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 pytestmark = pytest.mark.functional
 
@@ -462,28 +463,39 @@ class TestOverV1:
             assert times == sorted(times), dict(zip(TIMES, times, strict=True))
 
     @pytest.mark.speculative
+    @pytest.mark.parametrize("delivery", ["unary", "streamed", "batched"])
     @pytest.mark.parametrize("endpoint", ["completions", "chat"])
-    def test_a_copying_answer_ends_at_its_stop_word_and_at_max_tokens(self, openai_target, prompts, endpoint):
+    def test_a_copying_answer_ends_at_its_stop_word_and_at_max_tokens(self, openai_target, prompts, endpoint, delivery):
         """On a prompt whose answer copies it, where a speculating server keeps several draft tokens a step (and one that
         does not answers alike): max_tokens 5 and 7 give the longer answer's first 5 and 7 tokens, and a stop word from
         the middle of the copy ends the answer just before it. A step must not carry the answer past either
-        (vLLM#47616 kept the tokens after a stop string, SGLang#31599 those after max_new_tokens)."""
+        (vLLM#47616 kept the tokens after a stop string, SGLang#31599 those after max_new_tokens). Streamed, and the three
+        requests at once, each answer and finish_reason must be the unary one."""
+        path = "/chat/completions" if endpoint == "chat" else "/completions"
         ask = openai_target.endpoint.chat if endpoint == "chat" else openai_target.endpoint.complete
         body = openai_target.chat if endpoint == "chat" else openai_target.completion
         prompt = prompts.copying["fox"]
         long = ask(body(prompt, 24))
-        cut_reason = openai_target.max_tokens_finish_reason
-        for n in (5, 7):
-            short = ask(body(prompt, n))
-            assert long.text.startswith(short.text) and short.usage["completion_tokens"] == n, (n, short.text, long.text)
-            assert cut_reason is None or short.finish_reason == cut_reason, (n, short.finish_reason)
         words = [w for w in long.text.split() if w.isalpha() and len(w) > 3 and long.text.index(w) > len(long.text) // 4]
         if not words:
             pytest.fail(f"the copying answer has no word to stop at: {long.text!r}")
-        stopped = ask(body(prompt, 24, stop=[words[0]]))
+        bodies = [body(prompt, 5), body(prompt, 7), body(prompt, 24, stop=[words[0]])]
+        unary = [ask(b) for b in bodies]
+        cut_reason = openai_target.max_tokens_finish_reason
+        for n, short in zip((5, 7), unary, strict=False):
+            assert long.text.startswith(short.text) and short.usage["completion_tokens"] == n, (n, short.text, long.text)
+            assert cut_reason is None or short.finish_reason == cut_reason, (n, short.finish_reason)
         expected = long.text[: long.text.index(words[0])]
-        assert stopped.text.rstrip() == expected.rstrip(), f"stop {words[0]!r}: {stopped.text!r}, expected {expected!r}"
-        assert stopped.finish_reason == "stop", (words[0], stopped.finish_reason)
+        assert unary[2].text.rstrip() == expected.rstrip(), f"stop {words[0]!r}: {unary[2].text!r}, expected {expected!r}"
+        assert unary[2].finish_reason == "stop", (words[0], unary[2].finish_reason)
+        if delivery == "streamed":
+            got = [openai_target.endpoint.stream(path, b) for b in bodies]
+        elif delivery == "batched":
+            with ThreadPoolExecutor(len(bodies)) as pool:
+                got = list(pool.map(ask, bodies))
+        for b, one, other in zip(bodies, unary, got if delivery != "unary" else unary, strict=True):
+            what = f"{delivery}, max_tokens {b['max_tokens']}, stop {b.get('stop')}"
+            assert (other.text, other.finish_reason) == (one.text, one.finish_reason), (what, other.text, one.text)
 
     @pytest.mark.speculative
     @pytest.mark.parametrize("endpoint", ["completions", "chat"])

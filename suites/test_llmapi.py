@@ -153,7 +153,9 @@ def test_each_streamed_response_carries_the_text_so_far(triton_llm, prompts):
     texts = [e.text() for e in result.content_events]
     assert len(texts) > 4
     assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:], strict=False)), texts
-    assert output_text(result.content_events[-1].outputs, "finish_reason") in ("length", "stop")
+    unary = triton_llm.client.generate(prompts.completion["village"], TOKENS, return_finish_reason=True)
+    finish = output_text(result.content_events[-1].outputs, "finish_reason")
+    assert finish == output_text(unary.raw, "finish_reason") in ("length", "stop"), (finish, texts[-1], unary.text)
 
 
 @pytest.mark.streaming

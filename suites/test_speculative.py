@@ -59,26 +59,48 @@ CUT_AT = (5, 7)
 
 
 @pytest.mark.functional
+@pytest.mark.parametrize("mode", ["unary", "streamed", "batched"])
 def test_stop_words_and_max_tokens_end_speculative_answers_where_they_end_those_without(
-    triton_llm_speculation, prompts, speculation_rule
+    triton_llm_speculation, prompts, speculation_rule, mode
 ):
     """A step that keeps several draft tokens can cross a stop word or max_tokens; the answer must still end where
     the one without speculation ends, nothing of the step after it (vLLM#47616 kept the tokens past a stop string,
-    SGLang#31599 checked max_new_tokens first and emitted them), with the same finish and stop reasons. Stop words
-    from the middle of each copied sentence, where drafts are kept."""
+    SGLang#31599 checked max_new_tokens first and emitted them), with the same finish and stop reasons: unary, streamed
+    (the last response's text and reasons) and all of them at once. Stop words from the middle of each copied
+    sentence, where drafts are kept."""
     drafting, plain = triton_llm_speculation
+    if mode == "streamed" and not drafting.ref.options.decoupled:
+        pytest.skip(f"{drafting.id} is not decoupled: it does not stream")
+    asks = []
     for name, prompt in prompts.copying.items():
         words = plain.client.generate(prompt, TOKENS).text.split()
         if len(words) < 8:
             pytest.fail(f"{name}: the plain answer has {len(words)} words, too few to stop inside: {words}")
-        asks = [(cut, {}) for cut in CUT_AT] + [(TOKENS, {"stop_words": [words[len(words) // 3]]})]
-        for tokens, options in asks:
-            what = f"{name} max_tokens {tokens} {options}"
-            flags = {"return_finish_reason": True, "return_stop_reason": True}
-            got = [s.client.generate(prompt, tokens, **flags, **options) for s in (plain, drafting)]
-            _same([got[0].text], [got[1].text], speculation_rule, drafting, what)
-            why = [(output_text(g.raw, "finish_reason"), output_text(g.raw, "stop_reason")) for g in got]
-            assert why[0] == why[1], f"{what}: (finish, stop) reasons {why[1]} with speculation, {why[0]} without"
+        asks += [(name, prompt, cut, {}) for cut in CUT_AT] + [(name, prompt, TOKENS, {"stop_words": [words[len(words) // 3]]})]
+    expected = [_ended(plain, ask, "unary") for ask in asks]
+    if mode == "batched":
+        with ThreadPoolExecutor(len(asks)) as pool:
+            got = list(pool.map(lambda ask: _ended(drafting, ask, "unary"), asks))
+    else:
+        got = [_ended(drafting, ask, mode) for ask in asks]
+    for (name, _, tokens, options), (text, why), (spoken, said) in zip(asks, expected, got, strict=True):
+        what = f"{mode} {name} max_tokens {tokens} {options}"
+        _same([text], [spoken], speculation_rule, drafting, what)
+        assert said == why, f"{what}: (finish, stop) reasons {said} with speculation, {why} without"
+
+
+def _ended(served, ask: tuple, mode: str) -> tuple[str, tuple]:
+    """The answer to one (name, prompt, max_tokens, options) and its (finish_reason, stop_reason): unary, or streamed
+    (the text and reasons of its last response that carries output)."""
+    _, prompt, tokens, options = ask
+    flags = {"return_finish_reason": True, "return_stop_reason": True}
+    if mode == "streamed":
+        result = served.client.stream(prompt, tokens, **flags, **options)
+        text, outputs = result.text, result.content_events[-1].outputs
+    else:
+        answer = served.client.generate(prompt, tokens, **flags, **options)
+        text, outputs = answer.text, answer.raw
+    return text, (output_text(outputs, "finish_reason"), output_text(outputs, "stop_reason"))
 
 
 @pytest.mark.streaming
