@@ -419,16 +419,32 @@ class TestOverV1:
             for alternative, value in listed.items():
                 assert abs(listed_cut.get(alternative, 0.0) - value) <= 1e-3, (token, listed, listed_cut)
 
-    def test_ignore_eos_runs_past_the_end_to_exactly_max_tokens(self, openai_target, prompts, ended_greedy):
-        """A benchmark's fixed output lengths rest on it: the answer goes on past where the model would end."""
-        if why := openai_target.lacks("ignore_eos"):
+    @pytest.mark.parametrize("delivery", ["unary", "streamed"])
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_ignore_eos_runs_past_the_end_to_exactly_max_tokens(self, openai_target, prompts, endpoint, delivery):
+        """A benchmark's fixed output lengths rest on it: the answer goes on past where the model would end, to exactly
+        max_tokens (streamed: counted by its usage chunk), its text beginning with the answer that ended."""
+        if why := openai_target.lacks("ignore_eos") or (
+            openai_target.lacks("stream_options.include_usage") if delivery == "streamed" else None
+        ):
             pytest.skip(why)
-        wanted = ended_greedy.usage["completion_tokens"] + PAST_THE_END
-        answer = openai_target.endpoint.complete(openai_target.completion(prompts.completion["fox"], wanted, ignore_eos=True))
+        ask = openai_target.endpoint.chat if endpoint == "chat" else openai_target.endpoint.complete
+        body = openai_target.chat if endpoint == "chat" else openai_target.completion
+        asked = prompts.chat_short if endpoint == "chat" else prompts.completion["fox"]
+        ended = ask(body(asked, ROOM))
+        # a precondition, not the check: an answer that ends by itself
+        assert ended.finish_reason == "stop", f"the greedy answer must end on its own within {ROOM} tokens: {ended.text!r}"
+        wanted = ended.usage["completion_tokens"] + PAST_THE_END
+        request = body(asked, wanted, ignore_eos=True)
+        if delivery == "streamed":
+            path = "/chat/completions" if endpoint == "chat" else "/completions"
+            answer = openai_target.endpoint.stream(path, {**request, "stream_options": {"include_usage": True}})
+        else:
+            answer = ask(request)
         assert answer.usage["completion_tokens"] == wanted, (answer.finish_reason, answer.text)
         if openai_target.max_tokens_finish_reason is not None:
             assert answer.finish_reason == openai_target.max_tokens_finish_reason
-        assert answer.text.startswith(ended_greedy.text), (answer.text, ended_greedy.text)
+        assert answer.text.startswith(ended.text), (answer.text, ended.text)
 
     def test_min_tokens_holds_the_end_back(self, openai_target, prompts, ended_greedy):
         """At least min_tokens tokens, the greedy answer unchanged up to where it ended. max_tokens leaves PAST_THE_END

@@ -268,17 +268,23 @@ def _v1_requests(openai_target, prompts, endpoint: str):
     return [openai_target.completion(p, TOKENS) for p in prompts.batch(CONCURRENT)], openai_target.endpoint.complete
 
 
+def _counts(usage: dict) -> dict:
+    return {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
 class TestOverV1:
     """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
 
-    def test_usage_adds_up(self, openai_target, prompts):
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_usage_adds_up(self, openai_target, prompts, endpoint):
         """The totals add up, and completion_tokens counts what was generated: exactly max_tokens where max_tokens cut
         the answer (its finish_reason says so), fewer where the model stopped. A family that answers "stop" for both
         (Triton's openai_frontend) cannot say which ended an answer: there only the bounds are checked."""
         cut = openai_target.max_tokens_finish_reason
         cut = None if cut == "stop" else cut
-        for prompt in prompts.batch(CONCURRENT):
-            answer = openai_target.endpoint.complete(openai_target.completion(prompt, TOKENS))
+        bodies, ask = _v1_requests(openai_target, prompts, endpoint)
+        for body in bodies:
+            answer = ask(body)
             usage = answer.usage
             assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"], usage
             assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= TOKENS, usage
@@ -287,11 +293,29 @@ class TestOverV1:
 
     @pytest.mark.parametrize("endpoint", ["completions", "chat"])
     def test_concurrent_requests_get_the_answers_they_get_alone(self, openai_target, prompts, openai_equality_rule, endpoint):
+        """The texts under the endpoint's equality rule; where a text is the one it was alone, its finish_reason and
+        token counts must be too (a usage mixed up between requests, or counted for the batch, shows there)."""
         bodies, answer = _v1_requests(openai_target, prompts, endpoint)
-        alone = [answer(body).text for body in bodies]
+        alone = [answer(body) for body in bodies]
         with ThreadPoolExecutor(CONCURRENT) as pool:
-            together = list(pool.map(lambda body: answer(body).text, bodies))
-        assert_agree(alone, together, openai_equality_rule, openai_target.tokenizer)
+            together = list(pool.map(answer, bodies))
+        assert_agree([a.text for a in alone], [t.text for t in together], openai_equality_rule, openai_target.tokenizer)
+        same = [(a, t) for a, t in zip(alone, together, strict=True) if a.text == t.text]
+        for a, t in same:
+            assert (t.finish_reason, _counts(t.usage)) == (a.finish_reason, _counts(a.usage)), (t.text, t.usage, a.usage)
+
+    @pytest.mark.parametrize("delivery", ["unary", "streamed"])
+    def test_a_chat_answer_ended_by_its_end_token_carries_no_special_token_text(self, openai_target, prompts, delivery):
+        """The chat template's end token ends the answer (finish_reason "stop") and, like every special token of the
+        served tokenizer ("<|im_end|>", "<|endoftext|>"), never shows in its text, unary or streamed."""
+        body = openai_target.chat(prompts.chat_short, EOS_BUDGET)
+        if delivery == "streamed":
+            answer = openai_target.endpoint.stream(V1_PATHS["chat"], body)
+        else:
+            answer = openai_target.endpoint.chat(body)
+        assert answer.finish_reason == "stop", f"no end within {EOS_BUDGET} tokens: {answer.text!r}"
+        shown = [t for t in openai_target.tokenizer.all_special_tokens if t and t in answer.text]
+        assert answer.text.strip() and not shown, (shown, answer.text)
 
     @pytest.mark.parametrize("endpoint", ["completions", "chat"])
     def test_concurrent_streams_are_whole_and_end_as_they_do_alone(self, openai_target, prompts, openai_equality_rule, endpoint):

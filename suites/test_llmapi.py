@@ -42,38 +42,70 @@ def test_tensors_match_the_upstream_llmapi_contract(triton_llm, llmapi_contract,
         assert [int(d) for d in metadata[name]["shape"]] == spec["dims"], name
 
 
+DELIVERIES = ["unary", "streamed", "batched"]
+NEIGHBOURS = 3  # a batched request is sent with this many others at once
+
+
+def _ended(served, prompts, prompt: str, max_tokens: int, delivery: str, **options) -> tuple[str, str | None, str | None]:
+    """(text, finish_reason, stop_reason) of one request: unary, streamed (the text and reasons of its last response
+    that carries output), or sent at once with NEIGHBOURS other requests (of `prompts`)."""
+    flags = {"return_finish_reason": True, "return_stop_reason": True}
+    if delivery == "streamed":
+        if not served.ref.options.decoupled:
+            pytest.skip(f"{served.id} is not decoupled: it does not stream")
+        result = served.client.stream(prompt, max_tokens, **flags, **options)
+        text, outputs = result.text, result.content_events[-1].outputs
+    elif delivery == "batched":
+        with ThreadPoolExecutor(1 + NEIGHBOURS) as pool:
+            mine = pool.submit(served.client.generate, prompt, max_tokens, **flags, **options)
+            others = [pool.submit(served.client.generate, other, max_tokens) for other in prompts.batch(NEIGHBOURS)]
+            answer = mine.result()
+            [other.result() for other in others]
+        text, outputs = answer.text, answer.raw
+    else:
+        answer = served.client.generate(prompt, max_tokens, **flags, **options)
+        text, outputs = answer.text, answer.raw
+    return text, output_text(outputs, "finish_reason"), output_text(outputs, "stop_reason")
+
+
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
-def test_finish_reason_is_length_when_max_tokens_ends_it(triton_llm, prompts):
+@pytest.mark.parametrize("delivery", DELIVERIES)
+def test_finish_reason_is_length_when_max_tokens_ends_it(triton_llm, prompts, delivery):
     # upstream's model.py sends str(output.finish_reason) and str(output.stop_reason) (tensorrtllm_backend v0.19.0
     # all_models/llmapi/tensorrt_llm/1/model.py; TensorRT-LLM triton_backend since): tensorrt_llm/executor/result.py sets
     # "length" for LENGTH, "stop" for END_ID and STOP_WORDS, and the stop reason only for a stop word ("None" else)
-    result = _ask(triton_llm, prompts.completion["village"], 6)
-    assert output_text(result.raw, "finish_reason") == "length"
-    assert output_text(result.raw, "stop_reason") == "None"
-    assert len(triton_llm.tokenizer.encode(result.text, add_special_tokens=False)) <= 7  # 6, give or take a merge
+    text, finish, stop = _ended(triton_llm, prompts, prompts.completion["village"], 6, delivery)
+    assert (finish, stop) == ("length", "None"), (delivery, text)
+    assert len(triton_llm.tokenizer.encode(text, add_special_tokens=False)) <= 7  # 6, give or take a merge
+    if delivery != "unary":
+        assert text == _ended(triton_llm, prompts, prompts.completion["village"], 6, "unary")[0], delivery
 
 
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
-def test_a_stop_string_ends_the_text_and_is_the_stop_reason(triton_llm, prompts):
+@pytest.mark.parametrize("delivery", DELIVERIES)
+def test_a_stop_string_ends_the_text_and_is_the_stop_reason(triton_llm, prompts, delivery):
     prompt = prompts.completion["fox"]
     full = _ask(triton_llm, prompt).text
     words = full.split()
     assert len(words) >= 4, full
     stop = words[2]
-    result = _ask(triton_llm, prompt, stop_words=[stop])
-    assert output_text(result.raw, "finish_reason") == "stop"
-    assert output_text(result.raw, "stop_reason") == stop
-    assert stop not in result.text and full.startswith(result.text)
+    text, finish, reason = _ended(triton_llm, prompts, prompt, TOKENS, delivery, stop_words=[stop])
+    assert (finish, reason) == ("stop", stop), (delivery, text)
+    # the answer is the full one up to the stop string, which is cut off: what follows it there is the stop string
+    assert full.startswith(text) and full[len(text) :].lstrip().startswith(stop), (delivery, text, full)
 
 
 @pytest.mark.functional
 @pytest.mark.triton_llm_requires("llmapi")
-def test_the_end_token_is_a_stop_with_no_stop_reason(triton_llm, prompts):
-    result = _ask(triton_llm, triton_llm.chat_prompt(prompts.chat_question), 200)
-    assert output_text(result.raw, "finish_reason") == "stop", result.text
-    assert output_text(result.raw, "stop_reason") == "None"
+@pytest.mark.parametrize("delivery", DELIVERIES)
+def test_the_end_token_is_a_stop_with_no_stop_reason(triton_llm, prompts, delivery):
+    prompt = triton_llm.chat_prompt(prompts.chat_question)
+    text, finish, stop = _ended(triton_llm, prompts, prompt, 200, delivery)
+    assert (finish, stop) == ("stop", "None"), (delivery, text)
+    if delivery != "unary":
+        assert text == _ended(triton_llm, prompts, prompt, 200, "unary")[0], delivery
 
 
 @pytest.mark.functional

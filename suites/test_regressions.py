@@ -40,6 +40,7 @@ SEEDS = (30, 31, 32, 33, 34, 35, 36, 37)  # the PR's reproduction sent seeds 30 
 SEED_TOKENS = 8  # 16 sampled requests: short ones, and enough to tell 8 seeds apart
 
 
+@pytest.mark.triton_llm_entry_models
 def test_a_seed_samples_the_same_text_alone_and_among_8_concurrent_requests(triton_llm, prompts, equality_rule):
     """NVIDIA/TensorRT-LLM#1742: Reference input randomSeeds by idx rather than batchSlot;
     triton-inference-server/tensorrtllm_backend#468: `random_seed` seems to be ignored (or at least inconsistent) for

@@ -87,6 +87,8 @@ def test_stop_words_and_max_tokens_end_speculative_answers_where_they_end_those_
         what = f"{mode} {name} max_tokens {tokens} {options}"
         _same([text], [spoken], speculation_rule, drafting, what)
         assert said == why, f"{what}: (finish, stop) reasons {said} with speculation, {why} without"
+        # and what they must be: max_tokens cuts the copy (it runs past TOKENS), the stop word is named
+        assert why == (("stop", options["stop_words"][0]) if options else ("length", "None")), f"{what}: {why}"
 
 
 def _ended(served, ask: tuple, mode: str) -> tuple[str, tuple]:

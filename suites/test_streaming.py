@@ -151,13 +151,18 @@ def _fresh_body(openai_target, endpoint: str, tokens: int) -> dict:
     return openai_target.chat(fresh_prompt(tokenizer, tokens - (probe - 32)), 4)
 
 
+def _body(openai_target, prompts, endpoint: str) -> dict:
+    """The greedy request of `endpoint` the stream checks send: the chat question, or the village completion."""
+    if endpoint == "chat":
+        return openai_target.chat(prompts.chat_question, TOKENS)
+    return openai_target.completion(prompts.completion["village"], TOKENS)
+
+
 def _pair(openai_target, prompts, endpoint: str):
     """(unary answer, stream) of the same greedy request."""
-    if endpoint == "chat":
-        body = openai_target.chat(prompts.chat_question, TOKENS)
-        return openai_target.endpoint.chat(body), openai_target.endpoint.stream(PATHS[endpoint], body)
-    body = openai_target.completion(prompts.completion["village"], TOKENS)
-    return openai_target.endpoint.complete(body), openai_target.endpoint.stream(PATHS[endpoint], body)
+    body = _body(openai_target, prompts, endpoint)
+    ask = openai_target.endpoint.chat if endpoint == "chat" else openai_target.endpoint.complete
+    return ask(body), openai_target.endpoint.stream(PATHS[endpoint], body)
 
 
 def _counts(usage: dict) -> dict:
@@ -179,16 +184,15 @@ class TestOverV1:
         assert streamed.done, "the stream ended without data: [DONE]"
         assert streamed.finish_reason == unary.finish_reason
 
-    def test_chunks_arrive_while_the_model_generates(self, openai_target, prompts):
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
+    def test_chunks_arrive_while_the_model_generates(self, openai_target, prompts, endpoint):
         """A server that buffers the answer and sends it at the end gives chunks that arrive together: the span from the
         first text chunk to the last must be over half the stream's time. A stream whose prefill a busy neighbour slowed
         can miss that once (CI, 2026-12-02: first chunk at 1.40 s of 2.05 s); a buffering server misses it every time, so
         the best of up to three streams is judged."""
         shares = []
         for _ in range(3):
-            streamed = openai_target.endpoint.stream(
-                PATHS["completions"], openai_target.completion(prompts.completion["village"], TOKENS)
-            )
+            streamed = openai_target.endpoint.stream(PATHS[endpoint], _body(openai_target, prompts, endpoint))
             total = streamed.times[-1] - streamed.sent_s
             shares.append((streamed.times[-1] - streamed.times[0]) / total)
             if shares[-1] > 0.5:

@@ -16,6 +16,7 @@ class Prompts:
     chat_question: str
     chat_expected: str
     copying: dict[str, str] = field(default_factory=dict)  # answers that copy the prompt: prompt lookup drafts them
+    chat_short: str = ""  # a chat question whose greedy answer ends by itself within a few dozen tokens
 
     def batch(self, count: int | None = None) -> list[str]:
         """The first `count` completion prompts (all by default), in the file's order."""
@@ -24,4 +25,7 @@ class Prompts:
 
 def load_prompts(path: Path) -> Prompts:
     data = load_toml(path)
-    return Prompts(data["completion"], data["chat"]["question"], data["chat"]["expected_substring"], data.get("copying", {}))
+    chat = data["chat"]
+    return Prompts(
+        data["completion"], chat["question"], chat["expected_substring"], data.get("copying", {}), chat.get("short", "")
+    )
