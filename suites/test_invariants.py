@@ -179,8 +179,11 @@ def test_sequence_length_is_the_number_of_returned_ids(triton_llm, prompts, endi
     assert result.sequence_length == len(result.token_ids) == returned_token_count(result.raw)
     if ending == "max_tokens":
         assert result.sequence_length == max_tokens
-    else:
-        assert 0 < result.sequence_length < max_tokens
+        return
+    assert 0 < result.sequence_length < max_tokens
+    # it ended where the end token came, which it does not count: without an end id, one token more reaches that token
+    on = triton_llm.client.generate_ids(ids, result.sequence_length + 1, end_id=NO_END, exclude_input_in_output=True)
+    assert on.token_ids[:-1] == result.token_ids and on.token_ids[-1] == end_id not in result.token_ids, on.token_ids
 
 
 @pytest.mark.triton_llm_requires("streaming", "inflight_batcher_llm", "prompt_excluded")

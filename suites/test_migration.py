@@ -112,6 +112,8 @@ def test_max_tokens_gives_the_same_token_counts(triton_llm_migration, prompts):
             for s in (engine, llmapi)
         ]
         assert counts[0] == counts[1], f"max_tokens {max_tokens}: engine {counts[0]} tokens, llmapi {counts[1]}"
+        # and what both must be: max_tokens (the text re-encoded: give or take a merge), the prompt running on past it
+        assert abs(counts[0] - max_tokens) <= 1, f"max_tokens {max_tokens}: both answers re-encode to {counts[0]} tokens"
 
 
 def _measure(served, prompts) -> dict:
@@ -243,6 +245,23 @@ class TestOverV1:
             + "\n"
             + verdict.report(decode=triton_llm.tokenizer.decode)
         )
+
+    def test_chat_answers_agree_with_the_chat_endpoint(self, triton_llm, openai_target, prompts, triton_llm_report, pair_rule):
+        """The chat questions through the Triton side's chat template (what a client of the ensemble renders) against
+        /v1/chat/completions, which renders them with the served model's template: the same greedy answers under the
+        pair's rule. A /v1 server whose template differs (another system prompt, no generation prompt) answers otherwise.
+        The short question only: the capital question's first greedy token already differs between SmolLM2-135M's
+        float32 checkpoint and its Q4_1 GGUF (2026-12-05), a quantization's difference, not a template's."""
+        questions = [prompts.chat_short]
+        old = [triton_llm.client.generate(triton_llm.chat_prompt(q), V1_TOKENS).text for q in questions]
+        new = [openai_target.endpoint.chat(openai_target.chat(q, V1_TOKENS)).text for q in questions]
+        triton_llm_report.record(
+            triton_llm.id,
+            "migration_v1_chat",
+            {"against": openai_target.options.url, "rule": pair_rule.describe(), "asked": questions, "triton": old, "v1": new},
+        )
+        verdict = compare_texts(old, new, pair_rule, triton_llm.tokenizer)
+        assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode, labels=questions)
 
     def test_streams_add_up_to_the_unary_answer_on_both(self, triton_llm, openai_target, prompts, triton_llm_report):
         prompt = prompts.completion["language"]

@@ -184,6 +184,24 @@ def test_lora_through_the_entry_model_answers_as_through_tensorrt_llm(triton_llm
             inputs = {**client.ensemble_inputs(prompt, LORA_TOKENS, end_id=NO_END), "lora_task_id": (6000 + i, "UINT64"), **sent}
             how = "its weights" if sent else "its task id alone"
             assert output_text(client.request(client.ensemble, inputs), "text_output") == expected, f"{name} by {how}"
+        _lora_streamed_and_beside_the_base(triton_llm, prompt, 6000 + i, (name, expected), base)
+
+
+def _lora_streamed_and_beside_the_base(triton_llm, prompt: str, task_id: int, adapter: tuple[str, str], base: str) -> None:
+    """The registered adapter by its task id: streamed (where the deployment streams), its pieces add up to its unary
+    answer; sent at once with a request of the base model, each answers as alone (NVIDIA/TensorRT-LLM#2096: the
+    adapter leaked into the base model's rows of a mixed batch)."""
+    client, (name, expected) = triton_llm.client, adapter
+    task = {"lora_task_id": (task_id, "UINT64")}
+    inputs = {**client.ensemble_inputs(prompt, LORA_TOKENS, end_id=NO_END), **task}
+    if "streaming" in triton_llm.ref.capabilities:
+        streamed = {**client.ensemble_inputs(prompt, LORA_TOKENS, end_id=NO_END, stream=True), **task}
+        assert client.stream_inputs(client.ensemble, streamed).text == expected, f"{name}, streamed"
+    with ThreadPoolExecutor(2) as pool:
+        adapted = pool.submit(client.request, client.ensemble, inputs)
+        plain = pool.submit(client.generate, prompt, LORA_TOKENS, end_id=NO_END)
+        together = (output_text(adapted.result(), "text_output"), plain.result().text)
+    assert together == (expected, base), f"{name} beside the base model: {together}, alone {(expected, base)}"
 
 
 @pytest.mark.triton_llm_load  # overflows the LoRA cache: every adapter cached before is evicted
