@@ -30,6 +30,8 @@ PROMPT = "The quick brown fox"
 
 
 ERROR, ANSWER = "error", "answer"
+# an answer that must be the plain request's (PROMPT, 8 tokens): what the hostile part adds cannot apply to this prompt
+SAME = "the plain answer"
 
 
 HUGE = 1_000_000  # far past max_seq_len, clear of int32 overflow (2**31-1 overflows TensorRT-LLM's own clamp: UB)
@@ -127,14 +129,14 @@ CASES = {
     "1 MB input": (ERROR, lambda s: s.client.generate("x" * 1_000_000, 8)),
     "invalid UTF-8": (ERROR, lambda s: s.client.generate(b"\xff\xfe\xfa not utf-8", 8)),
     "empty text": (_empty_prompt, lambda s: s.client.generate("", 8)),
-    "10,000 stop words": (ANSWER, lambda s: s.client.generate(PROMPT, 8, stop_words=[f"zq{i}x" for i in range(10_000)])),
-    "10,000 bad words": (ANSWER, lambda s: s.client.generate(PROMPT, 8, bad_words=[f"zq{i}x" for i in range(10_000)])),
+    "10,000 stop words": (SAME, lambda s: s.client.generate(PROMPT, 8, stop_words=[f"zq{i}x" for i in range(10_000)])),
+    "10,000 bad words": (SAME, lambda s: s.client.generate(PROMPT, 8, bad_words=[f"zq{i}x" for i in range(10_000)])),
     # newer TensorRT-LLM validates it ("EndId (..) is not within acceptable range"), older ones never match it
     "end_id outside the vocabulary": (
         Undocumented("TensorRT-LLM validates end_id from a release no source names; before it, such an end_id never ends"),
         lambda s: s.client.generate(PROMPT, 8, end_id=10**7),
     ),
-    "negative pad_id": (ANSWER, lambda s: s.client.generate(PROMPT, 8, pad_id=-7)),
+    "negative pad_id": (SAME, lambda s: s.client.generate(PROMPT, 8, pad_id=-7)),
     "top_p 2.0": (executor_error, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, top_p=2.0))),
     "negative temperature": (
         executor_error,
@@ -192,7 +194,7 @@ LLMAPI_CASES = {
     "1 MB input": (ERROR, lambda s: s.client.generate("x" * 1_000_000, 8)),
     "invalid UTF-8": (ERROR, lambda s: s.client.generate(b"\xff\xfe\xfa not utf-8", 8)),
     "empty text": (_empty_prompt, lambda s: s.client.generate("", 8)),
-    "1,000 stop strings": (ANSWER, lambda s: s.client.generate(PROMPT, 8, stop_words=[f"zq{i}x" for i in range(1000)])),
+    "1,000 stop strings": (SAME, lambda s: s.client.generate(PROMPT, 8, stop_words=[f"zq{i}x" for i in range(1000)])),
     "top_p 2.0": (ERROR, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, top_p=2.0))),
     "negative temperature": (ERROR, lambda s: s.client.generate(PROMPT, 8, sampling=Sampling(top_k=5, temperature=-1.0))),
     # upstream's model.py: a stop request needs the id of the request it stops
@@ -273,6 +275,9 @@ def _survives(triton_llm, case: str, expected, send) -> None:
         assert error is None, f"{case}: expected an answer, got an error: {error}"
         text = getattr(result, "text", None)
         assert text is None or isinstance(text, str), f"{case}: the answer's text is not text: {text!r}"
+        if expected == SAME:  # no "zq...x" word can occur in it, a pad id pads nothing of a batch of one
+            plain = triton_llm.client.generate(PROMPT, 8).text
+            assert text == plain, f"{case}: answered {text!r}, the plain request {plain!r}"
     assert alive, f"the server did not survive: {case}"
     assert after is None, f"the model no longer answers after {case}: {after}"
 
