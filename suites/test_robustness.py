@@ -383,17 +383,22 @@ def reference_answer(openai_target, prompts):
 class TestOverV1:
     """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
 
+    @pytest.mark.parametrize("endpoint", ["completions", "chat"])
     @pytest.mark.parametrize("case", list(BAD_BODIES))
     def test_a_malformed_body_gets_the_contracts_error_and_the_server_serves_on(
-        self, openai_target, prompts, reference_answer, case
+        self, openai_target, prompts, reference_answer, case, endpoint
     ):
+        """On both endpoints: chat's bodies carry the prompt as the user's message (a number where the prompt is one)."""
         error = openai_target.error_case(*(("not_json", "invalid_body") if case == NOT_JSON else ("invalid_body",)))
         if error is None or not error.status.isdigit():
             pytest.skip(f"{openai_target.family.title}: the contract states no HTTP status for a malformed body")
         body = BAD_BODIES[case]
         if isinstance(body, dict):
             body = {"model": openai_target.model, **body}
-        reply = openai_target.endpoint.request("POST", "/completions", body)
+            if endpoint == "chat":
+                prompt = body.pop("prompt")
+                body["messages"] = prompt if not isinstance(prompt, str) else [{"role": "user", "content": prompt}]
+        reply = openai_target.endpoint.request("POST", "/chat/completions" if endpoint == "chat" else "/completions", body)
         _answered_as_stated(openai_target, prompts, reply, error, reference_answer)
 
     def test_a_huge_max_tokens_is_answered_as_the_contract_says_and_the_server_serves_on(
