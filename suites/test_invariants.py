@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import pytest
+from pytest_triton_llm.openai.client import usage_counts
 from pytest_triton_llm.triton.llmapi_contract import output_text
 from pytest_triton_llm.triton.tensor_contract import NO_END, returned_token_count
 from concurrent.futures import ThreadPoolExecutor
@@ -271,10 +272,6 @@ def _v1_requests(openai_target, prompts, endpoint: str):
     return [openai_target.completion(p, TOKENS) for p in prompts.batch(CONCURRENT)], openai_target.endpoint.complete
 
 
-def _counts(usage: dict) -> dict:
-    return {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
-
-
 class TestOverV1:
     """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
 
@@ -305,7 +302,8 @@ class TestOverV1:
         assert_agree([a.text for a in alone], [t.text for t in together], openai_equality_rule, openai_target.tokenizer)
         same = [(a, t) for a, t in zip(alone, together, strict=True) if a.text == t.text]
         for a, t in same:
-            assert (t.finish_reason, _counts(t.usage)) == (a.finish_reason, _counts(a.usage)), (t.text, t.usage, a.usage)
+            ended = [(each.finish_reason, usage_counts(each.usage)) for each in (t, a)]
+            assert ended[0] == ended[1], (t.text, t.usage, a.usage)
 
     @pytest.mark.parametrize("delivery", ["unary", "streamed"])
     def test_a_chat_answer_ended_by_its_end_token_carries_no_special_token_text(self, openai_target, prompts, delivery):

@@ -15,6 +15,7 @@ from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.verdicts.equality import compare_texts
 from pytest_triton_llm.common.files import fixtures_dir
 from pytest_triton_llm.triton.llmapi_contract import KV_CACHE_OUTPUTS, TIMESTAMP_OUTPUTS, output_number, output_text
+from pytest_triton_llm.triton.llmapi_reasons import ended
 from pytest_triton_llm.stack.repository.llmapi import llmapi_family
 from pytest_triton_llm.common.schema import load_toml
 
@@ -47,25 +48,17 @@ NEIGHBOURS = 3  # a batched request is sent with this many others at once
 
 
 def _ended(served, prompts, prompt: str, max_tokens: int, delivery: str, **options) -> tuple[str, str | None, str | None]:
-    """(text, finish_reason, stop_reason) of one request: unary, streamed (the text and reasons of its last response
-    that carries output), or sent at once with NEIGHBOURS other requests (of `prompts`)."""
-    flags = {"return_finish_reason": True, "return_stop_reason": True}
-    if delivery == "streamed":
-        if not served.ref.options.decoupled:
-            pytest.skip(f"{served.id} is not decoupled: it does not stream")
-        result = served.client.stream(prompt, max_tokens, **flags, **options)
-        text, outputs = result.text, result.content_events[-1].outputs
-    elif delivery == "batched":
-        with ThreadPoolExecutor(1 + NEIGHBOURS) as pool:
-            mine = pool.submit(served.client.generate, prompt, max_tokens, **flags, **options)
-            others = [pool.submit(served.client.generate, other, max_tokens) for other in prompts.batch(NEIGHBOURS)]
-            answer = mine.result()
-            [other.result() for other in others]
-        text, outputs = answer.text, answer.raw
-    else:
-        answer = served.client.generate(prompt, max_tokens, **flags, **options)
-        text, outputs = answer.text, answer.raw
-    return text, output_text(outputs, "finish_reason"), output_text(outputs, "stop_reason")
+    """(text, finish_reason, stop_reason) of one request: unary, streamed, or sent at once with NEIGHBOURS other
+    requests (of `prompts`)."""
+    if delivery == "streamed" and not served.ref.options.decoupled:
+        pytest.skip(f"{served.id} is not decoupled: it does not stream")
+    if delivery != "batched":
+        return ended(served.client, prompt, max_tokens, streamed=delivery == "streamed", **options)
+    with ThreadPoolExecutor(1 + NEIGHBOURS) as pool:
+        mine = pool.submit(ended, served.client, prompt, max_tokens, **options)
+        others = [pool.submit(served.client.generate, other, max_tokens) for other in prompts.batch(NEIGHBOURS)]
+        [other.result() for other in others]
+        return mine.result()
 
 
 @pytest.mark.functional

@@ -18,6 +18,7 @@ from pytest_triton_llm.host.hardware import hardware_class
 from pytest_triton_llm.perf.budgets import Budget, find_budget
 from pytest_triton_llm.stand_ins.triton_models.tensorrt_llm.ngram import NGramDrafter
 from pytest_triton_llm.triton.llmapi_contract import DRAFT_OUTPUTS, output_number, output_text
+from pytest_triton_llm.triton.llmapi_reasons import ended
 from pytest_triton_llm.verdicts.equality import compare_texts, rule_of
 
 TOKENS = 32  # past the copied sentence: the drafts after it are refused too
@@ -92,17 +93,10 @@ def test_stop_words_and_max_tokens_end_speculative_answers_where_they_end_those_
 
 
 def _ended(served, ask: tuple, mode: str) -> tuple[str, tuple]:
-    """The answer to one (name, prompt, max_tokens, options) and its (finish_reason, stop_reason): unary, or streamed
-    (the text and reasons of its last response that carries output)."""
+    """The answer to one (name, prompt, max_tokens, options) and its (finish_reason, stop_reason)."""
     _, prompt, tokens, options = ask
-    flags = {"return_finish_reason": True, "return_stop_reason": True}
-    if mode == "streamed":
-        result = served.client.stream(prompt, tokens, **flags, **options)
-        text, outputs = result.text, result.content_events[-1].outputs
-    else:
-        answer = served.client.generate(prompt, tokens, **flags, **options)
-        text, outputs = answer.text, answer.raw
-    return text, (output_text(outputs, "finish_reason"), output_text(outputs, "stop_reason"))
+    text, *why = ended(served.client, prompt, tokens, streamed=mode == "streamed", **options)
+    return text, tuple(why)
 
 
 @pytest.mark.streaming

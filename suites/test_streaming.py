@@ -13,6 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from pytest_triton_llm.openai.client import usage_counts
 from pytest_triton_llm.properties.kv_blocks import fresh_prompt
 from pytest_triton_llm.triton.client import GenerationError
 from pytest_triton_llm.triton.tensor_contract import NO_END
@@ -165,10 +166,6 @@ def _pair(openai_target, prompts, endpoint: str):
     return ask(body), openai_target.endpoint.stream(PATHS[endpoint], body)
 
 
-def _counts(usage: dict) -> dict:
-    return {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
-
-
 class TestOverV1:
     """The same capability over an OpenAI endpoint: run with --openai-url, deselected without it."""
 
@@ -211,7 +208,7 @@ class TestOverV1:
             unary = openai_target.endpoint.complete(openai_target.completion(prompts.completion["village"], TOKENS))
         streamed = openai_target.endpoint.stream(PATHS[endpoint], body)
         assert streamed.usage_chunks == 1
-        assert _counts(streamed.usage) == _counts(unary.usage)
+        assert usage_counts(streamed.usage) == usage_counts(unary.usage)
         if openai_target.family.response.stream_usage.values[0].startswith("a last chunk"):  # the family's contract
             assert streamed.usage_alone_last, "the usage must come last, in a chunk of its own with choices [] (llama.cpp#15444)"
         # How many prompt tokens the KV cache held is the server's state, not the answer's: the unary request just put

@@ -199,6 +199,11 @@ class OpenAIEndpoint:
         return result
 
 
+def usage_counts(usage: dict) -> dict:
+    """A usage object's three token counts (prompt, completion, total), without the details a server may add."""
+    return {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
 def chunk_log_probs(logprobs: dict | None, chat: bool) -> list[float]:
     """The token log probs of one choice (or streamed chunk): chat's content[].logprob, completions' token_logprobs."""
     if not logprobs:
