@@ -95,15 +95,19 @@ def test_greedy_output_is_deterministic(triton_llm, prompts):
 def test_same_text_alone_and_in_8_concurrent_requests(triton_llm, prompts, equality_rule):
     batch = prompts.batch(8)
     alone = [triton_llm.client.generate(p, BATCH_TOKENS).text for p in batch]
-    with triton_llm.client.watch_trtllm_gauges() as watch:
-        together = [g.text for g in triton_llm.client.generate_many(batch, BATCH_TOKENS, concurrency=8)]
-    # under the engine's rule: exact on float32; float16 kernels are not batch-invariant
-    verdict = compare_texts(alone, together, equality_rule, triton_llm.tokenizer)
-    assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
+    seen = []
+    for _ in range(3):  # a tiny engine can answer all 8 between two scrapes of the gauge (CI, 2026-12-05: 3 samples)
+        with triton_llm.client.watch_trtllm_gauges() as watch:
+            together = [g.text for g in triton_llm.client.generate_many(batch, BATCH_TOKENS, concurrency=8)]
+        # under the engine's rule: exact on float32; float16 kernels are not batch-invariant
+        verdict = compare_texts(alone, together, equality_rule, triton_llm.tokenizer)
+        assert verdict.passed, verdict.report(decode=triton_llm.tokenizer.decode)
+        seen.append((watch.most(*SCHEDULED) or 0, watch.samples))
+        if not triton_llm.ref.serving_layout.trtllm_metrics or seen[-1][0] > 1:
+            return
     # the 8 really ran together: TensorRT-LLM's own gauge saw an iteration schedule more than one request (the C++
     # backend's; the llmapi model publishes no metrics: test_llmapi.py checks its batching by its timestamps)
-    if triton_llm.ref.serving_layout.trtllm_metrics:
-        assert (watch.most(*SCHEDULED) or 0) > 1, f"no iteration scheduled more than one request ({watch.samples} samples)"
+    pytest.fail(f"no iteration scheduled more than one request in 3 tries (most scheduled, samples: {seen})")
 
 
 # -- length control ------------------------------------------------------------------------
